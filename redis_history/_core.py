@@ -1,0 +1,255 @@
+"""The sans-IO core shared by the sync and asyncio histories.
+
+Each operation is a :class:`Call`: which script or command to run, with which
+keys and arguments, and how to turn Redis's reply into a result or a typed
+error. The front ends only execute calls, so no method's logic exists twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Generic, TypeVar
+
+from redis import exceptions as redis_errors
+
+from redis_history.codec import Entry, decode_entries, encode_messages, header_json
+from redis_history.errors import (
+    CorruptHistoryError,
+    HistoryError,
+    InvalidMessageError,
+    StoreUnavailableError,
+)
+from redis_history.keys import DEFAULT_NAMESPACE, DEFAULT_PREFIX, ConversationKeys
+from redis_history.models import Message
+from redis_history.scripts import ERRORS, OK
+from redis_history.tokens import TokenCounter, resolve_counter
+
+__all__ = ["DEFAULT_MAX_MESSAGE_BYTES", "Call", "HistoryCore"]
+
+T = TypeVar("T")
+
+DEFAULT_MAX_MESSAGE_BYTES = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class Call(Generic[T]):
+    """One Redis round trip: a registered script (``script``) or a plain command (``command``)."""
+
+    parse: Callable[[Any], T]
+    script: str | None = None
+    keys: tuple[str, ...] = ()
+    args: tuple[Any, ...] = ()
+    command: tuple[Any, ...] = ()
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _ttl_ms(ttl: float | timedelta | None) -> int:
+    if ttl is None:
+        return 0
+    seconds = ttl.total_seconds() if isinstance(ttl, timedelta) else float(ttl)
+    if seconds <= 0:
+        raise ValueError(f"ttl must be positive, got {ttl!r}")
+    return max(1, round(seconds * 1000))
+
+
+class HistoryCore:
+    """Key names, script arguments and reply decoding for one conversation."""
+
+    def __init__(
+        self,
+        conversation_id: str,
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        prefix: str = DEFAULT_PREFIX,
+        token_counter: TokenCounter | str | None = None,
+        validate: bool = True,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        ttl: float | timedelta | None = None,
+    ) -> None:
+        self.keys = ConversationKeys.build(conversation_id, namespace, prefix)
+        self.conversation_id = conversation_id
+        self.namespace = namespace
+        self.counter = resolve_counter(token_counter)
+        self.validate = validate
+        if max_message_bytes <= 0:
+            raise ValueError("max_message_bytes must be positive")
+        self.max_message_bytes = max_message_bytes
+        self.ttl_ms = _ttl_ms(ttl)
+
+    # -- errors -------------------------------------------------------------------------------
+
+    def _context(self, exc: HistoryError) -> HistoryError:
+        exc.conversation_id, exc.namespace = self.conversation_id, self.namespace
+        return exc
+
+    def wrap(self, exc: redis_errors.RedisError) -> HistoryError:
+        """The typed error for a redis-py error (callers ``raise ... from exc``)."""
+        if isinstance(exc, redis_errors.ConnectionError | redis_errors.TimeoutError):
+            return self._context(StoreUnavailableError(f"Redis is unavailable: {exc}"))
+        if isinstance(exc, redis_errors.ResponseError) and "WRONGTYPE" in str(exc):
+            return self._context(
+                CorruptHistoryError(f"a conversation key holds the wrong data type: {exc}")
+            )
+        return self._context(HistoryError(f"Redis refused the operation: {exc}"))
+
+    def _checked(self, reply: Any) -> list[Any]:
+        """A script reply whose code is OK; otherwise the mapped exception."""
+        code = int(reply[0])
+        if code == OK:
+            return list(reply)
+        error = ERRORS.get(code)
+        if error is None:
+            raise self._context(HistoryError(f"unknown script result code {code}: {reply!r}"))
+        index = int(reply[1])
+        reason = _text(reply[2])
+        if issubclass(error, InvalidMessageError | CorruptHistoryError):
+            raise self._context(error(reason, index=index if index >= 0 else None))
+        raise self._context(error(reason))
+
+    def _decode(self, raw: Sequence[bytes | str]) -> list[Entry]:
+        try:
+            return decode_entries(raw)
+        except CorruptHistoryError as exc:
+            raise self._context(exc) from exc.__cause__
+
+    def _encode(self, messages: Sequence[Message], *, summary: bool = False) -> Any:
+        try:
+            return encode_messages(
+                messages, self.counter, max_bytes=self.max_message_bytes, summary=summary
+            )
+        except InvalidMessageError as exc:
+            raise self._context(exc) from None
+
+    # -- writes -------------------------------------------------------------------------------
+
+    def _write(self, script: str, messages: Sequence[Message]) -> Call[None]:
+        encoded = self._encode(messages)
+        header = header_json(
+            encoded, v=int(self.validate), x=int(self.counter.exact), ttl=self.ttl_ms
+        )
+        return Call(
+            self._none, script=script, keys=self.keys.data, args=(header, *encoded.envelopes)
+        )
+
+    def _none(self, reply: Any) -> None:
+        self._checked(reply)
+
+    def _count(self, reply: Any) -> int:
+        return int(self._checked(reply)[1])
+
+    def append(self, messages: Sequence[Message]) -> Call[None]:
+        """Append ``messages`` at the tail, all or none."""
+        return self._write("append", messages)
+
+    def replace(self, messages: Sequence[Message]) -> Call[None]:
+        """Replace the whole list; resets the baseline."""
+        return self._write("replace", messages)
+
+    def splice_prefix(
+        self,
+        drop_count: int,
+        summary: Message | Sequence[Message],
+        *,
+        expected_ids: Sequence[str] | None = None,
+        lock_token: str | None = None,
+    ) -> Call[int]:
+        """Replace the first ``drop_count`` messages with ``summary``; the reply is the number dropped."""
+        summaries = [summary] if isinstance(summary, Message) else list(summary)
+        if not summaries:
+            raise ValueError("splice_prefix needs at least one summary message")
+        if drop_count < 0:
+            raise ValueError(f"drop_count must be >= 0, got {drop_count}")
+        options: dict[str, Any] = {"n": drop_count, "x": int(self.counter.exact), "ttl": self.ttl_ms}
+        if expected_ids is not None:
+            expected_ids = list(expected_ids)
+            if len(expected_ids) != drop_count:
+                raise ValueError(
+                    f"expected_ids names {len(expected_ids)} messages but drop_count is {drop_count}"
+                )
+            options["ids"] = expected_ids
+        if lock_token is not None:
+            options["tok"] = lock_token
+        encoded = self._encode(summaries, summary=True)
+        return Call(
+            self._count,
+            script="splice_prefix",
+            keys=(*self.keys.data, self.keys.lock),
+            args=(header_json(encoded, **options), *encoded.envelopes),
+        )
+
+    def truncate(self, n: int) -> Call[int]:
+        """Keep at most ``n`` messages; the reply is the number removed."""
+        if n < 0:
+            raise ValueError(f"truncate keeps n >= 0 messages, got {n}")
+        return Call(self._count, script="truncate", keys=self.keys.data, args=(n, self.ttl_ms))
+
+    def record_input_tokens(self, n: int) -> Call[None]:
+        """Make ``n`` (the LLM's reported input tokens) the baseline."""
+        if n < 0:
+            raise ValueError(f"input tokens must be >= 0, got {n}")
+        return Call(self._none, script="record_tokens", keys=self.keys.data, args=(n, self.ttl_ms))
+
+    def delete(self) -> Call[bool]:
+        """Remove every key of the conversation; the reply is whether anything existed."""
+        return Call(lambda reply: int(reply) > 0, command=("DEL", *self.keys.all))
+
+    # -- reads --------------------------------------------------------------------------------
+
+    def token_estimate(self) -> Call[int | None]:
+        """O(1): baseline + tokens since, or the whole history's count; None when empty."""
+        return Call(
+            self._estimate, command=("HMGET", self.keys.meta, "total", "baseline", "since")
+        )
+
+    def _estimate(self, reply: Any) -> int | None:
+        try:
+            total, baseline, since = (int(v) if v is not None else None for v in reply)
+        except ValueError as exc:
+            raise self._context(CorruptHistoryError(f"meta hash holds a non-integer: {reply!r}"))from exc
+        if not total:
+            return None
+        if baseline is not None:
+            return baseline + (since or 0)
+        return total
+
+    def length(self) -> Call[int]:
+        """Number of live messages."""
+        return Call(int, command=("LLEN", self.keys.msgs))
+
+    def entries(self, start: int = 0, stop: int = -1) -> Call[list[Entry]]:
+        """Stored entries from ``start`` to ``stop`` inclusive (LRANGE semantics)."""
+        return Call(self._decode, command=("LRANGE", self.keys.msgs, start, stop))
+
+    def messages(self, start: int = 0, stop: int = -1) -> Call[list[Message]]:
+        """Messages from ``start`` to ``stop`` inclusive (LRANGE semantics)."""
+        return Call(self._messages, command=("LRANGE", self.keys.msgs, start, stop))
+
+    def _messages(self, raw: Sequence[bytes | str]) -> list[Message]:
+        return [entry.message for entry in self._decode(raw)]
+
+    def tail(self, n: int) -> Call[list[Message]]:
+        """The last ``n`` messages."""
+        if n < 0:
+            raise ValueError(f"tail needs n >= 0, got {n}")
+        if n == 0:
+            return Call(self._messages, command=("LRANGE", self.keys.msgs, 1, 0))
+        return self.messages(-n, -1)
+
+    def range(self, start: int = 0, stop: int | None = None) -> Call[list[Message]]:
+        """Messages ``[start:stop]`` with Python slice bounds (negative counts from the end)."""
+        if stop == 0:
+            return Call(self._messages, command=("LRANGE", self.keys.msgs, 1, 0))
+        return self.messages(start, -1 if stop is None else stop - 1)
+
+    def transcript(self) -> Call[list[Message]]:
+        """Archived originals then live messages, summaries left out: the full record."""
+        return Call(self._transcript, script="transcript", keys=(self.keys.msgs, self.keys.archive))
+
+    def _transcript(self, reply: Any) -> list[Message]:
+        archived, live = reply
+        return [e.message for e in self._decode([*archived, *live]) if not e.summary]

@@ -1,0 +1,123 @@
+"""The stored form of a message (the envelope) and the script headers built from it.
+
+An envelope is the message JSON wrapped with its token count::
+
+    {"t":<tokens>,"x":<1 if exact>,"s":<1 if a summary>,"m":<message>}
+
+The fixed field order lets the Lua scripts read ``t`` with a pattern match
+instead of decoding a message that may be a megabyte long.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from redis_history.errors import CorruptHistoryError, MessageTooLargeError
+from redis_history.models import Message
+from redis_history.tokens import TokenCounter, message_tokens
+
+__all__ = ["Encoded", "Entry", "decode_entries", "encode_messages"]
+
+
+class Entry(BaseModel):
+    """A stored message with what the store knows about it."""
+
+    model_config = ConfigDict(frozen=True, populate_by_name=True)
+
+    tokens: int = Field(alias="t", ge=0)
+    """Token count computed once, at write time."""
+    exact: bool = Field(alias="x")
+    """Whether ``tokens`` came from an exact tokenizer rather than a heuristic."""
+    summary: bool = Field(alias="s", default=False)
+    """Whether this message was written by ``splice_prefix`` in place of originals."""
+    message: Message = Field(alias="m")
+    """The message itself."""
+
+
+_ENTRIES: TypeAdapter[list[Entry]] = TypeAdapter(list[Entry])
+
+
+class Encoded:
+    """Messages ready for a script: their envelopes plus the JSON header the script checks."""
+
+    __slots__ = ("envelopes", "header", "tokens")
+
+    def __init__(self, envelopes: list[bytes], header: list[dict[str, Any]], tokens: int) -> None:
+        self.envelopes = envelopes
+        self.header = header
+        self.tokens = tokens
+
+
+def encode_messages(
+    messages: Sequence[Message],
+    counter: TokenCounter,
+    *,
+    max_bytes: int,
+    summary: bool = False,
+) -> Encoded:
+    """Count, serialize and size-check ``messages``; raises ``MessageTooLargeError``."""
+    envelopes: list[bytes] = []
+    header: list[dict[str, Any]] = []
+    total = 0
+    exact = 1 if counter.exact else 0
+    flag = 1 if summary else 0
+    for index, message in enumerate(messages):
+        if not isinstance(message, Message):
+            raise TypeError(f"expected a Message at index {index}, got {type(message).__name__}")
+        tokens = message_tokens(message, counter)
+        body = message.model_dump_json().encode()
+        envelope = b'{"t":%d,"x":%d,"s":%d,"m":%s}' % (tokens, exact, flag, body)
+        if len(envelope) > max_bytes:
+            raise MessageTooLargeError(
+                f"message {message.id} is {len(envelope)} bytes stored; the limit is {max_bytes}",
+                index=index,
+            )
+        item: dict[str, Any] = {"r": message.role, "t": tokens}
+        if message.tool_calls:
+            item["c"] = [call.id for call in message.tool_calls]
+        if message.tool_call_id is not None:
+            item["a"] = message.tool_call_id
+        envelopes.append(envelope)
+        header.append(item)
+        total += tokens
+    return Encoded(envelopes, header, total)
+
+
+def header_json(encoded: Encoded, **options: Any) -> str:
+    """The script's first argument: options plus the per-message header."""
+    return json.dumps({**options, "m": encoded.header}, separators=(",", ":"))
+
+
+def decode_entries(raw: Sequence[bytes | str], *, where: str = "") -> list[Entry]:
+    """Validate stored envelopes in one pydantic call; raises ``CorruptHistoryError``."""
+    if not raw:
+        return []
+    if isinstance(raw[0], bytes):
+        payload: bytes | str = b"[" + b",".join(raw) + b"]"  # type: ignore[arg-type]
+    else:
+        payload = "[" + ",".join(raw) + "]"  # type: ignore[arg-type]
+    try:
+        return _ENTRIES.validate_json(payload)
+    except ValidationError as exc:
+        index = _failing_index(exc, raw)
+        raise CorruptHistoryError(
+            f"stored envelope {where}at index {index} is not a valid message", index=index
+        ) from exc
+
+
+def _failing_index(exc: ValidationError, raw: Sequence[bytes | str]) -> int | None:
+    for error in exc.errors():
+        loc = error.get("loc", ())
+        if loc and isinstance(loc[0], int):
+            return loc[0]
+    # A JSON syntax error has no item location: find the first envelope that is not JSON.
+    for index, item in enumerate(raw):
+        try:
+            json.loads(item)
+        except ValueError:
+            return index
+    return None

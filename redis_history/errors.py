@@ -1,0 +1,110 @@
+"""The exception tree of redis-history.
+
+Every error the library raises on purpose is a :class:`HistoryError`, so one
+``except HistoryError`` covers them all, and callers never need to import
+redis-py's exceptions::
+
+    HistoryError
+    ├── InvalidMessageError (ValueError)     bad input; nothing was written
+    │   ├── RoleOrderError                   role out of order
+    │   ├── ToolPairingError                 tool result without an open call, or calls left open
+    │   └── MessageTooLargeError             envelope over ``max_message_bytes``
+    ├── StaleSnapshotError                   the prefix a write-back summarized has changed
+    ├── LockLostError                        a fenced write-back no longer holds the lock
+    ├── ConversationNotFound (KeyError)      no such conversation
+    ├── CorruptHistoryError                  stored data that is not a valid envelope or meta hash
+    └── StoreUnavailableError (ConnectionError)  Redis could not be reached; wraps redis-py's error
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConversationNotFound",
+    "CorruptHistoryError",
+    "HistoryError",
+    "InvalidMessageError",
+    "LockLostError",
+    "MessageTooLargeError",
+    "RoleOrderError",
+    "StaleSnapshotError",
+    "StoreUnavailableError",
+    "ToolPairingError",
+]
+
+
+class HistoryError(Exception):
+    """Root of every error redis-history raises; carries the conversation it concerns."""
+
+    def __init__(
+        self, message: str, *, conversation_id: str | None = None, namespace: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.conversation_id = conversation_id
+        self.namespace = namespace
+
+    def __str__(self) -> str:
+        if self.conversation_id is None:
+            return self.message
+        return f"{self.message} (conversation {self.namespace}/{self.conversation_id})"
+
+
+class InvalidMessageError(HistoryError, ValueError):
+    """A message (or batch) was refused by validation; Redis was left unchanged."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        index: int | None = None,
+        conversation_id: str | None = None,
+        namespace: str | None = None,
+    ) -> None:
+        super().__init__(message, conversation_id=conversation_id, namespace=namespace)
+        self.index = index
+
+
+class RoleOrderError(InvalidMessageError):
+    """A message's role may not follow the conversation's last role."""
+
+
+class ToolPairingError(InvalidMessageError):
+    """A tool result answers no open tool call, or tool calls are still unanswered."""
+
+
+class MessageTooLargeError(InvalidMessageError):
+    """A serialized message is larger than the history's ``max_message_bytes``."""
+
+
+class StaleSnapshotError(HistoryError):
+    """The prefix a caller summarized is no longer the conversation's prefix."""
+
+
+class LockLostError(HistoryError):
+    """A fenced write-back was refused: the caller's lock token is not the current one."""
+
+
+class ConversationNotFound(HistoryError, KeyError):
+    """The conversation does not exist."""
+
+    def __str__(self) -> str:
+        return HistoryError.__str__(self)
+
+
+class CorruptHistoryError(HistoryError):
+    """Stored data is not what redis-history wrote: a bad envelope, meta field or key type."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        index: int | None = None,
+        conversation_id: str | None = None,
+        namespace: str | None = None,
+    ) -> None:
+        super().__init__(message, conversation_id=conversation_id, namespace=namespace)
+        self.index = index
+
+
+class StoreUnavailableError(HistoryError, ConnectionError):
+    """Redis could not be reached or timed out; the operation may not have run."""

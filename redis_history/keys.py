@@ -1,0 +1,75 @@
+"""The one place Redis key names are built.
+
+With prefix ``rh``, namespace ``NS`` and conversation ``C``::
+
+    rh:NS:{C}:msgs     LIST    message envelopes
+    rh:NS:{C}:meta     HASH    token accounting, role state, version, compaction state
+    rh:NS:{C}:archive  LIST    originals replaced by summaries
+    rh:NS:{C}:lock     STRING  compaction lock
+
+The braces make the conversation id the hash tag, so every script touches one
+cluster slot; the namespace comes first so an ACL key pattern such as
+``~rh:tenant-a:*`` confines a tenant.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+__all__ = ["DEFAULT_NAMESPACE", "DEFAULT_PREFIX", "ConversationKeys", "validate_name"]
+
+DEFAULT_PREFIX = "rh"
+DEFAULT_NAMESPACE = "default"
+MAX_NAME_LENGTH = 200
+
+_FORBIDDEN = re.compile(r"[{}\x00-\x1f\x7f]")
+
+
+def validate_name(value: str, what: str, *, allow_colon: bool = True) -> str:
+    """Return ``value`` if it is usable inside a key, else raise ``ValueError`` saying why."""
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{what} must be a non-empty string, got {value!r}")
+    if len(value) > MAX_NAME_LENGTH:
+        raise ValueError(f"{what} is {len(value)} characters long; the limit is {MAX_NAME_LENGTH}")
+    if _FORBIDDEN.search(value):
+        raise ValueError(f"{what} {value!r} may not contain braces or control characters")
+    if not allow_colon and ":" in value:
+        raise ValueError(f"{what} {value!r} may not contain ':'")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationKeys:
+    """Every key of one conversation, all in one hash slot."""
+
+    msgs: str
+    meta: str
+    archive: str
+    lock: str
+
+    @classmethod
+    def build(
+        cls,
+        conversation_id: str,
+        namespace: str = DEFAULT_NAMESPACE,
+        prefix: str = DEFAULT_PREFIX,
+    ) -> ConversationKeys:
+        """Validate the names and build the keys."""
+        validate_name(conversation_id, "conversation id")
+        validate_name(namespace, "namespace", allow_colon=False)
+        validate_name(prefix, "key prefix", allow_colon=False)
+        base = f"{prefix}:{namespace}:{{{conversation_id}}}"
+        return cls(
+            msgs=f"{base}:msgs", meta=f"{base}:meta", archive=f"{base}:archive", lock=f"{base}:lock"
+        )
+
+    @property
+    def data(self) -> tuple[str, str, str]:
+        """The keys that hold the conversation (the lock is not data); a sliding TTL covers these."""
+        return (self.msgs, self.meta, self.archive)
+
+    @property
+    def all(self) -> tuple[str, str, str, str]:
+        """Every key, for ``delete()``."""
+        return (self.msgs, self.meta, self.archive, self.lock)
