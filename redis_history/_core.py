@@ -158,18 +158,22 @@ class HistoryCore:
         expected_ids: Sequence[str] | None = None,
         lock_token: str | None = None,
     ) -> Call[int]:
-        """Replace the first ``drop_count`` messages with ``summary``; the reply is the number dropped."""
+        """Replace the first ``drop_count`` messages with ``summary``; replies how many."""
         summaries = [summary] if isinstance(summary, Message) else list(summary)
         if not summaries:
             raise ValueError("splice_prefix needs at least one summary message")
         if drop_count < 0:
             raise ValueError(f"drop_count must be >= 0, got {drop_count}")
-        options: dict[str, Any] = {"n": drop_count, "x": int(self.counter.exact), "ttl": self.ttl_ms}
+        options: dict[str, Any] = {
+            "n": drop_count,
+            "x": int(self.counter.exact),
+            "ttl": self.ttl_ms,
+        }
         if expected_ids is not None:
             expected_ids = list(expected_ids)
             if len(expected_ids) != drop_count:
                 raise ValueError(
-                    f"expected_ids names {len(expected_ids)} messages but drop_count is {drop_count}"
+                    f"expected_ids names {len(expected_ids)} messages, drop_count is {drop_count}"
                 )
             options["ids"] = expected_ids
         if lock_token is not None:
@@ -202,15 +206,15 @@ class HistoryCore:
 
     def token_estimate(self) -> Call[int | None]:
         """O(1): baseline + tokens since, or the whole history's count; None when empty."""
-        return Call(
-            self._estimate, command=("HMGET", self.keys.meta, "total", "baseline", "since")
-        )
+        return Call(self._estimate, command=("HMGET", self.keys.meta, "total", "baseline", "since"))
 
     def _estimate(self, reply: Any) -> int | None:
         try:
             total, baseline, since = (int(v) if v is not None else None for v in reply)
         except ValueError as exc:
-            raise self._context(CorruptHistoryError(f"meta hash holds a non-integer: {reply!r}"))from exc
+            raise self._context(
+                CorruptHistoryError(f"meta hash holds a non-integer: {reply!r}")
+            ) from exc
         if not total:
             return None
         if baseline is not None:

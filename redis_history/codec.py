@@ -103,21 +103,17 @@ def decode_entries(raw: Sequence[bytes | str], *, where: str = "") -> list[Entry
     try:
         return _ENTRIES.validate_json(payload)
     except ValidationError as exc:
-        index = _failing_index(exc, raw)
+        index = _failing_index(raw)
         raise CorruptHistoryError(
             f"stored envelope {where}at index {index} is not a valid message", index=index
         ) from exc
 
 
-def _failing_index(exc: ValidationError, raw: Sequence[bytes | str]) -> int | None:
-    for error in exc.errors():
-        loc = error.get("loc", ())
-        if loc and isinstance(loc[0], int):
-            return loc[0]
-    # A JSON syntax error has no item location: find the first envelope that is not JSON.
+def _failing_index(raw: Sequence[bytes | str]) -> int | None:
+    """The first envelope that does not validate on its own (only run once a list has failed)."""
     for index, item in enumerate(raw):
         try:
-            json.loads(item)
-        except ValueError:
+            Entry.model_validate_json(item)
+        except ValidationError:
             return index
     return None

@@ -66,7 +66,7 @@ class ConversationKeys:
 
     @property
     def data(self) -> tuple[str, str, str]:
-        """The keys that hold the conversation (the lock is not data); a sliding TTL covers these."""
+        """The keys holding the conversation (the lock is not data); a sliding TTL covers these."""
         return (self.msgs, self.meta, self.archive)
 
     @property

@@ -59,9 +59,13 @@ class ToolCall(BaseModel):
             try:
                 raw = json.loads(raw) if raw.strip() else {}
             except json.JSONDecodeError as exc:
-                raise ValueError(f"tool call {data.get('id')!r} has arguments that are not JSON") from exc
+                raise ValueError(
+                    f"tool call {data.get('id')!r} has arguments that are not JSON"
+                ) from exc
         if not isinstance(raw, dict):
-            raise ValueError(f"tool call {data.get('id')!r} arguments must be a JSON object")
+            raise ValueError(  # noqa: TRY004  (pydantic and callers expect ValueError for bad input)
+                f"tool call {data.get('id')!r} arguments must be a JSON object"
+            )
         return cls(id=data.get("id", ""), name=function.get("name", ""), arguments=raw)
 
 

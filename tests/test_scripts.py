@@ -1,0 +1,89 @@
+"""The Lua scripts: each file is registered, packaged into the wheel, and headed by its contract."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import fakeredis
+import pytest
+
+from redis_history import RedisHistory
+from redis_history.scripts import ERRORS, OK, script_names, script_source, scripts_for
+
+ROOT = Path(__file__).resolve().parent.parent
+LUA_FILES = sorted(p.name for p in (ROOT / "lua").glob("*.lua"))
+
+
+def test_every_script_file_is_registered() -> None:
+    """Each lua/<verb>-<NKEYS>.lua is one registered script, named by its verb."""
+    client = fakeredis.FakeRedis()
+    scripts = scripts_for(client)
+    assert sorted(scripts) == sorted(f.rsplit("-", 1)[0] for f in LUA_FILES)
+    assert set(script_names()) == set(scripts)
+    assert scripts_for(client) is scripts, "scripts are registered once per client"
+
+
+@pytest.mark.parametrize("filename", LUA_FILES)
+def test_scripts_declare_their_keys_and_never_build_keys(filename: str) -> None:
+    """Headers list KEYS[1..N] as the file name says; no script calls KEYS or SCAN."""
+    source = script_source(filename.rsplit("-", 1)[0])
+    nkeys = int(filename.removesuffix(".lua").rsplit("-", 1)[1])
+    declared = sorted({int(n) for n in re.findall(r"^KEYS\[(\d+)\]", source, re.MULTILINE)})
+    assert declared == list(range(1, nkeys + 1))
+    assert not re.search(r"^--- @include", source, re.MULTILINE)
+    assert not re.search(r"'(KEYS|SCAN)'", source)
+
+
+def test_history_uses_the_declared_key_counts() -> None:
+    """Each script is called with as many keys as its file name declares."""
+    history = RedisHistory(fakeredis.FakeRedis(), "c")
+    core = history.core
+    counts = {f.rsplit("-", 1)[0]: int(f[:-4].rsplit("-", 1)[1]) for f in LUA_FILES}
+    calls: dict[str, Any] = {
+        "append": core.append([]),
+        "replace": core.replace([]),
+        "truncate": core.truncate(0),
+        "record_tokens": core.record_input_tokens(0),
+        "transcript": core.transcript(),
+    }
+    for name, call in calls.items():
+        assert call.script == name
+        assert len(call.keys) == counts[name]
+
+
+def test_result_codes_map_to_distinct_exceptions() -> None:
+    """Every non-OK code has its own exception; an unknown code raises HistoryError."""
+    assert OK not in ERRORS
+    assert len(set(ERRORS.values())) == len(ERRORS)
+    history = RedisHistory(fakeredis.FakeRedis(), "c")
+    with pytest.raises(Exception, match="unknown script result code 99"):
+        history.core._checked([99, -1, b"?"])
+
+
+@pytest.mark.slow
+def test_wheel_contains_every_script(tmp_path: Path) -> None:
+    """The built wheel ships every .lua file and the py.typed marker."""
+    source = tmp_path / "src"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    for tree in ("redis_history", "lua"):
+        shutil.copytree(ROOT / tree, source / tree, ignore=shutil.ignore_patterns("__pycache__"))
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+         "-w", str(tmp_path), str(source)],
+        check=True,
+    )  # fmt: skip
+    (wheel,) = tmp_path.glob("redis_history-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for filename in LUA_FILES:
+        assert f"redis_history/lua/{filename}" in names
+    for include in (ROOT / "lua" / "includes").glob("*.lua"):
+        assert f"redis_history/lua/includes/{include.name}" in names
+    assert "redis_history/py.typed" in names
