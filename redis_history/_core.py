@@ -24,6 +24,7 @@ from redis_history.errors import (
 from redis_history.keys import DEFAULT_NAMESPACE, DEFAULT_PREFIX, ConversationKeys
 from redis_history.models import Message
 from redis_history.scripts import ERRORS, OK
+from redis_history.state import CompactionState, Event
 from redis_history.tokens import TokenCounter, resolve_counter
 
 __all__ = ["DEFAULT_MAX_MESSAGE_BYTES", "Call", "HistoryCore"]
@@ -257,3 +258,20 @@ class HistoryCore:
     def _transcript(self, reply: Any) -> list[Message]:
         archived, live = reply
         return [e.message for e in self._decode([*archived, *live]) if not e.summary]
+
+    # -- compaction state ---------------------------------------------------------------------
+
+    def compaction_event(
+        self, event: Event | str, value: int = 0, freed: int = 0
+    ) -> Call[CompactionState]:
+        """Apply ``event`` to the stored compaction state atomically; the reply is the new state."""
+        return Call(
+            self._state,
+            script="compaction_state",
+            keys=(self.keys.meta,),
+            args=(event, value, freed),
+        )
+
+    def _state(self, reply: Any) -> CompactionState:
+        raw = _text(self._checked(reply)[1])
+        return CompactionState.decode(raw)

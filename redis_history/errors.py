@@ -11,6 +11,7 @@ redis-py's exceptions::
     │   └── MessageTooLargeError             envelope over ``max_message_bytes``
     ├── StaleSnapshotError                   the prefix a write-back summarized has changed
     ├── LockLostError                        a fenced write-back no longer holds the lock
+    ├── InvalidTransition (ValueError)       a compaction-state event its state does not allow
     ├── ConversationNotFound (KeyError)      no such conversation
     ├── CorruptHistoryError                  stored data that is not a valid envelope or meta hash
     └── StoreUnavailableError (ConnectionError)  Redis could not be reached; wraps redis-py's error
@@ -23,6 +24,7 @@ __all__ = [
     "CorruptHistoryError",
     "HistoryError",
     "InvalidMessageError",
+    "InvalidTransition",
     "LockLostError",
     "MessageTooLargeError",
     "RoleOrderError",
@@ -82,6 +84,10 @@ class StaleSnapshotError(HistoryError):
 
 class LockLostError(HistoryError):
     """A fenced write-back was refused: the caller's lock token is not the current one."""
+
+
+class InvalidTransition(HistoryError, ValueError):
+    """A compaction-state event the current state does not allow (e.g. exhausting while cooling)."""
 
 
 class ConversationNotFound(HistoryError, KeyError):

@@ -19,6 +19,7 @@ from redis_history.codec import Entry
 from redis_history.keys import DEFAULT_NAMESPACE, DEFAULT_PREFIX, ConversationKeys
 from redis_history.models import Message
 from redis_history.scripts import scripts_for
+from redis_history.state import CompactionState
 from redis_history.tokens import TokenCounter
 
 __all__ = ["AsyncRedisHistory", "RedisHistory"]
@@ -201,6 +202,14 @@ class RedisHistory(_Base):
         """The full record: archived originals, then live messages, without summaries."""
         return self._run(self.core.transcript())
 
+    def compaction_state(self) -> CompactionState:
+        """The conversation's compaction state (``Ready`` when never set)."""
+        return self._run(self.core.compaction_event("read"))
+
+    def advance_turn(self) -> CompactionState:
+        """Move the compaction state to the next turn; call once at the start of a user turn."""
+        return self._run(self.core.compaction_event("advance_turn"))
+
     def len(self) -> int:
         """Number of live messages."""
         return self._run(self.core.length())
@@ -296,6 +305,14 @@ class AsyncRedisHistory(_Base):
     async def transcript(self) -> list[Message]:
         """See :meth:`RedisHistory.transcript`."""
         return await self._run(self.core.transcript())
+
+    async def compaction_state(self) -> CompactionState:
+        """See :meth:`RedisHistory.compaction_state`."""
+        return await self._run(self.core.compaction_event("read"))
+
+    async def advance_turn(self) -> CompactionState:
+        """See :meth:`RedisHistory.advance_turn`."""
+        return await self._run(self.core.compaction_event("advance_turn"))
 
     async def len(self) -> int:
         """See :meth:`RedisHistory.len`."""

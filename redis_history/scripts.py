@@ -17,6 +17,7 @@ from typing import Any
 from redis_history.errors import (
     CorruptHistoryError,
     HistoryError,
+    InvalidTransition,
     LockLostError,
     RoleOrderError,
     StaleSnapshotError,
@@ -32,6 +33,7 @@ ERRORS: dict[int, type[HistoryError]] = {
     3: StaleSnapshotError,
     4: LockLostError,
     5: CorruptHistoryError,
+    6: InvalidTransition,
 }
 """Script result codes mapped to the exceptions they raise; code 0 is success."""
 

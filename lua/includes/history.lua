@@ -2,7 +2,7 @@
 -- tool-pairing state machine, and the sliding TTL. Pasted in place of
 -- `--- @include "history"` when the scripts are loaded.
 
-local OK, ROLE_ORDER, TOOL_PAIRING, STALE, LOCK_LOST, CORRUPT = 0, 1, 2, 3, 4, 5
+local OK, ROLE_ORDER, TOOL_PAIRING, STALE, LOCK_LOST, CORRUPT, INVALID_TRANSITION = 0, 1, 2, 3, 4, 5, 6
 local CHUNK = 1000
 
 -- Read the meta hash; nil plus a reason when a field is not what we wrote.

@@ -1,0 +1,52 @@
+--[[
+compaction_state: apply one event to the conversation's compaction state, the
+same transition map as redis_history/state.py (a test checks they agree).
+
+KEYS[1] meta     HASH (field cstate = "<kind>:<value>", counters compactions, tokens_freed)
+ARGV[1] event    advance_turn | compacted | exhausted | warned | read
+ARGV[2] value    the cooldown for `compacted`; otherwise 0
+ARGV[3] freed    tokens a compaction freed (counted with `compacted`), else 0
+
+Returns {0, new state}, or {6, -1, reason} (not allowed; nothing written) or
+{5, -1, reason} (the stored state is not one we write).
+]]
+--- @include "history"
+
+local meta = KEYS[1]
+local event, value, freed = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local raw = redis.call('HGET', meta, 'cstate') or 'ready:0'
+local kind, n = string.match(raw, '^(%a+):(%d+)$')
+n = tonumber(n)
+if not (kind == 'ready' or kind == 'compacted' or kind == 'cooling' or kind == 'exhausted') then
+  return {CORRUPT, -1, 'meta field cstate is not a compaction state: ' .. raw}
+end
+
+local new_kind, new_n = kind, n
+if event == 'read' then
+  return {OK, raw}
+elseif event == 'advance_turn' then
+  if kind == 'compacted' then
+    if n > 0 then new_kind = 'cooling' else new_kind, new_n = 'ready', 0 end
+  elseif kind == 'cooling' then
+    if n > 1 then new_n = n - 1 else new_kind, new_n = 'ready', 0 end
+  end
+elseif event == 'compacted' then
+  if kind ~= 'ready' then return {INVALID_TRANSITION, -1, 'cannot record a compaction in state ' .. raw} end
+  new_kind, new_n = 'compacted', value
+elseif event == 'exhausted' then
+  if kind == 'cooling' then return {INVALID_TRANSITION, -1, 'cannot become exhausted from ' .. raw} end
+  if kind ~= 'exhausted' then new_kind, new_n = 'exhausted', 0 end
+elseif event == 'warned' then
+  if kind ~= 'exhausted' then return {INVALID_TRANSITION, -1, 'no warning is due in state ' .. raw} end
+  new_n = 1
+else
+  return {INVALID_TRANSITION, -1, 'unknown event ' .. tostring(event)}
+end
+
+local state = new_kind .. ':' .. new_n
+redis.call('HSET', meta, 'cstate', state)
+if event == 'compacted' then
+  redis.call('HINCRBY', meta, 'compactions', 1)
+  redis.call('HINCRBY', meta, 'tokens_freed', freed)
+end
+return {OK, state}

@@ -1,0 +1,129 @@
+"""The compaction state machine: each transition of the seed map, and those that must not happen."""
+
+from __future__ import annotations
+
+import itertools
+
+import fakeredis
+import pytest
+import redis
+
+from redis_history import RedisHistory
+from redis_history.errors import CorruptHistoryError, InvalidTransition
+from redis_history.state import CompactionState
+
+READY = CompactionState.ready()
+STATES = [
+    READY,
+    CompactionState.compacted_this_turn(0),
+    CompactionState.compacted_this_turn(2),
+    CompactionState.cooling(0),
+    CompactionState.cooling(1),
+    CompactionState.cooling(3),
+    CompactionState.exhausted(),
+    CompactionState.exhausted(warned=True),
+]
+EVENTS = [("advance_turn", 0), ("compacted", 0), ("compacted", 2), ("exhausted", 0), ("warned", 0)]
+
+
+@pytest.mark.parametrize(
+    ("state", "after"),
+    [
+        (READY, READY),
+        (CompactionState.compacted_this_turn(0), READY),
+        (CompactionState.compacted_this_turn(2), CompactionState.cooling(2)),
+        (CompactionState.cooling(3), CompactionState.cooling(2)),
+        (CompactionState.cooling(1), READY),
+        (CompactionState.exhausted(), CompactionState.exhausted()),
+        (CompactionState.exhausted(warned=True), CompactionState.exhausted(warned=True)),
+    ],
+    ids=str,
+)
+def test_advance_turn(state: CompactionState, after: CompactionState) -> None:
+    """A turn boundary cools down, counts down, or leaves the state alone."""
+    assert state.advance_turn() == after
+
+
+def test_a_compaction_starts_a_cooldown_only_from_ready() -> None:
+    """compacted is allowed from Ready only; the cooldown becomes Cooling at the next turn."""
+    state = READY.on_compacted(2)
+    assert state.is_compacted_this_turn()
+    assert state.cooldown_remaining() == 2
+    for not_ready in STATES[1:]:
+        with pytest.raises(InvalidTransition):
+            not_ready.on_compacted(1)
+
+
+def test_exhausted_is_not_reachable_from_cooling() -> None:
+    """Exhaustion comes from Ready or CompactedThisTurn, never from Cooling."""
+    assert READY.on_exhausted() == CompactionState.exhausted()
+    assert CompactionState.compacted_this_turn(1).on_exhausted().is_exhausted()
+    with pytest.raises(InvalidTransition):
+        CompactionState.cooling(2).on_exhausted()
+
+
+def test_the_warning_is_given_once_and_then_terminal() -> None:
+    """Exhausted{false} becomes Exhausted{true}, which no event leaves."""
+    warned = CompactionState.exhausted().on_warned()
+    assert warned.warned
+    assert warned.on_warned() == warned
+    assert warned.advance_turn() == warned
+    assert warned.on_exhausted() == warned
+    with pytest.raises(InvalidTransition):
+        warned.on_compacted(0)
+    with pytest.raises(InvalidTransition):
+        READY.on_warned()
+
+
+def test_encoding_round_trips_and_refuses_garbage() -> None:
+    """The meta-hash form decodes to the same state; anything else is an error."""
+    for state in STATES:
+        assert CompactionState.decode(state.encode()) == state
+    assert CompactionState.decode(None) == READY
+    with pytest.raises(ValueError, match="not a compaction state"):
+        CompactionState.decode("sleepy:1")
+
+
+@pytest.fixture(params=["fakeredis", pytest.param("redis", marks=pytest.mark.real_redis)])
+def client(request: pytest.FixtureRequest) -> redis.Redis:
+    """fakeredis or the session's real redis-server."""
+    if request.param == "fakeredis":
+        return fakeredis.FakeRedis()
+    return request.getfixturevalue("real_redis")  # type: ignore[no-any-return]
+
+
+def test_the_script_implements_the_same_map(client: redis.Redis) -> None:
+    """For every state and event, the Lua script and the pure type agree (or both refuse)."""
+    history = RedisHistory(client, "c", token_counter="heuristic")
+    for state, (event, value) in itertools.product(STATES, EVENTS):
+        client.hset(history.keys.meta, "cstate", state.encode())
+        try:
+            expected: object = state.apply(event, value)  # type: ignore[arg-type]
+        except InvalidTransition:
+            expected = InvalidTransition
+        try:
+            got: object = history._run(history.core.compaction_event(event, value))
+        except InvalidTransition:
+            got = InvalidTransition
+        assert got == expected, (state, event, value)
+        if expected is InvalidTransition:
+            assert CompactionState.decode(client.hget(history.keys.meta, "cstate")) == state
+
+
+def test_history_reads_and_advances_the_stored_state(client: redis.Redis) -> None:
+    """compaction_state() starts Ready; advance_turn() applies the map in Redis."""
+    history = RedisHistory(client, "c", token_counter="heuristic")
+    assert history.compaction_state() == READY
+    history._run(history.core.compaction_event("compacted", 1, 500))
+    assert history.compaction_state().is_compacted_this_turn()
+    assert history.advance_turn() == CompactionState.cooling(1)
+    assert history.advance_turn() == READY
+    assert client.hget(history.keys.meta, "tokens_freed") == b"500"
+
+
+def test_a_corrupt_stored_state_is_reported(client: redis.Redis) -> None:
+    """A cstate field we did not write raises CorruptHistoryError."""
+    history = RedisHistory(client, "c", token_counter="heuristic")
+    client.hset(history.keys.meta, "cstate", "weird")
+    with pytest.raises(CorruptHistoryError):
+        history.compaction_state()
