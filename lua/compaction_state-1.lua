@@ -31,7 +31,7 @@ elseif event == 'advance_turn' then
     if n > 1 then new_n = n - 1 else new_kind, new_n = 'ready', 0 end
   end
 elseif event == 'compacted' then
-  if kind ~= 'ready' then return {INVALID_TRANSITION, -1, 'cannot record a compaction in state ' .. raw} end
+  if kind ~= 'ready' and kind ~= 'cooling' then return {INVALID_TRANSITION, -1, 'cannot record a compaction in state ' .. raw} end
   new_kind, new_n = 'compacted', value
 elseif event == 'exhausted' then
   if kind == 'cooling' then return {INVALID_TRANSITION, -1, 'cannot become exhausted from ' .. raw} end

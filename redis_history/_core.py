@@ -7,6 +7,8 @@ error. The front ends only execute calls, so no method's logic exists twice.
 
 from __future__ import annotations
 
+import json
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -23,11 +25,21 @@ from redis_history.errors import (
 )
 from redis_history.keys import DEFAULT_NAMESPACE, DEFAULT_PREFIX, ConversationKeys
 from redis_history.models import Message
+from redis_history.policy import CompactionPolicy
 from redis_history.scripts import ERRORS, OK
 from redis_history.state import CompactionState, Event
 from redis_history.tokens import TokenCounter, resolve_counter
 
-__all__ = ["DEFAULT_MAX_MESSAGE_BYTES", "Call", "HistoryCore"]
+__all__ = [
+    "COMPACTION_FUNCTION",
+    "DEFAULT_MAX_MESSAGE_BYTES",
+    "Call",
+    "CompactionJob",
+    "HistoryCore",
+]
+
+COMPACTION_FUNCTION = "redis_history.jobs.compact_conversation"
+"""What workers run, named by path so that enqueueing needs neither rq nor the jobs module."""
 
 T = TypeVar("T")
 
@@ -75,6 +87,7 @@ class HistoryCore:
         self.keys = ConversationKeys.build(conversation_id, namespace, prefix)
         self.conversation_id = conversation_id
         self.namespace = namespace
+        self.prefix = prefix
         self.counter = resolve_counter(token_counter)
         self.validate = validate
         if max_message_bytes <= 0:
@@ -275,3 +288,58 @@ class HistoryCore:
     def _state(self, reply: Any) -> CompactionState:
         raw = _text(self._checked(reply)[1])
         return CompactionState.decode(raw)
+
+    def claim_compaction(self, job_id: str, now_ms: int, stale_ms: int) -> Call[bool]:
+        """Reserve the one pending compaction; the reply is whether this caller got it."""
+        return Call(
+            self._flag,
+            script="claim_compaction",
+            keys=(self.keys.meta,),
+            args=(job_id, now_ms, stale_ms),
+        )
+
+    def release_claim(self, job_id: str) -> Call[bool]:
+        """Drop the pending-compaction claim if it is still ``job_id``'s."""
+        return Call(self._flag, script="release_claim", keys=(self.keys.meta,), args=(job_id,))
+
+    def _flag(self, reply: Any) -> bool:
+        return int(self._checked(reply)[1]) == 1
+
+    def compaction_job(self, policy: CompactionPolicy) -> CompactionJob:
+        """The job to enqueue for this conversation: a fresh id and a plain-JSON payload."""
+        return CompactionJob(
+            job_id=f"rh-compact-{uuid.uuid4().hex}",
+            payload={
+                "namespace": self.namespace,
+                "conversation_id": self.conversation_id,
+                "prefix": self.prefix,
+                "policy": policy.model_dump(mode="json"),
+            },
+            claim_ms=round(policy.claim_ttl_seconds * 1000),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionJob:
+    """An RQ job request: its id (no ``:``) and its JSON-serializable keyword arguments."""
+
+    job_id: str
+    payload: dict[str, Any]
+    claim_ms: int
+
+    def enqueue(self, queue: Any) -> None:
+        """Enqueue on an RQ ``queue`` that uses ``JSONSerializer`` (checked: no pickle)."""
+        try:
+            json.loads(queue.serializer.dumps({"probe": 1}))
+        except (ValueError, UnicodeDecodeError, AttributeError) as exc:
+            raise ValueError(
+                "the compaction queue must use rq.serializers.JSONSerializer, so no pickle "
+                "crosses the queue"
+            ) from exc
+        queue.enqueue_call(
+            COMPACTION_FUNCTION,
+            kwargs=self.payload,
+            job_id=self.job_id,
+            result_ttl=0,
+            failure_ttl=24 * 3600,
+        )

@@ -7,6 +7,8 @@ script arguments and reply decoding live in the core, written once.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any, Self, TypeVar
@@ -18,13 +20,18 @@ from redis_history._core import DEFAULT_MAX_MESSAGE_BYTES, Call, HistoryCore
 from redis_history.codec import Entry
 from redis_history.keys import DEFAULT_NAMESPACE, DEFAULT_PREFIX, ConversationKeys
 from redis_history.models import Message
+from redis_history.policy import CompactionPolicy
 from redis_history.scripts import scripts_for
-from redis_history.state import CompactionState
+from redis_history.state import CompactionState, Event
 from redis_history.tokens import TokenCounter
 
 __all__ = ["AsyncRedisHistory", "RedisHistory"]
 
 T = TypeVar("T")
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
 
 
 class _Base:
@@ -210,6 +217,40 @@ class RedisHistory(_Base):
         """Move the compaction state to the next turn; call once at the start of a user turn."""
         return self._run(self.core.compaction_event("advance_turn"))
 
+    def compaction_event(self, event: Event, value: int = 0, freed: int = 0) -> CompactionState:
+        """Apply a compaction-state event atomically (``compacted`` counts ``freed`` tokens).
+
+        Raises:
+            InvalidTransition: the stored state does not allow ``event``; nothing changed.
+        """
+        return self._run(self.core.compaction_event(event, value, freed))
+
+    def maybe_compact(self, queue: Any, policy: CompactionPolicy | None = None) -> bool:
+        """Enqueue a background compaction if one is due and none is pending.
+
+        Looks only at :meth:`token_estimate` and :meth:`compaction_state`; however
+        many pods call this at once, at most one job is enqueued per conversation.
+
+        Args:
+            queue: an ``rq.Queue`` using ``JSONSerializer`` (it may live on another Redis).
+            policy: thresholds and budgets; the defaults otherwise.
+
+        Returns:
+            Whether this call enqueued a job.
+        """
+        policy = policy or CompactionPolicy()
+        if not policy.should_compact(self.token_estimate(), self.compaction_state()):
+            return False
+        job = self.core.compaction_job(policy)
+        if not self._run(self.core.claim_compaction(job.job_id, _now_ms(), job.claim_ms)):
+            return False
+        try:
+            job.enqueue(queue)
+        except BaseException:
+            self._run(self.core.release_claim(job.job_id))
+            raise
+        return True
+
     def len(self) -> int:
         """Number of live messages."""
         return self._run(self.core.length())
@@ -313,6 +354,27 @@ class AsyncRedisHistory(_Base):
     async def advance_turn(self) -> CompactionState:
         """See :meth:`RedisHistory.advance_turn`."""
         return await self._run(self.core.compaction_event("advance_turn"))
+
+    async def compaction_event(
+        self, event: Event, value: int = 0, freed: int = 0
+    ) -> CompactionState:
+        """See :meth:`RedisHistory.compaction_event`."""
+        return await self._run(self.core.compaction_event(event, value, freed))
+
+    async def maybe_compact(self, queue: Any, policy: CompactionPolicy | None = None) -> bool:
+        """See :meth:`RedisHistory.maybe_compact` (the blocking RQ enqueue runs in a thread)."""
+        policy = policy or CompactionPolicy()
+        if not policy.should_compact(await self.token_estimate(), await self.compaction_state()):
+            return False
+        job = self.core.compaction_job(policy)
+        if not await self._run(self.core.claim_compaction(job.job_id, _now_ms(), job.claim_ms)):
+            return False
+        try:
+            await asyncio.to_thread(job.enqueue, queue)
+        except BaseException:
+            await self._run(self.core.release_claim(job.job_id))
+            raise
+        return True
 
     async def len(self) -> int:
         """See :meth:`RedisHistory.len`."""

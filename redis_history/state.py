@@ -6,6 +6,7 @@
       │                          └──exhausted──▶ Exhausted{false}
       └──exhausted──▶ Exhausted{false} ──warned──▶ Exhausted{true} (terminal)
     Cooling{n} ──advance_turn──▶ Cooling{n-1}, and Cooling{1} ──advance_turn──▶ Ready
+    Cooling{n} ──compacted(c)──▶ CompactedThisTurn{c}   (a hard-limit compaction)
 
 Exhausted is not reachable from Cooling. The state is stored in the
 conversation's meta hash as one field (:meth:`CompactionState.encode`), and
@@ -81,8 +82,8 @@ class CompactionState:
         return self
 
     def on_compacted(self, cooldown: int) -> CompactionState:
-        """A compaction succeeded; only from ``Ready``."""
-        if self.kind != "ready":
+        """A compaction succeeded: from ``Ready``, or ``Cooling`` when a hard limit forced it."""
+        if self.kind not in ("ready", "cooling"):
             raise InvalidTransition(f"cannot record a compaction in state {self}")
         return CompactionState.compacted_this_turn(cooldown)
 

@@ -44,14 +44,16 @@ def test_advance_turn(state: CompactionState, after: CompactionState) -> None:
     assert state.advance_turn() == after
 
 
-def test_a_compaction_starts_a_cooldown_only_from_ready() -> None:
-    """compacted is allowed from Ready only; the cooldown becomes Cooling at the next turn."""
+def test_a_compaction_starts_a_cooldown_from_ready_or_cooling() -> None:
+    """compacted is allowed from Ready and (hard limit) Cooling, never twice a turn or exhausted."""
     state = READY.on_compacted(2)
     assert state.is_compacted_this_turn()
     assert state.cooldown_remaining() == 2
-    for not_ready in STATES[1:]:
-        with pytest.raises(InvalidTransition):
-            not_ready.on_compacted(1)
+    assert CompactionState.cooling(1).on_compacted(3) == CompactionState.compacted_this_turn(3)
+    for refused in STATES:
+        if refused.kind in ("compacted", "exhausted"):
+            with pytest.raises(InvalidTransition):
+                refused.on_compacted(1)
 
 
 def test_exhausted_is_not_reachable_from_cooling() -> None:

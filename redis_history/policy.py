@@ -1,0 +1,48 @@
+"""When to compact a conversation, and how much of it to keep verbatim."""
+
+from __future__ import annotations
+
+from typing import Self
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from redis_history.state import CompactionState
+
+__all__ = ["CompactionPolicy"]
+
+
+class CompactionPolicy(BaseModel):
+    """Thresholds and budgets for background compaction; sent to workers as plain JSON."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    soft_tokens: int = Field(default=60_000, gt=0)
+    """Compact when the estimate reaches this and the state is ``Ready``."""
+    hard_tokens: int = Field(default=100_000, gt=0)
+    """Compact even while cooling down when the estimate reaches this."""
+    keep_last_turns: int = Field(default=2, ge=0)
+    """Whole turns (a user message and everything after it) kept verbatim at the tail."""
+    keep_last_tokens: int = Field(default=0, ge=0)
+    """Also keep at least this many tokens of the newest turns verbatim (0: no token floor)."""
+    cooldown_turns: int = Field(default=2, ge=0)
+    """Turns to wait after a compaction before another soft one."""
+    min_messages: int = Field(default=6, ge=2)
+    """Do not compact a prefix shorter than this: the summary would not pay for itself."""
+    lock_ttl_seconds: float = Field(default=60.0, gt=0)
+    """How long a worker's compaction lock lives without a heartbeat."""
+    claim_ttl_seconds: float = Field(default=600.0, gt=0)
+    """How long an enqueued compaction blocks another, should its job be lost."""
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Self:
+        if self.hard_tokens < self.soft_tokens:
+            raise ValueError("hard_tokens must be >= soft_tokens")
+        return self
+
+    def should_compact(self, estimate: int | None, state: CompactionState) -> bool:
+        """Whether a conversation at ``estimate`` tokens in ``state`` is due for compaction."""
+        if estimate is None or state.is_exhausted() or state.is_compacted_this_turn():
+            return False
+        if estimate >= self.hard_tokens:
+            return True
+        return estimate >= self.soft_tokens and state == CompactionState.ready()

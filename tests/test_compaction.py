@@ -1,0 +1,133 @@
+"""One compaction: cut at turn boundaries, fenced write-back, state updates, maybe_compact."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import fakeredis
+import pytest
+import redis
+from rq import Queue
+from rq.serializers import JSONSerializer
+
+from redis_history import Message, RedisHistory, ToolCall
+from redis_history.compaction import choose_cut, run_compaction
+from redis_history.policy import CompactionPolicy
+from redis_history.state import CompactionState
+
+POLICY = CompactionPolicy(soft_tokens=50, hard_tokens=10_000, keep_last_turns=1, min_messages=2)
+
+
+class Joiner:
+    def __init__(self) -> None:
+        self.seen: list[list[str]] = []
+
+    def summarize(self, messages: Sequence[Message]) -> str:
+        self.seen.append([m.id for m in messages])
+        return "Previously: " + " / ".join(m.content for m in messages if m.role == "user")
+
+
+def turns(n: int) -> list[Message]:
+    out: list[Message] = [Message.system("be helpful")]
+    for i in range(n):
+        out += [
+            Message.user(f"q{i}"),
+            Message.assistant("", tool_calls=[ToolCall(id=f"c{i}", name="f")]),
+            Message.tool(f"r{i}", tool_call_id=f"c{i}"),
+            Message.assistant(f"a{i}"),
+        ]
+    return out
+
+
+@pytest.fixture(params=["fakeredis", pytest.param("redis", marks=pytest.mark.real_redis)])
+def client(request: pytest.FixtureRequest) -> redis.Redis:
+    """fakeredis or the session's real redis-server."""
+    if request.param == "fakeredis":
+        return fakeredis.FakeRedis()
+    return request.getfixturevalue("real_redis")  # type: ignore[no-any-return]
+
+
+def test_cut_is_at_a_turn_boundary_keeping_the_tail() -> None:
+    """The cut lands on a user message and keeps the last N turns whole."""
+    messages = turns(4)
+    cut = choose_cut(messages, [10] * len(messages), POLICY)
+    assert cut is not None
+    assert (cut.head, cut.drop) == (1, 13)
+    assert messages[cut.drop].role == "user"
+    assert choose_cut(messages[:5], [10] * 5, POLICY) is None
+    floor = CompactionPolicy(keep_last_turns=1, keep_last_tokens=85, min_messages=2)
+    cut_with_floor = choose_cut(messages, [10] * len(messages), floor)
+    assert cut_with_floor is not None
+    assert cut_with_floor.drop == 5, "9 would keep only 80 tokens"
+
+
+def test_compaction_replaces_the_prefix_and_keeps_the_system_prompt(client: redis.Redis) -> None:
+    """The summary starts with the system prompt verbatim and records what it covers."""
+    history = RedisHistory(client, "c", token_counter="heuristic")
+    messages = turns(4)
+    history.append_many(messages)
+    summarizer = Joiner()
+    result = run_compaction(history, summarizer, POLICY)
+    assert result.status == "compacted"
+    assert result.dropped == 13
+    live = history.snapshot()
+    assert live[1:] == messages[13:]
+    assert live[0].content.startswith("be helpful\n\nPreviously: q0 / q1 / q2")
+    assert live[0].metadata["covers"] == [m.id for m in messages[1:13]]
+    assert history.transcript() == messages
+    assert history.compaction_state() == CompactionState.compacted_this_turn(POLICY.cooldown_turns)
+    assert not client.exists(history.keys.lock)
+
+
+def test_a_held_lock_means_busy_and_nothing_written(client: redis.Redis) -> None:
+    """With another worker holding the lock, the job reports busy and writes nothing."""
+    history = RedisHistory(client, "c", token_counter="heuristic")
+    history.append_many(turns(4))
+    client.set(history.keys.lock, "someone-else", px=60_000)
+    before = history.entries()
+    assert run_compaction(history, Joiner(), POLICY).status == "busy"
+    assert history.entries() == before
+
+
+def test_too_little_history_exhausts(client: redis.Redis) -> None:
+    """When no cut is worth making, the state becomes Exhausted and nothing is written."""
+    history = RedisHistory(client, "c", token_counter="heuristic")
+    history.append_many(turns(1))
+    assert run_compaction(history, Joiner(), POLICY).status == "exhausted"
+    assert history.compaction_state() == CompactionState.exhausted()
+    assert len(history) == 5
+
+
+def test_maybe_compact_enqueues_once_with_a_json_payload(client: redis.Redis) -> None:
+    """Many calls enqueue one job whose payload is plain JSON and whose id has no colon."""
+    history = RedisHistory(client, "user:1", token_counter="heuristic")
+    history.append_many(turns(6))
+    queue = Queue("redis-history", connection=fakeredis.FakeRedis(), serializer=JSONSerializer)
+    assert [history.maybe_compact(queue, POLICY) for _ in range(5)].count(True) == 1
+    (job,) = queue.get_jobs()
+    assert ":" not in job.id
+    assert job.kwargs["conversation_id"] == "user:1"
+    assert job.kwargs["policy"]["soft_tokens"] == 50
+
+
+def test_maybe_compact_refuses_a_pickling_queue(client: redis.Redis) -> None:
+    """A queue with the default pickle serializer is refused and the claim released."""
+    history = RedisHistory(client, "c", token_counter="heuristic")
+    history.append_many(turns(6))
+    with pytest.raises(ValueError, match="JSONSerializer"):
+        history.maybe_compact(Queue(connection=fakeredis.FakeRedis()), POLICY)
+    queue = Queue("q", connection=fakeredis.FakeRedis(), serializer=JSONSerializer)
+    assert history.maybe_compact(queue, POLICY)
+
+
+def test_maybe_compact_respects_thresholds_and_state(client: redis.Redis) -> None:
+    """Below the soft threshold, or compacted this turn, nothing is enqueued."""
+    history = RedisHistory(client, "c", token_counter="heuristic")
+    history.append_many(turns(1))
+    queue = Queue("q", connection=fakeredis.FakeRedis(), serializer=JSONSerializer)
+    assert not history.maybe_compact(
+        queue, CompactionPolicy(soft_tokens=10_000, hard_tokens=20_000)
+    )
+    history.compaction_event("compacted", 1)
+    assert not history.maybe_compact(queue, POLICY)
+    assert queue.count == 0
