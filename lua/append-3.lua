@@ -18,13 +18,13 @@ local msgs, meta, archive = KEYS[1], KEYS[2], KEYS[3]
 local header = cjson.decode(ARGV[1])
 local state, why = load_meta(meta)
 if not state then return {CORRUPT, -1, why} end
-redis.call('LLEN', msgs) -- fails on a key of the wrong type before anything is written
 
 local err = advance_all(state, header.m, header.v == 1)
 if err then return err end
 
 local tokens = header_sums(header.m)
-push_all('RPUSH', msgs, ARGV, 2, #ARGV)
+-- The first write: on a key of the wrong type it fails before anything is written.
+local length = push_all('RPUSH', msgs, ARGV, 2, #ARGV)
 local fields = {'role', state.role, 'open', encode_open(state.open),
   'total', state.total + tokens, 'since', state.since + tokens, 'version', state.version + 1}
 if header.x ~= 1 then
@@ -33,4 +33,4 @@ if header.x ~= 1 then
 end
 redis.call('HSET', meta, unpack(fields))
 refresh_ttl(header.ttl, msgs, meta, archive)
-return {OK, redis.call('LLEN', msgs), state.version + 1}
+return {OK, length or redis.call('LLEN', msgs), state.version + 1}

@@ -105,13 +105,15 @@ local function sum_tokens(envelopes)
   return total, approx
 end
 
+-- Push values[first..last] in chunks; returns the list's length after the last push (nil if none).
 local function push_all(command, key, values, first, last)
-  local i = first
+  local i, length = first, nil
   while i <= last do
     local j = math.min(i + CHUNK - 1, last)
-    redis.call(command, key, unpack(values, i, j))
+    length = redis.call(command, key, unpack(values, i, j))
     i = j + 1
   end
+  return length
 end
 
 local function refresh_ttl(ttl, ...)
