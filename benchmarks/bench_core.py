@@ -37,20 +37,31 @@ class Row:
         return self.store_us / self.floor_us
 
 
-def median_us(
-    call: Callable[[], object], rounds: int, setup: Callable[[], object] | None = None
-) -> float:
-    """Median wall time of ``call`` in microseconds; ``setup`` runs untimed before each call."""
-    samples = []
-    for i in range(rounds + max(3, rounds // 10)):
-        if setup is not None:
-            setup()
-        began = time.perf_counter_ns()
-        call()
-        elapsed = time.perf_counter_ns() - began
-        if i >= max(3, rounds // 10):
-            samples.append(elapsed / 1000)
-    return statistics.median(samples)
+def paired_us(
+    store: Callable[[], object],
+    floor: Callable[[], object],
+    rounds: int,
+    setup: Callable[[], object] | None = None,
+) -> tuple[float, float]:
+    """Median wall times (µs) of ``store`` and ``floor``, timed in alternating pairs.
+
+    Each round times both calls back to back, swapping which goes first, so
+    that a noisy neighbour or a frequency change hits both sides alike.
+    ``setup`` runs untimed before every timed call. The first rounds warm up.
+    """
+    warmup = max(3, rounds // 10)
+    samples: dict[int, list[float]] = {0: [], 1: []}
+    calls = (store, floor)
+    for i in range(rounds + warmup):
+        for side in (i % 2, 1 - i % 2):
+            if setup is not None:
+                setup()
+            began = time.perf_counter_ns()
+            calls[side]()
+            elapsed = time.perf_counter_ns() - began
+            if i >= warmup:
+                samples[side].append(elapsed / 1000)
+    return statistics.median(samples[0]), statistics.median(samples[1])
 
 
 def conversation(n: int) -> list[Message]:
@@ -101,9 +112,7 @@ def bench_append(client: redis.Redis, rounds: int, counter: str) -> tuple[float,
         state["i"] += 1
 
     body = pair[0].model_dump_json()
-    store = median_us(append, rounds)
-    floor = median_us(lambda: client.rpush("bench:raw:append", body), rounds)
-    return store, floor
+    return paired_us(append, lambda: client.rpush("bench:raw:append", body), rounds)
 
 
 def raw_snapshot(client: redis.Redis, key: str) -> list[object]:
@@ -115,14 +124,15 @@ def run(client: redis.Redis, rounds: int) -> list[Row]:
     rows: list[Row] = []
     store, floor = bench_append(client, rounds, "heuristic")
     rows.append(Row("append (heuristic counter)", store, floor, "RPUSH", "<= 1.3x"))
-    store, _ = bench_append(client, rounds, "o200k_base")
+    store, floor = bench_append(client, rounds, "o200k_base")
     rows.append(Row("append (exact o200k counter)", store, floor, "RPUSH", "informational"))
 
     for n in (10, 100, 1000, 5000):
         history, raw_key = filled(client, f"snap-{n}", n)
         reps = max(10, rounds // (1 + n // 200))
-        store = median_us(history.snapshot, reps)
-        floor = median_us(functools.partial(raw_snapshot, client, raw_key), reps)
+        store, floor = paired_us(
+            history.snapshot, functools.partial(raw_snapshot, client, raw_key), reps
+        )
         rows.append(
             Row(f"snapshot, {n} messages", store, floor, "LRANGE + json.loads", "<= 1.5x at 1000")
         )
@@ -130,9 +140,8 @@ def run(client: redis.Redis, rounds: int) -> list[Row]:
     for n in (10, 10_000):
         history, _ = filled(client, f"est-{n}", n)
         history.record_input_tokens(1234)
-        store = median_us(history.token_estimate, rounds)
-        meta = history.keys.meta
-        floor = median_us(functools.partial(client.hget, meta, "total"), rounds)
+        floor_call = functools.partial(client.hget, history.keys.meta, "total")
+        store, floor = paired_us(history.token_estimate, floor_call, rounds)
         rows.append(Row(f"token_estimate, {n} messages", store, floor, "HGET", "flat in length"))
 
     history, raw_key = filled(client, "splice", 1000)
@@ -151,13 +160,15 @@ def run(client: redis.Redis, rounds: int) -> list[Row]:
         pipe_floor.execute()
 
     reps = max(10, rounds // 20)
-    store = median_us(lambda: history.splice_prefix(50, summary), reps, setup=refill)
-    floor = median_us(raw_splice, reps, setup=refill)
+    store, floor = paired_us(
+        lambda: history.splice_prefix(50, summary), raw_splice, reps, setup=refill
+    )
     rows.append(
         Row("splice_prefix 50 of 1000", store, floor, "LTRIM + LPUSH pipeline", "informational")
     )
-    store = median_us(lambda: history.truncate(998), reps, setup=refill)
-    floor = median_us(lambda: client.ltrim(raw_key, 0, 997), reps, setup=refill)
+    store, floor = paired_us(
+        lambda: history.truncate(998), lambda: client.ltrim(raw_key, 0, 997), reps, setup=refill
+    )
     rows.append(Row("truncate to 998 of 1000", store, floor, "LTRIM", "informational"))
     return rows
 

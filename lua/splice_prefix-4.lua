@@ -7,10 +7,11 @@ KEYS[1] msgs     LIST of envelopes
 KEYS[2] meta     HASH
 KEYS[3] archive  LIST of replaced envelopes, oldest first
 KEYS[4] lock     STRING compaction lock
-ARGV[1] header   JSON {"n": messages to drop, "ids": [expected ids of that prefix] (optional),
-                       "tok": lock token (optional: fencing), "x": 1 if exact, "ttl": ms or 0,
-                       "m": [summary message headers]}
-ARGV[2..] summary envelopes, in order
+ARGV[1] drop     messages to drop (>= 0)
+ARGV[2] token    the compaction lock token to fence on, or '' for none
+ARGV[3] expect   1 if the ids of the summarized prefix follow the batch, else 0
+ARGV[4..] batch  the summaries: exact, ttl, tokens, n, n envelopes, role items (see read_batch)
+ARGV[...] ids    with expect: the `drop` ids the caller summarized, oldest first
 
 Returns {0, dropped, version}, or {code, index, reason} having written nothing:
 3 stale prefix, 4 lock lost, 5 corrupt data.
@@ -18,9 +19,15 @@ Returns {0, dropped, version}, or {code, index, reason} having written nothing:
 --- @include "history"
 
 local msgs, meta, archive, lock = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local header = cjson.decode(ARGV[1])
+local drop, token = tonumber(ARGV[1]), ARGV[2]
+local batch, after = read_batch(4)
+local ids = nil
+if ARGV[3] == '1' then
+  ids = {}
+  for i = 1, drop do ids[i] = ARGV[after + i - 1] end
+end
 
-if header.tok and redis.call('GET', lock) ~= header.tok then
+if token ~= '' and redis.call('GET', lock) ~= token then
   return {LOCK_LOST, -1, 'the compaction lock is not held by this token'}
 end
 local state, why = load_meta(meta)
@@ -28,8 +35,7 @@ if not state then return {CORRUPT, -1, why} end
 redis.call('LLEN', archive)
 
 local length = redis.call('LLEN', msgs)
-local n = math.min(header.n, length)
-local ids = header.ids
+local n = math.min(drop, length)
 if ids and #ids ~= n then
   return {STALE, -1, 'the conversation has ' .. length .. ' messages, fewer than the ' .. #ids .. ' summarized'}
 end
@@ -50,21 +56,21 @@ end
 local gone, gone_approx = sum_tokens(dropped)
 if not gone then return {CORRUPT, gone_approx, 'stored envelope has no token count'} end
 
-local added = header_sums(header.m)
+local added = batch.tokens
 push_all('RPUSH', archive, dropped, 1, #dropped)
 redis.call('LTRIM', msgs, n, -1)
 local reversed = {}
-for i = #ARGV, 2, -1 do reversed[#reversed + 1] = ARGV[i] end
+for i = batch.last, batch.first, -1 do reversed[#reversed + 1] = ARGV[i] end
 push_all('LPUSH', msgs, reversed, 1, #reversed)
 
 if n == length then
   state.role, state.open = '', {}
-  advance_all(state, header.m, false)
+  advance_all(state, batch.items, false)
 end
 redis.call('HSET', meta, 'role', state.role, 'open', encode_open(state.open),
   'total', state.total - gone + added,
-  'approx', state.approx - gone_approx + (header.x == 1 and 0 or added),
+  'approx', state.approx - gone_approx + (batch.exact and 0 or added),
   'since', 0, 'version', state.version + 1)
 redis.call('HDEL', meta, 'baseline')
-refresh_ttl(header.ttl, msgs, meta, archive)
+refresh_ttl(batch.ttl, msgs, meta, archive)
 return {OK, n, state.version + 1}

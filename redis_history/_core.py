@@ -12,11 +12,11 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from redis import exceptions as redis_errors
 
-from redis_history.codec import Entry, decode_entries, encode_messages, header_json
+from redis_history.codec import Encoded, Entry, decode_entries, encode_messages
 from redis_history.errors import (
     CorruptHistoryError,
     HistoryError,
@@ -46,8 +46,7 @@ T = TypeVar("T")
 DEFAULT_MAX_MESSAGE_BYTES = 1 << 20
 
 
-@dataclass(frozen=True, slots=True)
-class Call(Generic[T]):
+class Call(NamedTuple, Generic[T]):
     """One Redis round trip: a registered script (``script``) or a plain command (``command``)."""
 
     parse: Callable[[Any], T]
@@ -131,7 +130,7 @@ class HistoryCore:
         except CorruptHistoryError as exc:
             raise self._context(exc) from exc.__cause__
 
-    def _encode(self, messages: Sequence[Message], *, summary: bool = False) -> Any:
+    def _encode(self, messages: Sequence[Message], *, summary: bool = False) -> Encoded:
         try:
             return encode_messages(
                 messages, self.counter, max_bytes=self.max_message_bytes, summary=summary
@@ -141,14 +140,12 @@ class HistoryCore:
 
     # -- writes -------------------------------------------------------------------------------
 
+    def _batch(self, encoded: Encoded) -> list[Any]:
+        return encoded.args(exact=self.counter.exact, ttl_ms=self.ttl_ms)
+
     def _write(self, script: str, messages: Sequence[Message]) -> Call[None]:
-        encoded = self._encode(messages)
-        header = header_json(
-            encoded, v=int(self.validate), x=int(self.counter.exact), ttl=self.ttl_ms
-        )
-        return Call(
-            self._none, script=script, keys=self.keys.data, args=(header, *encoded.envelopes)
-        )
+        args = (int(self.validate), *self._batch(self._encode(messages)))
+        return Call(self._none, script=script, keys=self.keys.data, args=args)
 
     def _none(self, reply: Any) -> None:
         self._checked(reply)
@@ -178,26 +175,20 @@ class HistoryCore:
             raise ValueError("splice_prefix needs at least one summary message")
         if drop_count < 0:
             raise ValueError(f"drop_count must be >= 0, got {drop_count}")
-        options: dict[str, Any] = {
-            "n": drop_count,
-            "x": int(self.counter.exact),
-            "ttl": self.ttl_ms,
-        }
-        if expected_ids is not None:
-            expected_ids = list(expected_ids)
-            if len(expected_ids) != drop_count:
-                raise ValueError(
-                    f"expected_ids names {len(expected_ids)} messages, drop_count is {drop_count}"
-                )
-            options["ids"] = expected_ids
-        if lock_token is not None:
-            options["tok"] = lock_token
-        encoded = self._encode(summaries, summary=True)
+        ids = [] if expected_ids is None else list(expected_ids)
+        if expected_ids is not None and len(ids) != drop_count:
+            raise ValueError(f"expected_ids names {len(ids)} messages, drop_count is {drop_count}")
+        if lock_token == "":
+            raise ValueError("lock_token must be a non-empty string or None")
+        args = (
+            drop_count,
+            lock_token or "",
+            int(expected_ids is not None),
+            *self._batch(self._encode(summaries, summary=True)),
+            *ids,
+        )
         return Call(
-            self._count,
-            script="splice_prefix",
-            keys=(*self.keys.data, self.keys.lock),
-            args=(header_json(encoded, **options), *encoded.envelopes),
+            self._count, script="splice_prefix", keys=(*self.keys.data, self.keys.lock), args=args
         )
 
     def truncate(self, n: int) -> Call[int]:

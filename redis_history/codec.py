@@ -10,9 +10,8 @@ instead of decoding a message that may be a megabyte long.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
@@ -41,15 +40,28 @@ class Entry(BaseModel):
 _ENTRIES: TypeAdapter[list[Entry]] = TypeAdapter(list[Entry])
 
 
+@dataclass(frozen=True, slots=True)
 class Encoded:
-    """Messages ready for a script: their envelopes plus the JSON header the script checks."""
+    """Messages ready for a script: their envelopes, token counts and role items."""
 
-    __slots__ = ("envelopes", "header", "tokens")
+    envelopes: list[bytes]
+    """One stored envelope per message."""
+    tokens: list[int]
+    """Each message's token count."""
+    roles: list[str | int]
+    """Per message, flat: role, the call id it answers or ``""``, the number of its
+    tool calls, then their ids; the scripts check role order and pairing on these."""
 
-    def __init__(self, envelopes: list[bytes], header: list[dict[str, Any]], tokens: int) -> None:
-        self.envelopes = envelopes
-        self.header = header
-        self.tokens = tokens
+    def args(self, *, exact: bool, ttl_ms: int) -> list[bytes | str | int]:
+        """The batch as script arguments (``read_batch`` in ``lua/includes/history.lua``)."""
+        return [
+            1 if exact else 0,
+            ttl_ms,
+            sum(self.tokens),
+            len(self.envelopes),
+            *self.envelopes,
+            *self.roles,
+        ]
 
 
 def encode_messages(
@@ -61,35 +73,30 @@ def encode_messages(
 ) -> Encoded:
     """Count, serialize and size-check ``messages``; raises ``MessageTooLargeError``."""
     envelopes: list[bytes] = []
-    header: list[dict[str, Any]] = []
-    total = 0
+    tokens: list[int] = []
+    roles: list[str | int] = []
     exact = 1 if counter.exact else 0
     flag = 1 if summary else 0
     for index, message in enumerate(messages):
         if not isinstance(message, Message):
             raise TypeError(f"expected a Message at index {index}, got {type(message).__name__}")
-        tokens = message_tokens(message, counter)
-        body = message.model_dump_json().encode()
-        envelope = b'{"t":%d,"x":%d,"s":%d,"m":%s}' % (tokens, exact, flag, body)
+        count = message_tokens(message, counter)
+        envelope = b'{"t":%d,"x":%d,"s":%d,"m":%s}' % (
+            count,
+            exact,
+            flag,
+            message.__pydantic_serializer__.to_json(message),
+        )
         if len(envelope) > max_bytes:
             raise MessageTooLargeError(
                 f"message {message.id} is {len(envelope)} bytes stored; the limit is {max_bytes}",
                 index=index,
             )
-        item: dict[str, Any] = {"r": message.role, "t": tokens}
-        if message.tool_calls:
-            item["c"] = [call.id for call in message.tool_calls]
-        if message.tool_call_id is not None:
-            item["a"] = message.tool_call_id
         envelopes.append(envelope)
-        header.append(item)
-        total += tokens
-    return Encoded(envelopes, header, total)
-
-
-def header_json(encoded: Encoded, **options: Any) -> str:
-    """The script's first argument: options plus the per-message header."""
-    return json.dumps({**options, "m": encoded.header}, separators=(",", ":"))
+        tokens.append(count)
+        roles += (message.role, message.tool_call_id or "", len(message.tool_calls))
+        roles += [call.id for call in message.tool_calls]
+    return Encoded(envelopes, tokens, roles)
 
 
 def decode_entries(raw: Sequence[bytes | str], *, where: str = "") -> list[Entry]:

@@ -15,6 +15,7 @@ from typing import Any, Self, TypeVar
 
 import redis
 import redis.asyncio
+from redis.exceptions import NoScriptError
 
 from redis_history._core import DEFAULT_MAX_MESSAGE_BYTES, Call, HistoryCore
 from redis_history.codec import Entry
@@ -67,6 +68,7 @@ class _Base:
             ValueError: an unusable conversation id, namespace, prefix or option.
         """
         self.client = client
+        self._scripts = scripts_for(client)
         self.core = HistoryCore(
             conversation_id,
             namespace=namespace,
@@ -120,7 +122,11 @@ class RedisHistory(_Base):
     def _run(self, call: Call[T]) -> T:
         try:
             if call.script is not None:
-                reply = scripts_for(self.client)[call.script](keys=call.keys, args=call.args)
+                script = self._scripts[call.script]
+                try:
+                    reply = self.client.evalsha(script.sha, len(call.keys), *call.keys, *call.args)
+                except NoScriptError:  # a restarted or failed-over server: load and retry
+                    reply = script(keys=call.keys, args=call.args)
             else:
                 reply = self.client.execute_command(*call.command)
         except redis.RedisError as exc:
@@ -251,6 +257,19 @@ class RedisHistory(_Base):
             raise
         return True
 
+    def release_compaction_claim(self, job_id: str) -> bool:
+        """Drop the pending-compaction claim so the next :meth:`maybe_compact` may enqueue.
+
+        Only ``job_id``'s own claim is dropped; a newer job's claim stays.
+
+        Args:
+            job_id: the RQ job id the claim was taken for.
+
+        Returns:
+            Whether the claim was ``job_id``'s and is now released.
+        """
+        return self._run(self.core.release_claim(job_id))
+
     def len(self) -> int:
         """Number of live messages."""
         return self._run(self.core.length())
@@ -280,8 +299,13 @@ class AsyncRedisHistory(_Base):
     async def _run(self, call: Call[T]) -> T:
         try:
             if call.script is not None:
-                script = scripts_for(self.client)[call.script]
-                reply = await script(keys=call.keys, args=call.args)
+                script = self._scripts[call.script]
+                try:
+                    reply = await self.client.evalsha(
+                        script.sha, len(call.keys), *call.keys, *call.args
+                    )
+                except NoScriptError:  # a restarted or failed-over server: load and retry
+                    reply = await script(keys=call.keys, args=call.args)
             else:
                 reply = await self.client.execute_command(*call.command)
         except redis.RedisError as exc:
@@ -375,6 +399,10 @@ class AsyncRedisHistory(_Base):
             await self._run(self.core.release_claim(job.job_id))
             raise
         return True
+
+    async def release_compaction_claim(self, job_id: str) -> bool:
+        """See :meth:`RedisHistory.release_compaction_claim`."""
+        return await self._run(self.core.release_claim(job_id))
 
     async def len(self) -> int:
         """See :meth:`RedisHistory.len`."""

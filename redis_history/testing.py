@@ -76,8 +76,8 @@ class InMemoryHistory:
             raise
         exact = self.token_counter.exact
         return [
-            _Stored(m, item["t"], exact, summary)
-            for m, item in zip(messages, encoded.header, strict=True)
+            _Stored(m, tokens, exact, summary)
+            for m, tokens in zip(messages, encoded.tokens, strict=True)
         ]
 
     def _checked(self, state: RoleState, messages: Sequence[Message]) -> None:

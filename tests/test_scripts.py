@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 import shutil
 import subprocess
@@ -12,8 +13,10 @@ from typing import Any
 
 import fakeredis
 import pytest
+import redis
+import redis.asyncio
 
-from redis_history import RedisHistory
+from redis_history import AsyncRedisHistory, Message, RedisHistory
 from redis_history.scripts import ERRORS, OK, script_names, script_source, scripts_for
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -64,6 +67,28 @@ def test_result_codes_map_to_distinct_exceptions() -> None:
     history = RedisHistory(fakeredis.FakeRedis(), "c")
     with pytest.raises(Exception, match="unknown script result code 99"):
         history.core._checked([99, -1, b"?"])
+
+
+@pytest.mark.real_redis
+def test_a_flushed_script_cache_is_reloaded(real_redis: redis.Redis, redis_url: str) -> None:
+    """After SCRIPT FLUSH (a restarted or failed-over server), sync and async calls reload."""
+    history = RedisHistory(real_redis, "c")
+    history.append(Message.user("one"))
+    real_redis.script_flush()
+    history.append(Message.assistant("two"))
+
+    async def async_append() -> int:
+        client = redis.asyncio.Redis.from_url(redis_url)
+        try:
+            async_history = AsyncRedisHistory(client, "c")
+            await client.script_flush()
+            await async_history.append(Message.user("three"))
+            return await async_history.len()
+        finally:
+            await client.aclose()
+
+    assert asyncio.run(async_append()) == 3
+    assert [m.content for m in history.snapshot()] == ["one", "two", "three"]
 
 
 @pytest.mark.slow

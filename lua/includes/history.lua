@@ -8,15 +8,12 @@ local CHUNK = 1000
 -- Read the meta hash; nil plus a reason when a field is not what we wrote.
 local function load_meta(meta)
   local f = redis.call('HMGET', meta, 'version', 'total', 'approx', 'since', 'role', 'open')
-  local m = {role = f[5] or '', open = {}}
-  local names = {'version', 'total', 'approx', 'since'}
-  for i = 1, 4 do
-    local v = f[i]
-    if v then
-      v = tonumber(v)
-      if v == nil then return nil, 'meta field ' .. names[i] .. ' is not a number' end
+  local m = {version = tonumber(f[1] or 0), total = tonumber(f[2] or 0),
+    approx = tonumber(f[3] or 0), since = tonumber(f[4] or 0), role = f[5] or '', open = {}}
+  if not (m.version and m.total and m.approx and m.since) then
+    for _, name in ipairs({'version', 'total', 'approx', 'since'}) do
+      if m[name] == nil then return nil, 'meta field ' .. name .. ' is not a number' end
     end
-    m[names[i]] = v or 0
   end
   if f[6] and f[6] ~= '' then
     local ok, open = pcall(cjson.decode, f[6])
@@ -26,6 +23,29 @@ local function load_meta(meta)
   return m
 end
 
+-- A batch of messages in ARGV from position `at` (built by codec.Encoded.args):
+--   exact (1|0), ttl (ms|0), tokens (the batch's sum), n, then n envelopes,
+--   then per message: role, the call id it answers or '', k, and k tool call ids.
+-- Returns the batch and the ARGV position after it.
+local NO_CALLS = {}
+local function read_batch(at)
+  local n = tonumber(ARGV[at + 3])
+  local items = {}
+  local i = at + 4 + n
+  for m = 1, n do
+    local k = tonumber(ARGV[i + 2])
+    local calls = NO_CALLS
+    if k > 0 then
+      calls = {}
+      for j = 1, k do calls[j] = ARGV[i + 2 + j] end
+    end
+    items[m] = {r = ARGV[i], a = ARGV[i + 1], c = calls}
+    i = i + 3 + k
+  end
+  return {exact = ARGV[at] == '1', ttl = tonumber(ARGV[at + 1]), tokens = tonumber(ARGV[at + 2]),
+    first = at + 4, last = at + 3 + n, items = items}, i
+end
+
 local function index_of(list, value)
   for i = 1, #list do
     if list[i] == value then return i end
@@ -33,7 +53,7 @@ local function index_of(list, value)
   return nil
 end
 
--- Check one message header against the state (when `check`) and advance the state.
+-- Check one role item ({r = role, a = answered id, c = call ids}) against the state (when `check`) and advance the state.
 -- Returns nil, or {code, reason}.
 local function advance(state, item, check)
   local role, prev = item.r, state.role
@@ -72,7 +92,7 @@ local function advance(state, item, check)
   return nil
 end
 
--- Walk a header list from `state`; returns nil or {code, index (0-based), reason}.
+-- Walk role items from `state`; returns nil or {code, index (0-based), reason}.
 local function advance_all(state, items, check)
   for i, item in ipairs(items) do
     local err = advance(state, item, check)
@@ -120,10 +140,4 @@ local function refresh_ttl(ttl, ...)
   if ttl and ttl > 0 then
     for _, key in ipairs({...}) do redis.call('PEXPIRE', key, ttl) end
   end
-end
-
-local function header_sums(items)
-  local total = 0
-  for _, item in ipairs(items) do total = total + item.t end
-  return total
 end
