@@ -7,42 +7,65 @@ unless documented.
 from __future__ import annotations
 
 from redis_history.codec import Entry
+from redis_history.compaction import CompactionResult, run_compaction
 from redis_history.errors import (
     ConversationNotFound,
     CorruptHistoryError,
     EncodingUnavailableError,
     HistoryError,
     InvalidMessageError,
+    InvalidTransition,
     LockLostError,
     MessageTooLargeError,
     RoleOrderError,
     StaleSnapshotError,
     StoreUnavailableError,
+    SummarizerError,
     ToolPairingError,
 )
 from redis_history.history import AsyncRedisHistory, RedisHistory
 from redis_history.models import Message, Role, ToolCall
+from redis_history.policy import CompactionPolicy
+from redis_history.state import CompactionState
+from redis_history.summarizers import (
+    AsyncSummarizer,
+    ExtractiveSummarizer,
+    OpenAICompatibleSummarizer,
+    Summarizer,
+    resolve_summarizer,
+)
 from redis_history.tokens import HeuristicCounter, TiktokenCounter, TokenCounter
 
 __all__ = [
     "AsyncRedisHistory",
+    "AsyncSummarizer",
+    "CompactionPolicy",
+    "CompactionResult",
+    "CompactionState",
     "ConversationNotFound",
     "CorruptHistoryError",
     "EncodingUnavailableError",
     "Entry",
+    "ExtractiveSummarizer",
     "HeuristicCounter",
     "HistoryError",
     "InvalidMessageError",
+    "InvalidTransition",
     "LockLostError",
     "Message",
     "MessageTooLargeError",
+    "OpenAICompatibleSummarizer",
     "RedisHistory",
     "Role",
     "RoleOrderError",
     "StaleSnapshotError",
     "StoreUnavailableError",
+    "Summarizer",
+    "SummarizerError",
     "TiktokenCounter",
     "TokenCounter",
     "ToolCall",
     "ToolPairingError",
+    "resolve_summarizer",
+    "run_compaction",
 ]

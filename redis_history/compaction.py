@@ -13,28 +13,26 @@ import contextlib
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from redis.exceptions import LockError
 
-from redis_history.errors import InvalidTransition, LockLostError, StaleSnapshotError
+from redis_history.errors import (
+    InvalidTransition,
+    LockLostError,
+    StaleSnapshotError,
+    SummarizerError,
+)
 from redis_history.history import RedisHistory
 from redis_history.models import Message
 from redis_history.policy import CompactionPolicy
 from redis_history.roles import RoleState
+from redis_history.summarizers import Summarizer
 from redis_history.tokens import message_tokens
 
 __all__ = ["CompactionResult", "Cut", "choose_cut", "run_compaction"]
 
 Status = Literal["compacted", "busy", "exhausted", "stale", "lock_lost"]
-
-
-class Summarizer(Protocol):
-    """Turns messages into summary text (see ``redis_history.summarizers``)."""
-
-    def summarize(self, messages: Sequence[Message]) -> str:
-        """The summary of ``messages``."""
-        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +158,13 @@ def _compact_once(
         return CompactionResult("exhausted")
     replaced = sum(tokens[: cut.drop])
     text = summarizer.summarize(messages[: cut.drop])
+    if not isinstance(text, str) or not text.strip():
+        raise SummarizerError(
+            f"{type(summarizer).__name__}.summarize returned {type(text).__name__} "
+            f"{str(text)[:40]!r}, not summary text",
+            conversation_id=history.conversation_id,
+            namespace=history.namespace,
+        )
     summary = _summary_message(messages, cut, text, replaced)
     dropped = history.splice_prefix(
         cut.drop,

@@ -15,6 +15,7 @@ redis-py's exceptions::
     ├── ConversationNotFound (KeyError)      no such conversation
     ├── CorruptHistoryError                  stored data that is not a valid envelope or meta hash
     ├── EncodingUnavailableError (RuntimeError)  packaged tokenizer data missing or corrupt
+    ├── SummarizerError                      a summarizer failed: HTTP error, timeout, bad reply
     └── StoreUnavailableError (ConnectionError)  Redis could not be reached; wraps redis-py's error
 """
 
@@ -32,6 +33,7 @@ __all__ = [
     "RoleOrderError",
     "StaleSnapshotError",
     "StoreUnavailableError",
+    "SummarizerError",
     "ToolPairingError",
 ]
 
@@ -116,6 +118,30 @@ class CorruptHistoryError(HistoryError):
 
 class EncodingUnavailableError(HistoryError, RuntimeError):
     """The packaged BPE ranks of an encoding are missing, corrupt or not the expected file."""
+
+
+class SummarizerError(HistoryError):
+    """A summarizer could not produce a summary: HTTP error, timeout or malformed reply.
+
+    The API key never appears in the message. ``status`` is the last HTTP
+    status (``None`` for a timeout, a connection error or a malformed body),
+    ``endpoint`` the URL called and ``attempts`` how many requests were made.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        endpoint: str | None = None,
+        attempts: int = 0,
+        conversation_id: str | None = None,
+        namespace: str | None = None,
+    ) -> None:
+        super().__init__(message, conversation_id=conversation_id, namespace=namespace)
+        self.status = status
+        self.endpoint = endpoint
+        self.attempts = attempts
 
 
 class StoreUnavailableError(HistoryError, ConnectionError):

@@ -3,7 +3,8 @@
 :class:`InMemoryHistory` is the reference :class:`RedisHistory` semantics in
 plain Python: the same validation, token accounting, splice and truncate rules,
 with no Redis. Use it in your own unit tests; redis-history's contract suite
-runs every backend against it.
+runs every backend against it. :class:`FakeSummarizer` stands in for an LLM
+summarizer: it records what it was given and answers (or fails) as told.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from redis_history.models import Message
 from redis_history.roles import RoleState
 from redis_history.tokens import TokenCounter, resolve_counter
 
-__all__ = ["InMemoryHistory"]
+__all__ = ["FakeSummarizer", "InMemoryHistory"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,3 +216,27 @@ class InMemoryHistory:
         existed = self._exists
         self._clear()
         return existed
+
+
+class FakeSummarizer:
+    """A summarizer that records each call and answers with ``text``, or raises ``error``."""
+
+    def __init__(
+        self, text: str = "Previously: (a fake summary)", *, error: Exception | None = None
+    ) -> None:
+        """Answer every call with ``text``, or raise ``error`` when one is given."""
+        self.text = text
+        self.error = error
+        self.calls: list[list[Message]] = []
+        """The messages of every call, oldest call first."""
+
+    def summarize(self, messages: Sequence[Message]) -> str:
+        """Record ``messages``; return :attr:`text` or raise :attr:`error`."""
+        self.calls.append(list(messages))
+        if self.error is not None:
+            raise self.error
+        return self.text
+
+    async def asummarize(self, messages: Sequence[Message]) -> str:
+        """The same as :meth:`summarize`."""
+        return self.summarize(messages)

@@ -22,7 +22,6 @@ import binascii
 import gzip
 import hashlib
 import importlib
-import inspect
 import json
 import math
 import threading
@@ -41,6 +40,7 @@ from tiktoken_ext.openai_public import (  # type: ignore[import-untyped]
     FIM_SUFFIX,
 )
 
+from redis_history._plugins import PluginKind
 from redis_history.errors import EncodingUnavailableError
 from redis_history.models import Message
 
@@ -286,32 +286,9 @@ _EXPECTED = (
 )
 
 
-def _checked(candidate: object, origin: str) -> TokenCounter:
-    """``candidate`` if it is a usable counter, else a ``TypeError`` naming ``origin``."""
-    if (
-        isinstance(candidate, type)
-        or not isinstance(candidate, TokenCounter)
-        or not callable(getattr(candidate, "count", None))
-    ):
-        raise TypeError(
-            f"{origin} is not a TokenCounter: got {type(candidate).__name__}; expected {_EXPECTED}"
-        )
-    return candidate
-
-
-def _from_target(target: object, spec: str) -> TokenCounter:
-    """The counter a dotted path names: an instance as is, a class or factory called."""
-    if isinstance(target, TokenCounter) and not isinstance(target, type):
-        return _checked(target, repr(spec))
-    if not callable(target):
-        return _checked(target, repr(spec))
-    try:
-        inspect.signature(target).bind()
-    except TypeError as exc:
-        raise TypeError(f"{spec!r} cannot be called without arguments: {exc}") from exc
-    except ValueError:
-        pass  # no introspectable signature (some builtins): just call it
-    return _checked(target(), f"what {spec!r} returned")
+_KIND: PluginKind[TokenCounter] = PluginKind(
+    TokenCounter, "TokenCounter", "count", lambda: _EXPECTED
+)
 
 
 def _split_path(spec: str) -> tuple[str, str] | None:
@@ -363,7 +340,7 @@ def _from_string(spec: str) -> TokenCounter:
                 raise ValueError(f"no module for token counter {spec!r}: {exc}") from exc
             missing = exc
         else:
-            return _from_target(target, spec)
+            return _KIND.from_target(target, spec)
     try:
         encoding = tiktoken.model.encoding_name_for_model(spec)
     except KeyError:
@@ -402,8 +379,8 @@ def resolve_counter(spec: TokenCounter | str | None) -> TokenCounter:
     if isinstance(spec, str):
         return _from_string(spec)
     if isinstance(spec, type):
-        return _from_target(spec, spec.__qualname__)
-    return _checked(spec, f"the {type(spec).__name__} given")
+        return _KIND.from_target(spec, spec.__qualname__)
+    return _KIND.checked(spec, f"the {type(spec).__name__} given")
 
 
 def message_tokens(message: Message, counter: TokenCounter) -> int:

@@ -10,10 +10,11 @@ import redis
 from rq import Queue
 from rq.serializers import JSONSerializer
 
-from redis_history import Message, RedisHistory, ToolCall
+from redis_history import Message, RedisHistory, SummarizerError, ToolCall
 from redis_history.compaction import choose_cut, run_compaction
 from redis_history.policy import CompactionPolicy
 from redis_history.state import CompactionState
+from redis_history.testing import FakeSummarizer
 
 POLICY = CompactionPolicy(soft_tokens=50, hard_tokens=10_000, keep_last_turns=1, min_messages=2)
 
@@ -131,3 +132,37 @@ def test_maybe_compact_respects_thresholds_and_state(client: redis.Redis) -> Non
     history.compaction_event("compacted", 1)
     assert not history.maybe_compact(queue, POLICY)
     assert queue.count == 0
+
+
+@pytest.mark.parametrize("bad", [None, "", "   "])
+def test_a_summarizer_without_text_fails_the_job_and_writes_nothing(
+    client: redis.Redis, bad: object
+) -> None:
+    """A summary that is not text raises SummarizerError; nothing is written, the lock is freed."""
+
+    class Broken:
+        def summarize(self, messages: Sequence[Message]) -> object:
+            return bad
+
+    history = RedisHistory(client, "c", token_counter="heuristic")
+    history.append_many(turns(4))
+    before = history.entries()
+    with pytest.raises(SummarizerError, match="not summary text"):
+        run_compaction(history, Broken(), POLICY)  # type: ignore[arg-type]
+    assert history.entries() == before
+    assert history.compaction_state() == CompactionState.ready()
+    assert not client.exists(history.keys.lock)
+
+
+def test_a_failing_summarizer_propagates_and_writes_nothing(client: redis.Redis) -> None:
+    """The summarizer's own error reaches the caller; the conversation and state are untouched."""
+    history = RedisHistory(client, "c", token_counter="heuristic")
+    history.append_many(turns(4))
+    before = history.entries()
+    summarizer = FakeSummarizer(error=SummarizerError("the model is down"))
+    with pytest.raises(SummarizerError, match="down"):
+        run_compaction(history, summarizer, POLICY)
+    assert [m.id for m in summarizer.calls[0]] == [e.message.id for e in before[:13]]
+    assert history.entries() == before
+    assert history.compaction_state() == CompactionState.ready()
+    assert not client.exists(history.keys.lock)

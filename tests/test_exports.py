@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import redis_history
+from redis_history import errors
 
 
 def test_all_is_sorted_and_complete() -> None:
@@ -27,5 +28,16 @@ def test_public_names_are_exported() -> None:
         "CorruptHistoryError",
         "StaleSnapshotError",
         "StoreUnavailableError",
+        "CompactionPolicy",
+        "CompactionState",
+        "ExtractiveSummarizer",
+        "OpenAICompatibleSummarizer",
     ]:
         assert name in exported
+
+
+def test_every_error_in_the_tree_is_exported_and_a_history_error() -> None:
+    """Each exception in redis_history.errors is public and one ``except HistoryError`` away."""
+    for name in errors.__all__:
+        assert name in redis_history.__all__
+        assert issubclass(getattr(errors, name), errors.HistoryError)
