@@ -1,4 +1,4 @@
-"""The ``redis-history`` command line: ``demo`` and ``show``."""
+"""The ``redis-history`` command line: ``demo``, ``show`` and ``worker``."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from redis_history.demo import redis_for_demo, run_demo
 from redis_history.errors import ConversationNotFound, HistoryError
 from redis_history.history import RedisHistory
+from redis_history.jobs import CompactionWorker, SimpleCompactionWorker, WorkerSettings, run_worker
 from redis_history.keys import DEFAULT_NAMESPACE
 
 __all__ = ["main"]
@@ -37,7 +38,42 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument("--namespace", default=DEFAULT_NAMESPACE)
     show.add_argument("--redis-url", help=f"Redis to read (default: ${URL_ENV})")
     show.add_argument("--transcript", action="store_true", help="include archived originals")
+    worker = commands.add_parser(
+        "worker",
+        help="an RQ worker that compacts conversations (only compaction jobs, JSON only)",
+        description="Configured by REDIS_HISTORY_* variables; options override them.",
+    )
+    worker.add_argument("--burst", action="store_true", help="quit once the queue is empty")
+    worker.add_argument("--queue", help="queue name (default: $REDIS_HISTORY_QUEUE)")
+    worker.add_argument("--name", help="worker name in RQ (default: random)")
+    worker.add_argument("--redis-url", help=f"history store (default: ${URL_ENV})")
+    worker.add_argument(
+        "--cluster",
+        action="store_true",
+        help="the store is a Redis Cluster ($REDIS_HISTORY_CLUSTER)",
+    )
+    worker.add_argument("--queue-url", help="queue Redis (default: $REDIS_HISTORY_QUEUE_URL)")
+    worker.add_argument("--summarizer", help="alias or dotted path ($REDIS_HISTORY_SUMMARIZER)")
+    worker.add_argument(
+        "--no-fork", action="store_true", help="run jobs in this process instead of a fork each"
+    )
     return parser
+
+
+def _worker(args: argparse.Namespace) -> int:
+    """Run a worker configured by the environment, with the command line's overrides on top."""
+    env = dict(os.environ)
+    overrides = {
+        URL_ENV: args.redis_url,
+        "REDIS_HISTORY_CLUSTER": "1" if args.cluster else None,
+        "REDIS_HISTORY_QUEUE_URL": args.queue_url,
+        "REDIS_HISTORY_QUEUE": args.queue,
+        "REDIS_HISTORY_SUMMARIZER": args.summarizer,
+    }
+    env.update({key: value for key, value in overrides.items() if value is not None})
+    worker_class = SimpleCompactionWorker if args.no_fork else CompactionWorker
+    run_worker(WorkerSettings.from_env(env), args.burst, name=args.name, worker_class=worker_class)
+    return 0
 
 
 def _show(args: argparse.Namespace) -> int:
@@ -67,6 +103,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     url, pods=args.pods, conversations=args.conversations, turns=args.turns
                 )
             return 0 if report.ok else 1
+        if args.command == "worker":
+            return _worker(args)
         return _show(args)
     except (HistoryError, ValueError) as exc:
         print(f"redis-history: {exc}", file=sys.stderr)

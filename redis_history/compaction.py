@@ -32,7 +32,7 @@ from redis_history.tokens import message_tokens
 
 __all__ = ["CompactionResult", "Cut", "choose_cut", "run_compaction"]
 
-Status = Literal["compacted", "busy", "exhausted", "stale", "lock_lost"]
+Status = Literal["compacted", "skipped", "busy", "exhausted", "stale", "lock_lost"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +119,11 @@ def run_compaction(
 ) -> CompactionResult:
     """Compact ``history`` once under its lock; never raises for a lost race, reports it.
 
+    Under the lock, the policy is asked again whether compaction is due: a job
+    that waited in the queue while another compacted the conversation, or a
+    duplicate, finds nothing to do and reports ``skipped`` without touching the
+    state (only a compaction that is due and cannot help exhausts it).
+
     Raises:
         InvalidMessageError: the stored log is malformed (role order, tool pairing).
         HistoryError: Redis refused or was unreachable; the summarizer's own errors pass through.
@@ -132,6 +137,8 @@ def run_compaction(
     token = token.decode() if isinstance(token, bytes) else str(token)
     try:
         with _Heartbeat(lock, policy.lock_ttl_seconds):
+            if not policy.should_compact(history.token_estimate(), history.compaction_state()):
+                return CompactionResult("skipped")
             for attempt in range(2):
                 try:
                     return _compact_once(history, summarizer, policy, token)

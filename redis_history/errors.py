@@ -16,6 +16,7 @@ redis-py's exceptions::
     ├── CorruptHistoryError                  stored data that is not a valid envelope or meta hash
     ├── EncodingUnavailableError (RuntimeError)  packaged tokenizer data missing or corrupt
     ├── SummarizerError                      a summarizer failed: HTTP error, timeout, bad reply
+    ├── JobRefusedError (PermissionError)    a worker was handed a job it may not run
     └── StoreUnavailableError (ConnectionError)  Redis could not be reached; wraps redis-py's error
 """
 
@@ -28,6 +29,7 @@ __all__ = [
     "HistoryError",
     "InvalidMessageError",
     "InvalidTransition",
+    "JobRefusedError",
     "LockLostError",
     "MessageTooLargeError",
     "RoleOrderError",
@@ -142,6 +144,10 @@ class SummarizerError(HistoryError):
         self.status = status
         self.endpoint = endpoint
         self.attempts = attempts
+
+
+class JobRefusedError(HistoryError, PermissionError):
+    """A worker was handed a job it may not run (another function, or a bound method)."""
 
 
 class StoreUnavailableError(HistoryError, ConnectionError):

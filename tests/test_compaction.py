@@ -94,7 +94,8 @@ def test_too_little_history_exhausts(client: redis.Redis) -> None:
     """When no cut is worth making, the state becomes Exhausted and nothing is written."""
     history = RedisHistory(client, "c", token_counter="heuristic")
     history.append_many(turns(1))
-    assert run_compaction(history, Joiner(), POLICY).status == "exhausted"
+    due = POLICY.model_copy(update={"soft_tokens": 1})
+    assert run_compaction(history, Joiner(), due).status == "exhausted"
     assert history.compaction_state() == CompactionState.exhausted()
     assert len(history) == 5
 
@@ -165,4 +166,20 @@ def test_a_failing_summarizer_propagates_and_writes_nothing(client: redis.Redis)
     assert [m.id for m in summarizer.calls[0]] == [e.message.id for e in before[:13]]
     assert history.entries() == before
     assert history.compaction_state() == CompactionState.ready()
+    assert not client.exists(history.keys.lock)
+
+
+def test_a_job_that_is_no_longer_due_is_skipped(client: redis.Redis) -> None:
+    """A duplicate or late job (below the threshold, or compacted this turn) changes nothing."""
+    history = RedisHistory(client, "c", token_counter="heuristic")
+    history.append_many(turns(4))
+    summarizer = FakeSummarizer()
+    below = POLICY.model_copy(update={"soft_tokens": 10_000, "hard_tokens": 20_000})
+    assert run_compaction(history, summarizer, below).status == "skipped"
+    assert run_compaction(history, summarizer, POLICY).status == "compacted"
+    after = history.entries()
+    assert run_compaction(history, summarizer, POLICY).status == "skipped"
+    assert history.entries() == after
+    assert history.compaction_state() == CompactionState.compacted_this_turn(POLICY.cooldown_turns)
+    assert len(summarizer.calls) == 1
     assert not client.exists(history.keys.lock)

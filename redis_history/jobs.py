@@ -1,0 +1,457 @@
+"""The RQ side of compaction: settings, the job function, the queue and the workers.
+
+This is the only package module that imports ``rq``. Pods enqueue with
+:meth:`~redis_history.RedisHistory.maybe_compact` on :func:`compaction_queue`;
+workers run :func:`compact_conversation`, configured from their own
+environment, never from the job payload:
+
+- ``REDIS_HISTORY_URL``: the history store (default ``redis://127.0.0.1:6379/0``).
+- ``REDIS_HISTORY_CLUSTER``: ``1``, ``true``, ``yes`` or ``on`` when the store is a
+  Redis Cluster; ``REDIS_HISTORY_URL`` then names any one of its nodes.
+- ``REDIS_HISTORY_QUEUE_URL``: the RQ queue's Redis; the store by default, and
+  required with a cluster, since RQ needs a standalone Redis.
+- ``REDIS_HISTORY_QUEUE``: the queue name (default ``redis-history``).
+- ``REDIS_HISTORY_SUMMARIZER``: an alias or a dotted path (default ``extractive``;
+  ``openai`` reads the ``REDIS_HISTORY_SUMMARIZER_*`` variables of ``summarizers``).
+- ``REDIS_HISTORY_TOKEN_COUNTER``: prices the summaries; use the pods' counter
+  (default: the library's exact o200k counter).
+
+A queue that anyone can write lets them enqueue any importable function with
+JSON arguments. :class:`CompactionWorker` therefore runs :class:`CompactionOnlyJob`,
+which refuses every function but :data:`~redis_history._core.COMPACTION_FUNCTION`
+before importing it, never imports a callback a job names, sends no webhooks,
+and the worker refuses to start with any serializer but ``JSONSerializer``
+(pickle would run code while merely fetching a job).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import redis
+import rq
+from redis.cluster import RedisCluster
+from rq.job import Job
+from rq.logutils import setup_loghandlers
+from rq.serializers import JSONSerializer, resolve_serializer
+from rq.utils import import_job_class
+from rq.worker import BaseWorker, SimpleWorker, Worker
+
+from redis_history._core import COMPACTION_FUNCTION
+from redis_history.compaction import CompactionResult, run_compaction
+from redis_history.errors import HistoryError, JobRefusedError, StoreUnavailableError
+from redis_history.history import RedisHistory
+from redis_history.policy import CompactionPolicy
+from redis_history.summarizers import Summarizer, resolve_summarizer
+from redis_history.tokens import TokenCounter, resolve_counter
+
+__all__ = [
+    "COMPACTION_FUNCTION",
+    "DEFAULT_QUEUE",
+    "DEFAULT_URL",
+    "CompactionOnlyJob",
+    "CompactionWorker",
+    "JobRefusedError",
+    "SimpleCompactionWorker",
+    "WorkerSettings",
+    "compact_conversation",
+    "compaction_queue",
+    "configure_worker",
+    "run_worker",
+]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_URL = "redis://127.0.0.1:6379/0"
+DEFAULT_QUEUE = "redis-history"
+
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"", "0", "false", "no", "off"})
+
+
+def _flag(name: str, value: str) -> bool:
+    lowered = value.strip().lower()
+    if lowered in _TRUE | _FALSE:
+        return lowered in _TRUE
+    raise ValueError(f"{name} must be one of 1/true/yes/on or 0/false/no/off, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSettings:
+    """Where a worker finds its store and queue, and which summarizer it runs."""
+
+    url: str = DEFAULT_URL
+    """The history store's URL (one node's URL when :attr:`cluster`)."""
+    cluster: bool = False
+    """The store is a Redis Cluster."""
+    queue_url: str | None = None
+    """The RQ queue's Redis; ``None`` for the store itself (not allowed with a cluster)."""
+    queue: str = DEFAULT_QUEUE
+    """The RQ queue name."""
+    summarizer: str = "extractive"
+    """An alias or dotted path for :func:`~redis_history.summarizers.resolve_summarizer`."""
+    token_counter: str | None = None
+    """The counter that prices summaries; ``None`` for the library default (exact o200k)."""
+
+    def __post_init__(self) -> None:
+        if not self.url:
+            raise ValueError("the history store URL is empty")
+        if not self.queue:
+            raise ValueError("the queue name is empty")
+        if self.cluster and not self.queue_url:
+            raise ValueError(
+                "REDIS_HISTORY_QUEUE_URL is required when the history is a Redis Cluster: "
+                "RQ needs a standalone Redis"
+            )
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> WorkerSettings:
+        """Settings from ``REDIS_HISTORY_*`` variables (see the module docstring).
+
+        Args:
+            environ: the variables to read; ``os.environ`` by default.
+
+        Returns:
+            The settings, defaults filled in.
+
+        Raises:
+            ValueError: a malformed flag, or a cluster without a queue URL.
+        """
+        env = os.environ if environ is None else environ
+        return cls(
+            url=env.get("REDIS_HISTORY_URL") or DEFAULT_URL,
+            cluster=_flag("REDIS_HISTORY_CLUSTER", env.get("REDIS_HISTORY_CLUSTER", "")),
+            queue_url=env.get("REDIS_HISTORY_QUEUE_URL") or None,
+            queue=env.get("REDIS_HISTORY_QUEUE") or DEFAULT_QUEUE,
+            summarizer=env.get("REDIS_HISTORY_SUMMARIZER") or "extractive",
+            token_counter=env.get("REDIS_HISTORY_TOKEN_COUNTER") or None,
+        )
+
+    @property
+    def queue_redis_url(self) -> str:
+        """The URL of the Redis that holds the RQ queue."""
+        return self.queue_url or self.url
+
+    def store_client(self) -> redis.Redis | RedisCluster:
+        """A new client for the history store (a cluster client when :attr:`cluster`)."""
+        if self.cluster:
+            return RedisCluster.from_url(self.url)
+        return redis.Redis.from_url(self.url)
+
+    def queue_client(self) -> redis.Redis:
+        """A new client for the queue's Redis."""
+        return redis.Redis.from_url(self.queue_redis_url)
+
+
+def compaction_queue(connection: redis.Redis | None = None, name: str | None = None) -> rq.Queue:
+    """The RQ queue pods pass to ``maybe_compact``, using ``JSONSerializer``.
+
+    Args:
+        connection: the queue's Redis; from :meth:`WorkerSettings.from_env` when ``None``.
+        name: the queue name; ``REDIS_HISTORY_QUEUE`` (or ``redis-history``) when ``None``.
+
+    Returns:
+        The queue.
+
+    Raises:
+        TypeError: ``connection`` is a cluster client; RQ needs a standalone Redis.
+    """
+    if isinstance(connection, RedisCluster):
+        raise TypeError("RQ cannot run on a Redis Cluster: give the queue a standalone Redis")
+    if connection is None or name is None:
+        settings = WorkerSettings.from_env()
+        connection = settings.queue_client() if connection is None else connection
+        name = settings.queue if name is None else name
+    return rq.Queue(name, connection=connection, serializer=JSONSerializer)
+
+
+# -- the job function -------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Process:
+    """What one process builds once and reuses for every job it runs."""
+
+    pid: int
+    settings: WorkerSettings
+    store: Any
+    summarizer: Summarizer
+    counter: TokenCounter
+
+
+@dataclass(slots=True)
+class _Config:
+    settings: WorkerSettings | None = None
+    store: Any = None
+    process: _Process | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+_config = _Config()
+
+
+def configure_worker(settings: WorkerSettings | None = None, *, store: Any = None) -> None:
+    """Set the settings (and optionally the store client) this process's jobs use.
+
+    Without a call, the first job reads :meth:`WorkerSettings.from_env`. A forked
+    work horse inherits the settings but builds its own store client and summarizer,
+    so no connection or HTTP session crosses a fork; an explicit ``store`` is reused.
+
+    Args:
+        settings: the settings; ``None`` to read the environment at the next job.
+        store: a ready client for the history store (e.g. fakeredis in tests).
+    """
+    with _config.lock:
+        _config.settings, _config.store, _config.process = settings, store, None
+
+
+def _process() -> _Process:
+    """This process's store client, summarizer and counter, built on first use."""
+    with _config.lock:
+        current = _config.process
+        if current is None or current.pid != os.getpid():
+            settings = _config.settings or WorkerSettings.from_env()
+            current = _config.process = _Process(
+                pid=os.getpid(),
+                settings=settings,
+                store=_config.store if _config.store is not None else settings.store_client(),
+                summarizer=resolve_summarizer(settings.summarizer),
+                counter=resolve_counter(settings.token_counter),
+            )
+        return current
+
+
+def compact_conversation(
+    namespace: str, conversation_id: str, prefix: str, policy: dict[str, Any]
+) -> dict[str, Any]:
+    """Compact one conversation: the RQ job named by ``COMPACTION_FUNCTION``.
+
+    The summarizer, store and token counter come from the worker's settings; the
+    payload names only the conversation and the policy. Whatever happens, the
+    conversation's pending claim is released if it is still this job's, so the next
+    ``maybe_compact`` can enqueue again.
+
+    Args:
+        namespace: the conversation's namespace.
+        conversation_id: the conversation.
+        prefix: the key prefix.
+        policy: a :class:`~redis_history.policy.CompactionPolicy` as JSON.
+
+    Returns:
+        ``{"status", "dropped", "tokens_freed"}`` of the
+        :class:`~redis_history.compaction.CompactionResult` (``compacted``, ``busy``, ...).
+
+    Raises:
+        ValueError: an unusable name or policy (pydantic's ``ValidationError`` is one).
+        HistoryError: Redis failed or the stored log is malformed; the summarizer's
+            own errors pass through (nothing is written then).
+    """
+    job = rq.get_current_job()
+    job_id = job.id if job is not None else None
+    started = time.monotonic()
+    outcome = "failed"
+    try:
+        result = _compact(job_id, namespace, conversation_id, prefix, policy)
+    except Exception as exc:
+        outcome = f"failed {type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+        raise
+    else:
+        outcome = f"{result.status} dropped={result.dropped} tokens_freed={result.tokens_freed}"
+        return {
+            "status": result.status,
+            "dropped": result.dropped,
+            "tokens_freed": result.tokens_freed,
+        }
+    finally:
+        logger.info(
+            "compaction job=%s conversation=%r/%r %s in %.3fs",
+            job_id,
+            namespace,
+            conversation_id,
+            outcome,
+            time.monotonic() - started,
+        )
+
+
+def _compact(
+    job_id: str | None, namespace: str, conversation_id: str, prefix: str, policy: Any
+) -> CompactionResult:
+    """Validate the payload, compact, and release ``job_id``'s claim whatever happened."""
+    process = _process()
+    history = RedisHistory(
+        process.store,
+        conversation_id,
+        namespace=namespace,
+        prefix=prefix,
+        token_counter=process.counter,
+    )
+    try:
+        return run_compaction(history, process.summarizer, CompactionPolicy.model_validate(policy))
+    finally:
+        _release(history, job_id)
+
+
+def _release(history: RedisHistory, job_id: str | None) -> None:
+    """Release ``job_id``'s claim; a failure is logged, as the claim expires by itself."""
+    if job_id is None:
+        return  # run outside RQ: there is no claim of ours
+    try:
+        history.release_compaction_claim(job_id)
+    except HistoryError:
+        logger.warning(
+            "could not release the compaction claim of job %s; it expires after claim_ttl_seconds",
+            job_id,
+            exc_info=True,
+        )
+
+
+# -- the allowlist ----------------------------------------------------------------------------
+
+
+class CompactionOnlyJob(Job):
+    """An RQ job that can only ever run ``COMPACTION_FUNCTION``.
+
+    The function name is checked before anything is imported; callback names a
+    job carries are never imported and its webhooks are never sent, since the
+    compaction job uses neither and a forged job could name anything.
+    """
+
+    allowed_functions: ClassVar[frozenset[str]] = frozenset({COMPACTION_FUNCTION})
+
+    def _execute(self) -> Any:
+        if self.func_name not in self.allowed_functions or self.instance is not None:
+            raise JobRefusedError(
+                f"refused job {self.id}: {self.func_name!r} is not an allowed function "
+                f"(allowed: {', '.join(sorted(self.allowed_functions))})"
+            )
+        return super()._execute()
+
+    @property
+    def success_callback(self) -> None:
+        """Never a callback: a name from the queue is not imported."""
+        return None
+
+    @property
+    def failure_callback(self) -> None:
+        """Never a callback: a name from the queue is not imported."""
+        return None
+
+    @property
+    def stopped_callback(self) -> None:
+        """Never a callback: a name from the queue is not imported."""
+        return None
+
+    def send_webhooks(self, status: Any, *, exc_string: str | None = None) -> None:
+        """Send nothing: a URL from the queue is not requested."""
+
+
+def _job_class(job_class: type[Job] | str | None) -> type[CompactionOnlyJob]:
+    """``CompactionOnlyJob`` for RQ's default (``rq worker`` always passes one), else a check."""
+    if isinstance(job_class, str):
+        job_class = import_job_class(job_class)
+    if job_class is None or job_class is Job:
+        return CompactionOnlyJob
+    if isinstance(job_class, type) and issubclass(job_class, CompactionOnlyJob):
+        return job_class
+    raise TypeError(
+        f"a compaction worker runs CompactionOnlyJob (or a subclass), not {job_class!r}"
+    )
+
+
+def _json_only(serializer: Any) -> Any:
+    """``JSONSerializer`` for ``None``; refuse anything else that is not it."""
+    if serializer is None or resolve_serializer(serializer) is JSONSerializer:
+        return JSONSerializer
+    raise ValueError(
+        "a compaction worker only reads JSON jobs: pass --serializer rq.serializers.JSONSerializer "
+        f"(got {serializer!r}; pickle would run code from the queue)"
+    )
+
+
+class _CompactionOnlyWorker(BaseWorker):
+    """Forces :class:`CompactionOnlyJob` and ``JSONSerializer`` on an RQ worker class.
+
+    ``rq worker`` always passes ``--job-class`` (``rq.job.Job`` by default) and
+    ``--serializer`` (pickle by default): the default job class is replaced, a
+    pickle serializer refuses to start.
+    """
+
+    def __init__(
+        self,
+        queues: Any,
+        *,
+        job_class: type[Job] | str | None = None,
+        serializer: Any = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(
+            queues, job_class=_job_class(job_class), serializer=_json_only(serializer), **kwargs
+        )
+        for queue in self.queues:
+            if queue.serializer is not JSONSerializer:
+                raise ValueError(f"queue {queue.name!r} does not use JSONSerializer")
+
+
+class CompactionWorker(_CompactionOnlyWorker, Worker):
+    """RQ's forking worker, limited to compaction jobs: ``rq worker --worker-class`` this."""
+
+
+class SimpleCompactionWorker(_CompactionOnlyWorker, SimpleWorker):
+    """RQ's in-process worker, limited to compaction jobs (tests, or where fork is unsafe)."""
+
+
+def run_worker(
+    settings: WorkerSettings | None = None,
+    burst: bool = False,
+    *,
+    name: str | None = None,
+    worker_class: type[BaseWorker] = CompactionWorker,
+    logging_level: str = "INFO",
+) -> bool:
+    """Run a compaction worker on the settings' queue until stopped (or, in burst, drained).
+
+    The summarizer and token counter are resolved first, so a bad configuration
+    stops the worker before it takes a job.
+
+    Args:
+        settings: where the store and queue are; :meth:`WorkerSettings.from_env` by default.
+        burst: quit once the queue is empty.
+        name: the worker's name in RQ (unique among live workers); random by default.
+        worker_class: :class:`CompactionWorker` (forks per job) or :class:`SimpleCompactionWorker`.
+        logging_level: for RQ's and this module's log lines.
+
+    Returns:
+        Whether any job was processed.
+
+    Raises:
+        StoreUnavailableError: the queue's Redis cannot be reached.
+        ValueError: unusable settings (summarizer, token counter).
+        TypeError: a ``worker_class`` that does not enforce the allowlist.
+    """
+    if not issubclass(worker_class, _CompactionOnlyWorker):
+        raise TypeError(f"{worker_class!r} does not enforce the compaction allowlist")
+    settings = settings or WorkerSettings.from_env()
+    setup_loghandlers(logging_level, name=__name__)
+    configure_worker(settings)
+    try:
+        _process()  # fail fast; a forked horse rebuilds the client and summarizer
+    except TypeError as exc:
+        raise ValueError(f"unusable worker settings: {exc}") from exc
+    connection = settings.queue_client()
+    try:
+        worker = worker_class(
+            [settings.queue], name=name, connection=connection, serializer=JSONSerializer
+        )
+        return bool(worker.work(burst=burst, logging_level=logging_level))
+    except redis.ConnectionError as exc:
+        raise StoreUnavailableError(
+            f"the queue's Redis at {settings.queue_redis_url} is unavailable: {exc}"
+        ) from exc
+    finally:
+        connection.close()

@@ -1,0 +1,26 @@
+"""Summarizers that the job tests name by dotted path, the way a worker's settings do."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from redis_history.models import Message
+from redis_history.summarizers import SummarizerError
+
+TAG = "Previously (from the worker's settings):"
+
+
+class Tagging:
+    """Joins the user messages under a tag, so a test can tell which summarizer ran."""
+
+    def summarize(self, messages: Sequence[Message]) -> str:
+        """The tag, then every user message."""
+        return f"{TAG} " + " / ".join(m.content for m in messages if m.role == "user")
+
+
+class Failing:
+    """Always fails, like a model endpoint that is down."""
+
+    def summarize(self, messages: Sequence[Message]) -> str:
+        """Raise :class:`SummarizerError`."""
+        raise SummarizerError("the model endpoint is down")

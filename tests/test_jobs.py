@@ -1,0 +1,431 @@
+"""The RQ compaction job: settings, claim release, failures, and the worker's allowlist."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import fakeredis
+import pytest
+import redis
+import rq
+from rq import Callback, Queue, SimpleWorker
+from rq.job import Job, JobStatus
+from rq.serializers import DefaultSerializer, JSONSerializer
+from rq.timeouts import TimerDeathPenalty
+from summarizers_for_tests import TAG
+
+from redis_history import AsyncRedisHistory, Message, RedisHistory, ToolCall, jobs
+from redis_history.cli import main
+from redis_history.jobs import (
+    COMPACTION_FUNCTION,
+    CompactionOnlyJob,
+    CompactionWorker,
+    SimpleCompactionWorker,
+    WorkerSettings,
+    compact_conversation,
+    compaction_queue,
+    configure_worker,
+    run_worker,
+)
+from redis_history.policy import CompactionPolicy
+from redis_history.server import LocalCluster
+
+POLICY = CompactionPolicy(
+    soft_tokens=50, hard_tokens=10_000, keep_last_turns=1, min_messages=2, cooldown_turns=0
+)
+TAGGING = "summarizers_for_tests:Tagging"
+FAILING = "summarizers_for_tests:Failing"
+CALLBACK_KEY = "test-jobs:callback-ran"
+
+
+def create_marker(path: str) -> None:
+    """What a forged job would run: creates a file."""
+    Path(path).write_text("ran")
+
+
+def mark_callback(job: Job, connection: Any, *exc_info: Any) -> None:
+    """A failure callback a forged job might name: leaves a key behind."""
+    connection.set(CALLBACK_KEY, job.id)
+
+
+def turns(n: int) -> list[Message]:
+    """A system prompt, then ``n`` turns each with a tool call."""
+    out: list[Message] = [Message.system("be helpful")]
+    for i in range(n):
+        out += [
+            Message.user(f"q{i}"),
+            Message.assistant("", tool_calls=[ToolCall(id=f"c{i}", name="f")]),
+            Message.tool(f"r{i}", tool_call_id=f"c{i}"),
+            Message.assistant(f"a{i}"),
+        ]
+    return out
+
+
+@pytest.fixture
+def server() -> fakeredis.FakeServer:
+    """The (fake) Redis server holding the histories."""
+    return fakeredis.FakeServer()
+
+
+@pytest.fixture
+def store(server: fakeredis.FakeServer) -> fakeredis.FakeRedis:
+    """The history store the worker writes to."""
+    return fakeredis.FakeRedis(server=server)
+
+
+@pytest.fixture
+def queue() -> Queue:
+    """A JSON queue on its own (fake) Redis, as in a deployment with a separate queue."""
+    return compaction_queue(fakeredis.FakeRedis(server=fakeredis.FakeServer()), "compaction")
+
+
+@pytest.fixture(autouse=True)
+def worker_settings(store: fakeredis.FakeRedis) -> Iterator[WorkerSettings]:
+    """Jobs in this process use the fake store and the tagging summarizer."""
+    settings = WorkerSettings(summarizer=TAGGING, token_counter="heuristic")
+    configure_worker(settings, store=store)
+    yield settings
+    configure_worker(None)
+
+
+class InProcessWorker(SimpleCompactionWorker):
+    """The allowlisting worker, timing jobs with a thread so pytest-timeout keeps SIGALRM."""
+
+    death_penalty_class = TimerDeathPenalty
+
+
+class PlainWorker(SimpleWorker):
+    """RQ's own in-process worker, no allowlist, timed the same way."""
+
+    death_penalty_class = TimerDeathPenalty
+
+
+@pytest.fixture(autouse=True)
+def signal_handlers() -> Iterator[None]:
+    """Put back the SIGINT/SIGTERM handlers an in-process RQ worker installs."""
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    for sig, handler in saved.items():
+        signal.signal(sig, handler)
+
+
+def work(queue: Queue) -> None:
+    """Run every queued job in this process through the allowlisting worker."""
+    InProcessWorker([queue], connection=queue.connection).work(burst=True)
+
+
+def failure(queue: Queue, job_id: str) -> str:
+    """The traceback of a job that must have failed."""
+    job = Job.fetch(job_id, connection=queue.connection, serializer=JSONSerializer)
+    assert job.get_status() == JobStatus.FAILED
+    result = job.latest_result()
+    assert result is not None
+    return str(result.exc_string)
+
+
+def conversation(store: fakeredis.FakeRedis, n: int = 6) -> RedisHistory:
+    """A conversation long enough to compact."""
+    history = RedisHistory(store, "user:1", namespace="tenant", token_counter="heuristic")
+    history.append_many(turns(n))
+    return history
+
+
+def claimed(history: RedisHistory) -> bool:
+    """Whether a compaction is pending for the conversation."""
+    return bool(history.client.hexists(history.keys.meta, "queued"))
+
+
+def test_settings_come_from_the_environment_with_defaults() -> None:
+    """from_env reads every REDIS_HISTORY_* variable and fills in the defaults."""
+    assert WorkerSettings.from_env({}) == WorkerSettings()
+    assert WorkerSettings().queue_redis_url == jobs.DEFAULT_URL
+    settings = WorkerSettings.from_env(
+        {
+            "REDIS_HISTORY_URL": "redis://store:7000/0",
+            "REDIS_HISTORY_CLUSTER": "yes",
+            "REDIS_HISTORY_QUEUE_URL": "redis://queue:6379/1",
+            "REDIS_HISTORY_QUEUE": "q",
+            "REDIS_HISTORY_SUMMARIZER": "openai",
+            "REDIS_HISTORY_TOKEN_COUNTER": "heuristic",
+        }
+    )
+    assert settings == WorkerSettings(
+        url="redis://store:7000/0",
+        cluster=True,
+        queue_url="redis://queue:6379/1",
+        queue="q",
+        summarizer="openai",
+        token_counter="heuristic",
+    )
+    assert settings.queue_redis_url == "redis://queue:6379/1"
+
+
+def test_a_cluster_store_needs_its_own_queue_and_flags_must_be_clear() -> None:
+    """A cluster without a queue URL, or an unreadable flag, is a clear ValueError."""
+    with pytest.raises(ValueError, match="REDIS_HISTORY_QUEUE_URL is required"):
+        WorkerSettings.from_env({"REDIS_HISTORY_CLUSTER": "1"})
+    with pytest.raises(ValueError, match="REDIS_HISTORY_CLUSTER"):
+        WorkerSettings.from_env({"REDIS_HISTORY_CLUSTER": "maybe"})
+
+
+def test_the_queue_uses_json_and_the_configured_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    """compaction_queue is a JSONSerializer queue named by the argument or REDIS_HISTORY_QUEUE."""
+    monkeypatch.setenv("REDIS_HISTORY_QUEUE", "from-env")
+    connection = fakeredis.FakeRedis()
+    assert compaction_queue(connection).name == "from-env"
+    named = compaction_queue(connection, "explicit")
+    assert named.name == "explicit"
+    assert named.serializer is JSONSerializer
+
+
+def test_a_job_compacts_and_releases_its_claim(store: fakeredis.FakeRedis, queue: Queue) -> None:
+    """maybe_compact enqueues; the worker compacts with its own summarizer and frees the claim."""
+    history = conversation(store)
+    messages = history.snapshot()
+    assert history.maybe_compact(queue, POLICY)
+    assert not history.maybe_compact(queue, POLICY), "one pending job per conversation"
+    work(queue)
+    live = history.snapshot()
+    assert live[0].content.startswith(f"be helpful\n\n{TAG} q0 / q1 / q2 / q3 / q4")
+    assert live[1:] == messages[21:]
+    assert not claimed(history)
+    assert not store.exists(history.keys.lock)
+    assert queue.failed_job_registry.count == 0
+    history.advance_turn()
+    history.append_many(turns(4)[1:])
+    assert history.maybe_compact(queue, POLICY), "the released claim lets the next one enqueue"
+
+
+def test_a_failing_summarizer_fails_the_job_and_writes_nothing(
+    store: fakeredis.FakeRedis, queue: Queue, worker_settings: WorkerSettings
+) -> None:
+    """When the summarizer raises, the job fails, nothing changes, and lock and claim are gone."""
+    configure_worker(WorkerSettings(summarizer=FAILING, token_counter="heuristic"), store=store)
+    history = conversation(store)
+    before = history.entries()
+    assert history.maybe_compact(queue, POLICY)
+    (job_id,) = queue.job_ids
+    work(queue)
+    assert "SummarizerError" in failure(queue, job_id)
+    assert history.entries() == before
+    assert history.transcript() == [e.message for e in before]
+    assert not store.exists(history.keys.lock)
+    assert not claimed(history)
+    assert history.maybe_compact(queue, POLICY)
+
+
+def test_release_compaction_claim_drops_only_its_own_claim(
+    server: fakeredis.FakeServer, store: fakeredis.FakeRedis, queue: Queue
+) -> None:
+    """A claim is released by its own job id only, from the sync and the asyncio history alike."""
+    history = conversation(store)
+    assert history.maybe_compact(queue, POLICY)
+    (job_id,) = queue.job_ids
+    assert not history.release_compaction_claim("rh-compact-someone-else")
+    assert claimed(history)
+    assert history.release_compaction_claim(job_id)
+    assert not claimed(history)
+
+    async def via_asyncio() -> tuple[bool, bool]:
+        client = fakeredis.FakeAsyncRedis(server=server)
+        async_history = AsyncRedisHistory(client, "user:1", namespace="tenant")
+        try:
+            assert await async_history.maybe_compact(queue, POLICY)
+            return (
+                await async_history.release_compaction_claim("rh-compact-someone-else"),
+                await async_history.release_compaction_claim(queue.job_ids[-1]),
+            )
+        finally:
+            await client.aclose()
+
+    assert asyncio.run(via_asyncio()) == (False, True)
+    assert not claimed(history)
+
+
+def test_the_worker_refuses_any_other_function(tmp_path: Path, queue: Queue) -> None:
+    """A job naming another importable function fails without running it."""
+    marker = tmp_path / "ran"
+    job = queue.enqueue_call("test_jobs.create_marker", kwargs={"path": str(marker)})
+    work(queue)
+    assert "JobRefusedError" in failure(queue, job.id)
+    assert not marker.exists()
+    plain = Queue("plain", connection=queue.connection, serializer=JSONSerializer)
+    control = plain.enqueue_call("test_jobs.create_marker", kwargs={"path": str(marker)})
+    PlainWorker([plain], connection=plain.connection, serializer=JSONSerializer).work(burst=True)
+    assert marker.exists(), "a plain RQ worker runs it: the allowlist is what stopped it"
+    assert control.get_status() == JobStatus.FINISHED
+
+
+def test_callbacks_and_webhooks_a_job_names_are_never_used(
+    queue: Queue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failing compaction job's failure callback is not imported and its webhooks are not sent."""
+    sent: list[str] = []
+    monkeypatch.setattr(rq.webhook.Webhook, "send", lambda hook, *a, **k: sent.append(hook.url))
+    job = queue.enqueue_call(
+        COMPACTION_FUNCTION,
+        kwargs={"namespace": "tenant", "conversation_id": "c", "prefix": "rh", "policy": "bad"},
+        on_failure=Callback("test_jobs.mark_callback"),
+        webhooks=[rq.Webhook("http://127.0.0.1:9/hook", "failed")],
+    )
+    work(queue)
+    assert "ValidationError" in failure(queue, job.id)
+    assert not queue.connection.exists(CALLBACK_KEY)
+    assert sent == []
+
+
+def test_a_bad_conversation_id_fails_the_job_cleanly(
+    store: fakeredis.FakeRedis, queue: Queue
+) -> None:
+    """A conversation id that cannot be a key fails the job with a ValueError, touching nothing."""
+    job = queue.enqueue_call(
+        COMPACTION_FUNCTION,
+        kwargs={"namespace": "tenant", "conversation_id": "a{b}", "prefix": "rh", "policy": {}},
+    )
+    work(queue)
+    assert "may not contain braces" in failure(queue, job.id)
+    assert store.dbsize() == 0
+
+
+def test_a_bad_policy_fails_the_job_and_releases_its_claim(
+    store: fakeredis.FakeRedis, queue: Queue
+) -> None:
+    """A policy that does not validate fails the job, writes nothing, and frees the claim."""
+    history = conversation(store)
+    before = history.entries()
+    assert history.maybe_compact(queue, POLICY)
+    (job_id,) = queue.job_ids
+    job = Job.fetch(job_id, connection=queue.connection, serializer=JSONSerializer)
+    job.kwargs = {**job.kwargs, "policy": {**job.kwargs["policy"], "soft_tokens": -1}}
+    job.save()
+    work(queue)
+    assert "soft_tokens" in failure(queue, job_id)
+    assert history.entries() == before
+    assert not claimed(history)
+
+
+def test_a_summarizer_in_the_payload_is_rejected(store: fakeredis.FakeRedis, queue: Queue) -> None:
+    """The worker's summarizer comes from its settings: a payload naming one fails the job."""
+    history = conversation(store)
+    before = history.entries()
+    assert history.maybe_compact(queue, POLICY)
+    (job_id,) = queue.job_ids
+    job = Job.fetch(job_id, connection=queue.connection, serializer=JSONSerializer)
+    job.kwargs = {**job.kwargs, "summarizer": FAILING}
+    job.save()
+    work(queue)
+    assert "unexpected keyword argument 'summarizer'" in failure(queue, job_id)
+    assert history.entries() == before
+
+
+def test_the_job_returns_a_small_json_result(store: fakeredis.FakeRedis) -> None:
+    """Called directly (no RQ job, so no claim), the job function returns a JSON-able summary."""
+    history = conversation(store)
+    result = compact_conversation("tenant", "user:1", "rh", POLICY.model_dump(mode="json"))
+    assert json.loads(json.dumps(result)) == result
+    assert result["status"] == "compacted"
+    assert result["dropped"] == 21
+    assert result["tokens_freed"] > 0
+    assert len(history) == 5
+
+
+def test_the_workers_refuse_pickle_and_foreign_job_classes() -> None:
+    """A compaction worker starts only with JSON and its own job class (RQ's default replaced)."""
+    connection = fakeredis.FakeRedis()
+    with pytest.raises(ValueError, match="JSONSerializer"):
+        CompactionWorker(["q"], connection=connection, serializer=DefaultSerializer)
+
+    class OtherJob(Job):
+        pass
+
+    with pytest.raises(TypeError, match="CompactionOnlyJob"):
+        SimpleCompactionWorker(["q"], connection=connection, job_class=OtherJob)
+    worker = CompactionWorker(
+        ["q"], connection=connection, job_class="rq.job.Job", serializer="json"
+    )
+    assert worker.job_class is CompactionOnlyJob
+    assert worker.serializer is JSONSerializer
+
+
+def test_a_forked_process_builds_its_own_store_client_and_summarizer() -> None:
+    """After a fork, jobs get a new client and summarizer, never the parent's."""
+    configure_worker(WorkerSettings(url="redis://127.0.0.1:1/0", summarizer=TAGGING))
+    parent = jobs._process()
+    assert jobs._process() is parent, "reused within a process"
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover (the child)
+        code = 1
+        try:
+            child = jobs._process()
+            fresh = child.store is not parent.store and child.summarizer is not parent.summarizer
+            code = 0 if fresh and child.pid == os.getpid() else 1
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
+@pytest.mark.real_redis
+def test_the_worker_command_compacts_on_a_real_redis(
+    redis_url: str, real_redis: redis.Redis
+) -> None:
+    """`redis-history worker --burst` in its own process compacts what maybe_compact enqueued."""
+    queue = compaction_queue(real_redis, "redis-history")
+    histories = [RedisHistory(real_redis, f"conv-{i}") for i in range(2)]
+    for history in histories:
+        history.append_many(turns(6))
+        assert history.maybe_compact(queue, POLICY)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("REDIS_HISTORY_", "RQ_"))}
+    result = subprocess.run(
+        [sys.executable, "-m", "redis_history", "worker", "--burst", "--redis-url", redis_url],
+        capture_output=True, text=True, env=env, timeout=120, check=False,
+    )  # fmt: skip
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    assert output.count("compaction job=") == 2, output
+    for history in histories:
+        assert history.snapshot()[0].metadata.get("summary") is True, output
+        assert len(history) == 5
+        assert not claimed(history)
+    assert queue.failed_job_registry.count == 0
+
+
+def test_a_bad_summarizer_stops_the_worker_before_any_job(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`redis-history worker` with an unknown summarizer exits 2 with the reason, taking no job."""
+    code = main(["worker", "--burst", "--summarizer", "no-such-summarizer"])
+    assert code == 2
+    assert "unknown summarizer 'no-such-summarizer'" in capsys.readouterr().err
+
+
+@pytest.mark.real_redis
+def test_a_cluster_store_is_compacted_through_a_standalone_queue(
+    redis_cluster: LocalCluster, cluster_client: Any, real_redis: redis.Redis, redis_url: str
+) -> None:
+    """With REDIS_HISTORY_CLUSTER set, the worker compacts on the cluster; RQ stays standalone."""
+    history = RedisHistory(cluster_client, "clustered", namespace="tenant")
+    history.append_many(turns(6))
+    queue = compaction_queue(real_redis, "redis-history")
+    assert history.maybe_compact(queue, POLICY)
+    settings = WorkerSettings.from_env(
+        {
+            "REDIS_HISTORY_URL": redis_cluster.url,
+            "REDIS_HISTORY_CLUSTER": "1",
+            "REDIS_HISTORY_QUEUE_URL": redis_url,
+            "REDIS_HISTORY_SUMMARIZER": TAGGING,
+        }
+    )
+    assert run_worker(settings, burst=True, worker_class=InProcessWorker)
+    live = history.snapshot()
+    assert live[0].content.startswith(f"be helpful\n\n{TAG}")
+    assert len(live) == 5
+    assert not claimed(history)

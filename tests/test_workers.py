@@ -1,0 +1,327 @@
+"""Background compaction with real ``redis-history worker`` processes on a real Redis.
+
+Pods are processes appending whole turns while workers compact the same
+conversations; faults are real signals: SIGKILL in the middle of a summary,
+SIGSTOP past the lock's TTL, and a truncate while a summary is in flight.
+Summarizers come from tests/worker_doubles.py, loaded by the workers through
+``REDIS_HISTORY_SUMMARIZER`` like any deployment's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from rq import Queue, Worker
+from rq.registry import FailedJobRegistry, StartedJobRegistry
+
+from redis_history import CompactionPolicy, Message, RedisHistory, ToolCall
+from redis_history.jobs import compaction_queue
+from redis_history.roles import RoleState
+
+pytestmark = [pytest.mark.real_redis, pytest.mark.slow]
+
+TESTS = Path(__file__).resolve().parent
+DEADLINE = 90.0
+"""Seconds any awaited event may take before the test fails (never a timing assertion)."""
+
+
+def wait_for(condition: Callable[[], object], what: str, deadline: float = DEADLINE) -> Any:
+    """Poll ``condition`` until it is truthy; fail naming ``what`` if it never is."""
+    end = time.monotonic() + deadline
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > end:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+class Workers:
+    """``redis-history worker`` processes, each in its own process group, killed at teardown.
+
+    RQ runs each job in a work horse forked into a session of its own, so a
+    signal meant for "the worker" goes to the worker's group and to its horse.
+    """
+
+    def __init__(self, client: redis.Redis, url: str, directory: Path) -> None:
+        self.client = client
+        self.url = url
+        self.directory = directory
+        self.processes: list[subprocess.Popen[bytes]] = []
+
+    def start(self, summarizer: str, *, burst: bool = False) -> subprocess.Popen[bytes]:
+        """A worker running ``worker_doubles.<summarizer>``; its output goes to a log file."""
+        env = {
+            **os.environ,
+            "REDIS_HISTORY_URL": self.url,
+            "REDIS_HISTORY_SUMMARIZER": f"worker_doubles:{summarizer}",
+            "REDIS_HISTORY_TOKEN_COUNTER": "heuristic",
+            "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]),
+        }
+        log = (self.directory / f"worker-{len(self.processes)}.log").open("wb")
+        command = [sys.executable, "-m", "redis_history", "worker"]
+        process = subprocess.Popen(
+            command + (["--burst"] if burst else []),
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # the worker and its work horses share one process group
+        )
+        log.close()
+        self.processes.append(process)
+        return process
+
+    def log(self, process: subprocess.Popen[bytes]) -> str:
+        """What a worker has printed so far."""
+        index = self.processes.index(process)
+        return (self.directory / f"worker-{index}.log").read_text(errors="replace")
+
+    @staticmethod
+    def signal(process: subprocess.Popen[bytes], horse: int, signum: int) -> None:
+        """Send ``signum`` to the worker's process group and to its work horse ``horse``."""
+        os.kill(horse, signum)
+        os.killpg(process.pid, signum)
+
+    def stop_all(self) -> None:
+        """SIGKILL every worker process group and every blocked horse still alive."""
+        for horse in self.client.smembers("test:horses"):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(horse), signal.SIGKILL)
+        for process in self.processes:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGCONT)
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+@pytest.fixture
+def workers(redis_url: str, real_redis: redis.Redis, tmp_path: Path) -> Iterator[Workers]:
+    """A worker launcher on the session's (flushed) real Redis."""
+    launcher = Workers(real_redis, redis_url, tmp_path)
+    yield launcher
+    launcher.stop_all()
+
+
+@pytest.fixture
+def queue(real_redis: redis.Redis) -> Queue:
+    """The compaction queue, JSON only, on the same Redis as the history."""
+    return compaction_queue(connection=real_redis, name="redis-history")
+
+
+def turn(conversation: str, writer: str, n: int) -> list[Message]:
+    """A question, a tool call and its result, and the answer, tagged with their conversation."""
+    tag = {"conversation": conversation}
+    key = f"{conversation}.{writer}.{n:03d}"
+    return [
+        Message.user(f"{writer} asks question {n} about fares " * 3, id=f"{key}.u", metadata=tag),
+        Message.assistant(
+            "", tool_calls=[ToolCall(id=f"{key}.c", name="fares")], id=f"{key}.a", metadata=tag
+        ),
+        Message.tool('{"fare": 790}' * 4, tool_call_id=f"{key}.c", id=f"{key}.t", metadata=tag),
+        Message.assistant(f"The fare is 790 EUR ({n}). " * 3, id=f"{key}.r", metadata=tag),
+    ]
+
+
+def seeded(client: redis.Redis, conversation: str, turns: int) -> RedisHistory:
+    """A conversation holding a system prompt and ``turns`` turns by writer ``seed``."""
+    history = RedisHistory(client, conversation, token_counter="heuristic")
+    history.append(
+        Message.system("You are a travel agent.", metadata={"conversation": conversation})
+    )
+    for n in range(turns):
+        history.append_many(turn(conversation, "seed", n))
+    return history
+
+
+def assert_whole(history: RedisHistory, written: dict[str, list[str]]) -> None:
+    """Every written id is in the list or the archive exactly once, in its writer's order,
+    each turn unbroken, and the live list is well formed."""
+    transcript = [m.id for m in history.transcript() if m.role != "system"]
+    assert len(transcript) == len(set(transcript)), "a message is in the list and the archive"
+    assert sorted(transcript) == sorted(i for ids in written.values() for i in ids)
+    for writer, ids in written.items():
+        mine = set(ids)
+        assert [i for i in transcript if i in mine] == ids, f"{writer}'s order changed"
+    for start in range(0, len(transcript), 4):
+        assert len({i.rsplit(".", 1)[0] for i in transcript[start : start + 4]}) == 1
+    live = history.snapshot()
+    RoleState().advance_all(live)  # role order and tool pairing hold
+    for summary in (m for m in live if m.metadata.get("summary")):
+        covered = [i for i in summary.metadata["covers"] if i in set(transcript)]
+        assert len(covered) % 4 == 0, "a summary split a turn or a tool pair"
+
+
+def _pod(  # noqa: PLR0917  (a multiprocessing target takes positional arguments)
+    url: str, pod: int, names: list[str], turns: int, start: Any, out: Any
+) -> None:
+    """One agent pod: turns spread over the conversations, each followed by maybe_compact."""
+    client = redis.Redis.from_url(url)
+    queue = compaction_queue(connection=client, name="redis-history")
+    histories = [RedisHistory(client, name, token_counter="heuristic") for name in names]
+    written: dict[str, list[str]] = {name: [] for name in names}
+    start.wait()
+    for n in range(turns):
+        history = histories[(pod + n) % len(histories)]
+        history.advance_turn()
+        messages = turn(history.conversation_id, f"pod{pod}", n)
+        history.append_many(messages)
+        written[history.conversation_id] += [m.id for m in messages]
+        history.maybe_compact(queue, CONCURRENT_POLICY)
+        time.sleep(0.03)  # the agent's LLM call, during which workers catch up
+        if n % 3 == 0:  # also a job past the one-pending claim: only the lock keeps order now
+            history.core.compaction_job(CONCURRENT_POLICY).enqueue(queue)
+    out.put((pod, written))
+    client.close()
+
+
+CONCURRENT_POLICY = CompactionPolicy(
+    soft_tokens=400,
+    hard_tokens=1_000_000,
+    keep_last_turns=1,
+    cooldown_turns=0,
+    min_messages=2,
+    lock_ttl_seconds=10,
+)
+
+
+def test_pods_and_two_workers_lose_nothing_and_never_overlap(
+    workers: Workers, real_redis: redis.Redis, queue: Queue
+) -> None:
+    """Four pods append while two real workers compact the same conversations repeatedly:
+    nothing lost or reordered, no turn or tool pair split, never two compactions at once."""
+    names = ["conv-a", "conv-b"]
+    for name in names:
+        seeded(real_redis, name, 0)
+    for _ in range(2):
+        workers.start("Recording")
+    wait_for(lambda: Worker.count(connection=real_redis) == 2, "both workers to listen")
+    context = multiprocessing.get_context("fork")
+    start, results = context.Event(), context.Queue()
+    pods = [
+        context.Process(target=_pod, args=(workers.url, pod, names, 24, start, results))
+        for pod in range(4)
+    ]
+    for pod in pods:
+        pod.start()
+    start.set()
+    reports = [results.get(timeout=DEADLINE) for _ in pods]
+    for pod in pods:
+        pod.join()
+        assert pod.exitcode == 0
+    started = StartedJobRegistry(queue=queue)
+    wait_for(lambda: queue.count == 0 and started.count == 0, "the workers to drain the queue")
+
+    assert real_redis.lrange("test:overlaps", 0, -1) == []
+    assert FailedJobRegistry(queue=queue).count == 0
+    summaries = [json.loads(s) for s in real_redis.lrange("test:summaries", 0, -1)]
+    for worker in workers.processes:
+        assert "compacted dropped=" in workers.log(worker), "both workers compacted"
+    for name in names:
+        history = RedisHistory(real_redis, name, token_counter="heuristic")
+        written = {f"pod{pod}": ids[name] for pod, ids in reports}
+        assert_whole(history, written)
+        assert sum(1 for s in summaries if s["conversation"] == name) >= 2
+        assert history.snapshot()[0].metadata.get("summary"), "the conversation was compacted"
+
+
+FAULT_POLICY = CompactionPolicy(
+    soft_tokens=100,
+    hard_tokens=1_000_000,
+    keep_last_turns=1,
+    min_messages=2,
+    lock_ttl_seconds=1,
+    claim_ttl_seconds=2,
+)
+
+
+def started_calls(client: redis.Redis, name: str) -> list[dict[str, Any]]:
+    """The calls the Blocking summarizer has announced for ``name``."""
+    return [json.loads(raw) for raw in client.lrange(f"test:started:{name}", 0, -1)]
+
+
+def test_a_worker_killed_mid_summary_leaves_the_lock_to_expire(
+    workers: Workers, real_redis: redis.Redis, queue: Queue
+) -> None:
+    """SIGKILL during a summary writes nothing; the lock expires and a later compaction works."""
+    history = seeded(real_redis, "conv", 6)
+    before = history.entries()
+    victim = workers.start("Blocking")
+    assert history.maybe_compact(queue, FAULT_POLICY)
+    (call,) = wait_for(lambda: started_calls(real_redis, "conv"), "the summary to start")
+    assert real_redis.exists(history.keys.lock)
+    workers.signal(victim, call["pid"], signal.SIGKILL)
+    victim.wait()
+
+    wait_for(lambda: not real_redis.exists(history.keys.lock), "the dead worker's lock to expire")
+    assert history.entries() == before, "a killed worker wrote nothing"
+    wait_for(lambda: history.maybe_compact(queue, FAULT_POLICY), "the lost job's claim to lapse")
+    rescuer = workers.start("Recording", burst=True)
+    assert rescuer.wait(DEADLINE) == 0, workers.log(rescuer)
+    live = history.snapshot()
+    assert live[0].metadata.get("summary")
+    assert "recorded" in live[0].content
+    assert_whole(history, {"seed": [e.message.id for e in before[1:]]})
+
+
+def test_a_paused_worker_that_lost_its_lock_cannot_write_back(
+    workers: Workers, real_redis: redis.Redis, queue: Queue
+) -> None:
+    """A worker stopped past its lock's TTL while another compacts is refused on waking;
+    the conversation stays exactly as the other worker left it."""
+    history = seeded(real_redis, "conv", 6)
+    sleeper = workers.start("Blocking")
+    history.core.compaction_job(FAULT_POLICY).enqueue(queue)
+    (call,) = wait_for(lambda: started_calls(real_redis, "conv"), "the summary to start")
+    workers.signal(sleeper, call["pid"], signal.SIGSTOP)  # the heartbeat stops with it
+    wait_for(lambda: not real_redis.exists(history.keys.lock), "the paused worker's lock to expire")
+
+    history.core.compaction_job(FAULT_POLICY).enqueue(queue)
+    other = workers.start("Recording", burst=True)
+    assert other.wait(DEADLINE) == 0, workers.log(other)
+    after_other = history.entries()
+    assert after_other[0].message.metadata.get("summary"), "the other worker compacted"
+
+    workers.signal(sleeper, call["pid"], signal.SIGCONT)
+    real_redis.rpush("test:release:conv", "go")
+    wait_for(lambda: "lock_lost" in workers.log(sleeper), "the woken worker to be refused")
+    assert history.entries() == after_other
+    assert not any("call 1" in m.content for m in history.snapshot())
+
+
+def test_a_truncate_during_the_summary_makes_the_write_back_stale(
+    workers: Workers, real_redis: redis.Redis, queue: Queue
+) -> None:
+    """Truncating into the prefix being summarized refuses that write-back; the retry
+    summarizes the fresh prefix, and the truncated messages appear nowhere."""
+    history = seeded(real_redis, "conv", 10)
+    messages = history.snapshot()
+    workers.start("Blocking")
+    history.core.compaction_job(FAULT_POLICY).enqueue(queue)
+    (first,) = wait_for(lambda: started_calls(real_redis, "conv"), "the summary to start")
+    assert first["ids"] == [m.id for m in messages[:37]], "all but the last turn"
+
+    history.truncate(21)  # keep the system prompt and five turns: part of that prefix is gone
+    real_redis.rpush("test:release:conv", "go")
+    calls = wait_for(
+        lambda: started_calls(real_redis, "conv")[1:], "the retry from a fresh snapshot"
+    )
+    assert calls[0]["ids"] == [m.id for m in messages[:17]]
+    wait_for(lambda: history.snapshot()[0].metadata.get("summary"), "the retry's write-back")
+
+    live = history.snapshot()
+    assert "call 2" in live[0].content
+    assert [m.id for m in live[1:]] == [m.id for m in messages[17:21]]
+    assert [m.id for m in history.transcript()] == [m.id for m in messages[:21]]

@@ -1,0 +1,82 @@
+"""Summarizers that real worker processes load by dotted path in tests/test_workers.py.
+
+They report to the test through the store's Redis (``REDIS_HISTORY_URL``), on
+keys outside the library's ``rh:`` prefix. Each test message carries the name
+of its conversation in ``metadata["conversation"]``, which is how a summarizer
+(given only messages) knows which conversation it is compacting.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Sequence
+
+import redis
+
+from redis_history import Message
+
+RELEASE_TIMEOUT = 120
+"""How long a blocked summarizer waits for the test before it gives up on its own."""
+
+
+def _client() -> redis.Redis:
+    # redis-py 8 reads with a 5 s timeout by default; a blocked summarizer waits longer.
+    return redis.Redis.from_url(os.environ["REDIS_HISTORY_URL"], socket_timeout=None)
+
+
+def conversation_of(messages: Sequence[Message]) -> str:
+    """The conversation a test message belongs to."""
+    for message in messages:
+        name = message.metadata.get("conversation")
+        if isinstance(name, str):
+            return name
+    raise ValueError("no test message names its conversation")
+
+
+def _text(messages: Sequence[Message], note: str) -> str:
+    users = [m.content for m in messages if m.role == "user"]
+    return f"Previously ({note}): {len(messages)} messages, {len(users)} questions."
+
+
+class Recording:
+    """Counts compactions in flight per conversation; any count above one is an overlap."""
+
+    def summarize(self, messages: Sequence[Message]) -> str:
+        """Mark the compaction in flight for a moment, recording an overlap if there is one."""
+        name = conversation_of(messages)
+        client = _client()
+        try:
+            in_flight = client.incr(f"test:inflight:{name}")
+            if in_flight > 1:
+                client.rpush("test:overlaps", f"{name} had {in_flight} compactions at once")
+            client.rpush("test:summaries", json.dumps({"conversation": name, "pid": os.getpid()}))
+            time.sleep(0.02)  # widen the window in which a second compaction would show
+            client.decr(f"test:inflight:{name}")
+        finally:
+            client.close()
+        return _text(messages, "recorded")
+
+
+class Blocking:
+    """The first call per conversation announces itself, then waits for the test's release.
+
+    The test may SIGSTOP, SIGKILL or release the process meanwhile. Later calls
+    answer at once; every call is recorded with the ids it was given.
+    """
+
+    def summarize(self, messages: Sequence[Message]) -> str:
+        """Record the call; block on the first until ``test:release:<conversation>``."""
+        name = conversation_of(messages)
+        client = _client()
+        try:
+            client.sadd("test:horses", os.getpid())  # RQ runs jobs in their own session
+            call = client.incr(f"test:calls:{name}")
+            record = {"pid": os.getpid(), "call": call, "ids": [m.id for m in messages]}
+            client.rpush(f"test:started:{name}", json.dumps(record))
+            if call == 1 and not client.blpop([f"test:release:{name}"], RELEASE_TIMEOUT):
+                raise TimeoutError("the test never released the blocked summarizer")
+        finally:
+            client.close()
+        return _text(messages, f"call {call}")
