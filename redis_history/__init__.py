@@ -6,6 +6,7 @@ unless documented.
 
 from __future__ import annotations
 
+from redis_history._core import CompactionStats
 from redis_history.codec import Entry
 from redis_history.compaction import CompactionResult, run_compaction
 from redis_history.errors import (
@@ -43,6 +44,7 @@ __all__ = [
     "CompactionPolicy",
     "CompactionResult",
     "CompactionState",
+    "CompactionStats",
     "ConversationNotFound",
     "CorruptHistoryError",
     "EncodingUnavailableError",

@@ -35,6 +35,7 @@ __all__ = [
     "DEFAULT_MAX_MESSAGE_BYTES",
     "Call",
     "CompactionJob",
+    "CompactionStats",
     "HistoryCore",
 ]
 
@@ -280,6 +281,19 @@ class HistoryCore:
         raw = _text(self._checked(reply)[1])
         return CompactionState.decode(raw)
 
+    def compaction_stats(self) -> Call[CompactionStats]:
+        """How many compactions the conversation has had and the tokens they freed."""
+        return Call(self._stats, command=("HMGET", self.keys.meta, "compactions", "tokens_freed"))
+
+    def _stats(self, reply: Any) -> CompactionStats:
+        try:
+            compactions, freed = (int(v) if v is not None else 0 for v in reply)
+        except ValueError as exc:
+            raise self._context(
+                CorruptHistoryError(f"meta hash holds a non-integer counter: {reply!r}")
+            ) from exc
+        return CompactionStats(compactions, freed)
+
     def claim_compaction(self, job_id: str, now_ms: int, stale_ms: int) -> Call[bool]:
         """Reserve the one pending compaction; the reply is whether this caller got it."""
         return Call(
@@ -308,6 +322,15 @@ class HistoryCore:
             },
             claim_ms=round(policy.claim_ttl_seconds * 1000),
         )
+
+
+class CompactionStats(NamedTuple):
+    """A conversation's compaction counters, kept in its meta hash by the state script."""
+
+    compactions: int
+    """Successful compactions so far."""
+    tokens_freed: int
+    """Tokens those compactions removed from the live history, net of their summaries."""
 
 
 @dataclass(frozen=True, slots=True)

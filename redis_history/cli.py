@@ -11,7 +11,13 @@ from collections.abc import Sequence
 from redis_history.demo import redis_for_demo, run_demo
 from redis_history.errors import ConversationNotFound, HistoryError
 from redis_history.history import RedisHistory
-from redis_history.jobs import CompactionWorker, SimpleCompactionWorker, WorkerSettings, run_worker
+from redis_history.jobs import (
+    DEFAULT_QUEUE,
+    CompactionWorker,
+    SimpleCompactionWorker,
+    WorkerSettings,
+    run_worker,
+)
 from redis_history.keys import DEFAULT_NAMESPACE
 
 __all__ = ["main"]
@@ -33,6 +39,14 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--pods", type=int, default=4, help="simulated agent processes")
     demo.add_argument("--conversations", type=int, default=3)
     demo.add_argument("--turns", type=int, default=30, help="turns per pod")
+    demo.add_argument(
+        "--workers", type=int, default=2, help="compaction workers to start (0: use running ones)"
+    )
+    demo.add_argument(
+        "--queue",
+        default=os.environ.get("REDIS_HISTORY_QUEUE") or DEFAULT_QUEUE,
+        help="the compaction queue (default: $REDIS_HISTORY_QUEUE, else %(default)s)",
+    )
     show = commands.add_parser("show", help="print a conversation's messages as JSON lines")
     show.add_argument("conversation_id")
     show.add_argument("--namespace", default=DEFAULT_NAMESPACE)
@@ -100,13 +114,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "demo":
             with redis_for_demo(args.redis_url) as url:
                 report = run_demo(
-                    url, pods=args.pods, conversations=args.conversations, turns=args.turns
+                    url,
+                    pods=args.pods,
+                    conversations=args.conversations,
+                    turns=args.turns,
+                    workers=args.workers,
+                    queue_name=args.queue,
                 )
             return 0 if report.ok else 1
         if args.command == "worker":
             return _worker(args)
         return _show(args)
-    except (HistoryError, ValueError) as exc:
+    except (HistoryError, ValueError, RuntimeError) as exc:
         print(f"redis-history: {exc}", file=sys.stderr)
         return 2
 

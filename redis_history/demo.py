@@ -1,30 +1,41 @@
 """``redis-history demo``: simulated agent pods sharing conversations, with the invariants checked.
 
-Several pod processes talk on the same conversations at once, each turn written
-atomically with ``append_many``. Meanwhile this process compacts the oldest
-turns with ``splice_prefix`` (fenced on the ids it summarized), and at the end
-rolls back a failed turn with ``truncate``. The check at the end proves that
-every message a pod wrote is in the conversation or its archive exactly once,
-in the pod's order, with every turn contiguous and the live list well formed.
+Several pod processes talk on the same conversations at once: each turn starts
+with ``advance_turn``, is written atomically with ``append_many``, reports the
+LLM's input tokens and ends with ``maybe_compact``. Real ``redis-history
+worker`` processes compact in the background meanwhile (one job in flight per
+conversation, fenced write-backs), and at the end a failed turn is rolled back
+with ``truncate``. The check at the end proves that every message a pod wrote
+is in the conversation or its archive exactly once, in the pod's order, with
+every turn contiguous and the live list well formed.
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import os
+import re
+import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections import Counter
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from multiprocessing.queues import Queue
 from typing import Any, TextIO
 
 import redis
+from rq import Queue as RQQueue
+from rq import Worker
+from rq.registry import StartedJobRegistry
 
-from redis_history.errors import HistoryError, StaleSnapshotError
+from redis_history.errors import HistoryError
 from redis_history.history import RedisHistory
+from redis_history.jobs import DEFAULT_QUEUE, compaction_queue
 from redis_history.models import Message, ToolCall
+from redis_history.policy import CompactionPolicy
 from redis_history.roles import RoleState
 from redis_history.server import RedisServer
 
@@ -54,46 +65,42 @@ def _turn(pod: int, n: int, conversation: str) -> list[Message]:
     ]
 
 
+POLICY = CompactionPolicy(
+    soft_tokens=600, hard_tokens=4_000, keep_last_turns=2, cooldown_turns=1, min_messages=4
+)
+"""Small thresholds, so that a short demo compacts every conversation several times."""
+LLM_LATENCY = 0.02
+"""Seconds a simulated pod waits for its "LLM" each turn; workers compact meanwhile."""
+DRAIN_TIMEOUT = 120.0
+
+
 def _pod(  # noqa: PLR0917  (a multiprocessing target takes positional arguments)
-    url: str, pod: int, conversations: Sequence[str], turns: int, start: Any, out: Queue[Any]
+    url: str,
+    queue_name: str,
+    pod: int,
+    conversations: Sequence[str],
+    turns: int,
+    start: Any,
+    out: Queue[Any],
 ) -> None:
     """One simulated agent process: ``turns`` turns spread over the conversations."""
     written: dict[str, list[str]] = {c: [] for c in conversations}
-    histories = {c: RedisHistory.from_url(url, c, namespace=NAMESPACE) for c in conversations}
+    client = redis.Redis.from_url(url)
+    queue = compaction_queue(connection=client, name=queue_name)
+    histories = {c: RedisHistory(client, c, namespace=NAMESPACE) for c in conversations}
     start.wait()
     for n in range(turns):
         conversation = conversations[(pod + n) % len(conversations)]
         history = histories[conversation]
+        history.advance_turn()
         messages = _turn(pod, n, conversation)
         history.append_many(messages)
-        estimate = history.token_estimate() or 0
-        history.record_input_tokens(estimate)  # what the LLM would have reported
+        time.sleep(LLM_LATENCY)
+        history.record_input_tokens(history.token_estimate() or 0)  # what the LLM reported
+        history.maybe_compact(queue, POLICY)
         written[conversation].extend(m.id for m in messages)
     out.put((pod, written))
-
-
-def _summarize(messages: Sequence[Message]) -> Message:
-    """A stand-in summarizer: keeps the system prompt, counts what it replaced."""
-    questions = [m.content for m in messages if m.role == "user"]
-    return Message.system(
-        f"{SYSTEM_PROMPT}\n\nSummary of {len(messages)} earlier messages: "
-        f"{len(questions)} weather questions, the last was {questions[-1]!r}.",
-        metadata={"summary_of": len(messages)},
-    )
-
-
-def compact(history: RedisHistory) -> int:
-    """Summarize the older half of the conversation's turns; 0 if it was stale or too short."""
-    snapshot = history.snapshot()
-    boundaries = [i for i, m in enumerate(snapshot) if m.role == "user"]
-    if len(boundaries) < 4:
-        return 0
-    cut = boundaries[len(boundaries) // 2]
-    prefix = snapshot[:cut]
-    try:
-        return history.splice_prefix(cut, _summarize(prefix), expected_ids=[m.id for m in prefix])
-    except StaleSnapshotError:
-        return 0
+    client.close()
 
 
 @dataclass
@@ -101,7 +108,8 @@ class DemoReport:
     """What the demo did and whether every invariant held."""
 
     conversations: dict[str, dict[str, int]] = field(default_factory=dict)
-    splices: int = 0
+    jobs: dict[str, int] = field(default_factory=dict)
+    """Compaction jobs the workers ran, by outcome (compacted, skipped, busy, ...)."""
     rolled_back: int = 0
     problems: list[str] = field(default_factory=list)
 
@@ -137,7 +145,10 @@ def check_conversation(
     except HistoryError as exc:
         report.problems.append(f"{name}: the live list is not well formed: {exc}")
     entries = history.entries()
+    stats = history.compaction_stats()
     report.conversations[name] = {
+        "compactions": stats.compactions,
+        "tokens_freed": stats.tokens_freed,
         "live": len(live),
         "archived": len(history.transcript()) - sum(1 for e in entries if not e.summary),
         "summaries": sum(1 for e in entries if e.summary),
@@ -154,12 +165,14 @@ class _Pods:
     results: Any
 
     @classmethod
-    def launch(cls, url: str, pods: int, names: list[str], turns: int) -> _Pods:
+    def launch(cls, url: str, queue: str, pods: int, names: list[str], turns: int) -> _Pods:
         method = "fork" if sys.platform == "linux" else "spawn"
         context: Any = multiprocessing.get_context(method)
         start, results = context.Event(), context.Queue()
         processes = [
-            context.Process(target=_pod, args=(url, pod, names, turns, start, results), daemon=True)
+            context.Process(
+                target=_pod, args=(url, queue, pod, names, turns, start, results), daemon=True
+            )
             for pod in range(pods)
         ]
         for process in processes:
@@ -167,30 +180,78 @@ class _Pods:
         return cls(processes, start, results)
 
 
-def _compact_while_talking(
-    pods: _Pods, histories: dict[str, RedisHistory], report: DemoReport, say: Callable[[str], None]
-) -> dict[str, dict[int, list[str]]]:
-    """Compact every conversation in a loop until every pod has reported its writes."""
-    written: dict[str, dict[int, list[str]]] = {name: {} for name in histories}
+def _collect(pods: _Pods) -> tuple[dict[int, dict[str, list[str]]], list[str]]:
+    """Start the pods, wait for each to report what it wrote; problems if any died."""
     pods.start.set()
-    finished = 0
-    while finished < len(pods.processes):
-        for history in histories.values():
-            dropped = compact(history)
-            if dropped:
-                report.splices += 1
-                say(f"  splice_prefix: {history.conversation_id} replaced {dropped} messages")
-        while not pods.results.empty():
-            pod, by_conversation = pods.results.get()
-            finished += 1
-            for name, ids in by_conversation.items():
-                written[name][pod] = ids
-        time.sleep(0.01)
+    reports = dict(pods.results.get(timeout=DRAIN_TIMEOUT) for _ in pods.processes)
+    problems = []
     for process in pods.processes:
         process.join()
         if process.exitcode != 0:
-            report.problems.append(f"a pod exited with {process.exitcode}")
-    return written
+            problems.append(f"a pod exited with {process.exitcode}")
+    return reports, problems
+
+
+class _Workers:
+    """``redis-history worker`` processes on the demo's Redis, their output in a temp file."""
+
+    def __init__(self, url: str, queue: str, count: int) -> None:
+        self.url, self.queue, self.count = url, queue, count
+        self.log = tempfile.TemporaryFile()  # noqa: SIM115  (closed in __exit__)
+        self.processes: list[subprocess.Popen[bytes]] = []
+
+    def __enter__(self) -> _Workers:
+        command = [sys.executable, "-m", "redis_history", "worker", "--redis-url", self.url]
+        for _ in range(self.count):
+            self.processes.append(
+                subprocess.Popen(
+                    [*command, "--queue", self.queue],
+                    stdout=self.log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                )
+            )
+        return self
+
+    def wait_until_listening(self, client: redis.Redis) -> None:
+        """Block until every worker has registered with RQ."""
+        deadline = time.monotonic() + DRAIN_TIMEOUT
+        while Worker.count(connection=client) < self.count:
+            if any(p.poll() is not None for p in self.processes) or time.monotonic() > deadline:
+                raise RuntimeError(f"a compaction worker did not start:\n{self.output()[-2000:]}")
+            time.sleep(0.05)
+
+    def drain(self, queue: RQQueue) -> None:
+        """Block until no compaction job is queued or running."""
+        started = StartedJobRegistry(queue=queue)
+        deadline = time.monotonic() + DRAIN_TIMEOUT
+        while queue.count or started.count:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the compaction workers did not drain the queue")
+            time.sleep(0.05)
+
+    def output(self) -> str:
+        """What the workers printed."""
+        self.log.seek(0)
+        return self.log.read().decode(errors="replace")
+
+    def outcomes(self) -> dict[str, int]:
+        """Jobs run, by outcome, from the workers' one line per job."""
+        return dict(Counter(_OUTCOME.findall(self.output())))
+
+    def __exit__(self, *exc: object) -> None:
+        for process in self.processes:  # SIGTERM: RQ's warm shutdown lets a job finish
+            process.terminate()
+        for process in self.processes:
+            try:
+                process.wait(DRAIN_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        self.log.close()
+
+
+_OUTCOME = re.compile(r"compaction job=\S+ conversation=\S+ (\w+)")
 
 
 def _roll_back_a_failed_turn(history: RedisHistory, report: DemoReport) -> None:
@@ -203,37 +264,58 @@ def _roll_back_a_failed_turn(history: RedisHistory, report: DemoReport) -> None:
 
 
 def run_demo(
-    url: str, *, pods: int = 4, conversations: int = 3, turns: int = 30, out: TextIO = sys.stdout
+    url: str,
+    *,
+    pods: int = 4,
+    conversations: int = 3,
+    turns: int = 30,
+    workers: int = 2,
+    queue_name: str = DEFAULT_QUEUE,
+    out: TextIO = sys.stdout,
 ) -> DemoReport:
-    """Run the pods against ``url``, compacting while they talk; returns the checked report."""
+    """Run pods and compaction workers against ``url``; returns the checked report.
+
+    With ``workers=0`` the demo starts none and relies on workers already
+    listening on ``queue_name``, as in docker-compose.
+    """
 
     def say(text: str) -> None:
         print(text, file=out, flush=True)
 
     names = [f"trip-{i}" for i in range(conversations)]
     client = redis.Redis.from_url(url)
+    queue = compaction_queue(connection=client, name=queue_name)
     histories = {n: RedisHistory(client, n, namespace=NAMESPACE) for n in names}
     for history in histories.values():
         history.delete()
         history.append(Message.system(SYSTEM_PROMPT, id=f"{history.conversation_id}-system"))
-    running = _Pods.launch(url, pods, names, turns)
-    say(f"{pods} pods x {turns} turns on {conversations} conversations, compacting meanwhile:")
     report = DemoReport()
-    began = time.perf_counter()
-    written = _compact_while_talking(running, histories, report, say)
-    elapsed = time.perf_counter() - began
+    with _Workers(url, queue_name, workers) as running:
+        running.wait_until_listening(client)
+        say(
+            f"{pods} pods x {turns} turns on {conversations} conversations; "
+            f"{workers} workers compact in the background (soft limit {POLICY.soft_tokens} tokens)"
+        )
+        began = time.perf_counter()
+        reports, report.problems = _collect(_Pods.launch(url, queue_name, pods, names, turns))
+        running.drain(queue)
+        elapsed = time.perf_counter() - began
+        report.jobs = running.outcomes()
+    jobs = ", ".join(f"{n} {outcome}" for outcome, n in sorted(report.jobs.items()))
+    say(f"done in {elapsed:.2f}s; compaction jobs: {jobs or 'none'}")
 
     say(f"  a turn fails after its question was stored: truncate({histories[names[0]].len()})")
     _roll_back_a_failed_turn(histories[names[0]], report)
     for name in names:
-        check_conversation(histories[name], written[name], report)
+        written = {pod: by_conversation[name] for pod, by_conversation in reports.items()}
+        check_conversation(histories[name], written, report)
     client.close()
 
-    say(f"done in {elapsed:.2f}s: {report.splices} splices, {report.rolled_back} rolled back")
     for name, stats in report.conversations.items():
         say(
-            f"  {name}: {stats['live']} live messages ({stats['summaries']} summary), "
-            f"{stats['archived']} archived, {stats['tokens']} tokens live"
+            f"  {name}: {stats['compactions']} compactions freed {stats['tokens_freed']} tokens; "
+            f"{stats['live']} live messages ({stats['summaries']} summary), "
+            f"{stats['archived']} archived"
         )
     if report.ok:
         say(

@@ -17,7 +17,7 @@ import redis
 import redis.asyncio
 from redis.exceptions import NoScriptError
 
-from redis_history._core import DEFAULT_MAX_MESSAGE_BYTES, Call, HistoryCore
+from redis_history._core import DEFAULT_MAX_MESSAGE_BYTES, Call, CompactionStats, HistoryCore
 from redis_history.codec import Entry
 from redis_history.keys import DEFAULT_NAMESPACE, DEFAULT_PREFIX, ConversationKeys
 from redis_history.models import Message
@@ -223,6 +223,10 @@ class RedisHistory(_Base):
         """Move the compaction state to the next turn; call once at the start of a user turn."""
         return self._run(self.core.compaction_event("advance_turn"))
 
+    def compaction_stats(self) -> CompactionStats:
+        """How many compactions this conversation has had, and the tokens they freed."""
+        return self._run(self.core.compaction_stats())
+
     def compaction_event(self, event: Event, value: int = 0, freed: int = 0) -> CompactionState:
         """Apply a compaction-state event atomically (``compacted`` counts ``freed`` tokens).
 
@@ -378,6 +382,10 @@ class AsyncRedisHistory(_Base):
     async def advance_turn(self) -> CompactionState:
         """See :meth:`RedisHistory.advance_turn`."""
         return await self._run(self.core.compaction_event("advance_turn"))
+
+    async def compaction_stats(self) -> CompactionStats:
+        """See :meth:`RedisHistory.compaction_stats`."""
+        return await self._run(self.core.compaction_stats())
 
     async def compaction_event(
         self, event: Event, value: int = 0, freed: int = 0

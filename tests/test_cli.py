@@ -18,13 +18,17 @@ pytestmark = pytest.mark.real_redis
 
 
 def test_demo_passes_its_invariant_check(redis_url: str, real_redis: redis.Redis) -> None:
-    """Pods, splices and a rollback on a real Redis leave every invariant intact."""
+    """Pods, background workers and a rollback on a real Redis leave every invariant intact."""
     out = io.StringIO()
     report = run_demo(redis_url, pods=3, conversations=2, turns=12, out=out)
     assert report.ok, report.problems
     assert report.rolled_back == 1
     assert "invariants hold" in out.getvalue()
     assert len(report.conversations) == 2
+    assert report.jobs.get("compacted", 0) >= 2
+    for stats in report.conversations.values():
+        assert stats["compactions"] >= 1, "the workers compacted every conversation"
+        assert stats["summaries"] == 1
 
 
 def test_demo_check_catches_a_lost_message(real_redis: redis.Redis) -> None:

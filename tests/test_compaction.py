@@ -78,6 +78,8 @@ def test_compaction_replaces_the_prefix_and_keeps_the_system_prompt(client: redi
     assert history.transcript() == messages
     assert history.compaction_state() == CompactionState.compacted_this_turn(POLICY.cooldown_turns)
     assert not client.exists(history.keys.lock)
+    assert history.compaction_stats() == (1, result.tokens_freed)
+    assert result.tokens_freed > 0
 
 
 def test_a_held_lock_means_busy_and_nothing_written(client: redis.Redis) -> None:
