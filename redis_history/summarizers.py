@@ -371,8 +371,9 @@ class OpenAICompatibleSummarizer:
         ``REDIS_HISTORY_SUMMARIZER_BASE_URL`` (default the OpenAI API),
         ``REDIS_HISTORY_SUMMARIZER_MODEL`` (default ``gpt-4o-mini``),
         ``REDIS_HISTORY_SUMMARIZER_API_KEY_ENV`` (the variable holding the key,
-        default ``OPENAI_API_KEY``) and ``REDIS_HISTORY_SUMMARIZER_TIMEOUT``
-        (seconds, default 60).
+        default ``OPENAI_API_KEY``), ``REDIS_HISTORY_SUMMARIZER_TIMEOUT``
+        (seconds, default 60) and ``REDIS_HISTORY_SUMMARIZER_MAX_RETRIES``
+        (default 2).
 
         Args:
             environ: the variables to read; ``os.environ`` when ``None``.
@@ -381,9 +382,16 @@ class OpenAICompatibleSummarizer:
             The summarizer.
 
         Raises:
-            ValueError: a timeout that is not a positive number, or a bad URL.
+            ValueError: a timeout that is not a positive number, a retry count
+                that is not a whole number >= 0, or a bad URL.
         """
         env = os.environ if environ is None else environ
+        raw_retries = env.get("REDIS_HISTORY_SUMMARIZER_MAX_RETRIES") or "2"
+        if not raw_retries.isdigit():
+            raise ValueError(
+                "REDIS_HISTORY_SUMMARIZER_MAX_RETRIES must be a whole number >= 0, "
+                f"got {raw_retries!r}"
+            )
         key_env = env.get("REDIS_HISTORY_SUMMARIZER_API_KEY_ENV") or DEFAULT_API_KEY_ENV
         raw_timeout = env.get("REDIS_HISTORY_SUMMARIZER_TIMEOUT") or "60"
         try:
@@ -398,6 +406,7 @@ class OpenAICompatibleSummarizer:
             api_key=env.get(key_env, ""),
             api_key_env=key_env,
             timeout=timeout,
+            max_retries=int(raw_retries),
         )
 
     def request_body(self, messages: Sequence[Message]) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from redis.cluster import RedisCluster
 
 from redis_history.server import LocalCluster, RedisServer
 
-pytest_plugins = ["backends"]
+pytest_plugins = ["backends", "chat_server"]
 
 
 @pytest.fixture(scope="session")

@@ -16,6 +16,7 @@ import fakeredis
 import pytest
 import redis
 import rq
+from chat_server import ChatServer, Reply, completion
 from rq import Callback, Queue, SimpleWorker
 from rq.job import Job, JobStatus
 from rq.serializers import DefaultSerializer, JSONSerializer
@@ -220,6 +221,68 @@ def test_a_failing_summarizer_fails_the_job_and_writes_nothing(
     assert not store.exists(history.keys.lock)
     assert not claimed(history)
     assert history.maybe_compact(queue, POLICY)
+
+
+@pytest.mark.parametrize(
+    ("reply", "error", "requests"),
+    [
+        pytest.param(Reply(status=500), "HTTP 500", 2, id="http-500"),
+        pytest.param(Reply(delay=2.0), "timed out", 2, id="timeout"),
+        pytest.param(Reply(body=b"<html>oops</html>"), "is not JSON", 1, id="malformed"),
+    ],
+)
+def test_an_llm_endpoint_failure_fails_the_job_and_writes_nothing(  # noqa: PLR0917  (fixtures)
+    store: fakeredis.FakeRedis,
+    queue: Queue,
+    chat_server: ChatServer,
+    monkeypatch: pytest.MonkeyPatch,
+    reply: Reply,
+    error: str,
+    requests: int,
+) -> None:
+    """With the OpenAI-compatible summarizer on a real HTTP server that fails, the job fails,
+    nothing is written, and the lock and the claim are released."""
+    monkeypatch.setenv("REDIS_HISTORY_SUMMARIZER_BASE_URL", chat_server.url)
+    monkeypatch.setenv("REDIS_HISTORY_SUMMARIZER_TIMEOUT", "0.2")
+    monkeypatch.setenv("REDIS_HISTORY_SUMMARIZER_MAX_RETRIES", "1")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    chat_server.default = reply
+    configure_worker(WorkerSettings(summarizer="openai", token_counter="heuristic"), store=store)
+    history = conversation(store)
+    before = history.entries()
+    assert history.maybe_compact(queue, POLICY)
+    (job_id,) = queue.job_ids
+    work(queue)
+    traceback = failure(queue, job_id)
+    assert "SummarizerError" in traceback
+    assert error in traceback
+    assert len(chat_server.requests) == requests, "a malformed reply is not retried"
+    assert history.entries() == before
+    assert not store.exists(history.keys.lock)
+    assert not claimed(history)
+    assert history.maybe_compact(queue, POLICY)
+
+
+def test_an_llm_summary_is_written_back(
+    store: fakeredis.FakeRedis,
+    queue: Queue,
+    chat_server: ChatServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The worker's OpenAI-compatible summarizer is sent the prefix; its reply is the summary."""
+    monkeypatch.setenv("REDIS_HISTORY_SUMMARIZER_BASE_URL", chat_server.url)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    chat_server.default = Reply(body=completion("- q0 to q4 were asked and answered."))
+    configure_worker(WorkerSettings(summarizer="openai", token_counter="heuristic"), store=store)
+    history = conversation(store)
+    assert history.maybe_compact(queue, POLICY)
+    work(queue)
+    (request,) = chat_server.requests
+    assert "q4" in request.body["messages"][1]["content"]
+    assert "q5" not in request.body["messages"][1]["content"], "the kept turn is not summarized"
+    assert history.snapshot()[0].content == (
+        "be helpful\n\nPreviously:\n- q0 to q4 were asked and answered."
+    )
 
 
 def test_release_compaction_claim_drops_only_its_own_claim(
