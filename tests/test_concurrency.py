@@ -8,7 +8,7 @@ from multiprocessing.synchronize import Event
 import pytest
 import redis
 
-from redis_history import Message, RedisHistory, StaleSnapshotError
+from redis_history import CompactionState, Message, RedisHistory, StaleSnapshotError
 from redis_history.codec import decode_entries
 
 pytestmark = [pytest.mark.real_redis, pytest.mark.slow]
@@ -105,3 +105,33 @@ def test_splicing_while_appending_loses_nothing(redis_url: str, real_redis: redi
     archived = decode_entries(real_redis.lrange(history.keys.archive, 0, -1))
     assert not live & {e.message.id for e in archived if not e.summary}
     assert history.token_estimate() == sum(e.tokens for e in entries)
+
+
+TURNS_PER_POD = 200
+
+
+def advance_turns(url: str, start: Event, out: multiprocessing.Queue[list[int]]) -> None:
+    history = RedisHistory.from_url(url, "shared")
+    start.wait()
+    out.put([history.advance_turn().cooldown_remaining() for _ in range(TURNS_PER_POD)])
+
+
+def test_racing_state_transitions_are_serialized(redis_url: str, real_redis: redis.Redis) -> None:
+    """Pods racing advance_turn on one conversation each see a distinct Cooling count, and
+    the final count is exact: no transition is lost or applied on a stale read."""
+    history = RedisHistory(real_redis, "shared")
+    cooldown = WRITERS * TURNS_PER_POD + 5
+    history.compaction_event("compacted", cooldown)
+    start, out = CONTEXT.Event(), CONTEXT.Queue()
+    pods = [
+        CONTEXT.Process(target=advance_turns, args=(redis_url, start, out)) for _ in range(WRITERS)
+    ]
+    for pod in pods:
+        pod.start()
+    start.set()
+    seen = [n for _ in pods for n in out.get(timeout=120)]
+    for pod in pods:
+        pod.join()
+    # CompactedThisTurn{c} -> Cooling{c} -> Cooling{c-1} ...: every count once.
+    assert sorted(seen, reverse=True) == list(range(cooldown, cooldown - len(seen), -1))
+    assert history.compaction_state() == CompactionState.cooling(cooldown - len(seen) + 1)
