@@ -19,7 +19,7 @@ local batch = read_batch(2)
 local state, why = load_meta(meta)
 if not state then return {CORRUPT, -1, why} end
 
-local err = advance_all(state, batch.items, check)
+local err = advance_all(state, batch, check)
 if err then return err end
 
 -- The first write: on a key of the wrong type it fails before anything is written.

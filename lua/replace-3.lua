@@ -20,7 +20,7 @@ if not old then return {CORRUPT, -1, why} end
 redis.call('LLEN', msgs)
 
 local state = {role = '', open = {}}
-local err = advance_all(state, batch.items, check)
+local err = advance_all(state, batch, check)
 if err then return err end
 
 redis.call('DEL', msgs)

@@ -65,7 +65,7 @@ push_all('LPUSH', msgs, reversed, 1, #reversed)
 
 if n == length then
   state.role, state.open = '', {}
-  advance_all(state, batch.items, false)
+  advance_all(state, batch, false)
 end
 redis.call('HSET', meta, 'role', state.role, 'open', encode_open(state.open),
   'total', state.total - gone + added,

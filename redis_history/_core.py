@@ -94,6 +94,8 @@ class HistoryCore:
             raise ValueError("max_message_bytes must be positive")
         self.max_message_bytes = max_message_bytes
         self.ttl_ms = _ttl_ms(ttl)
+        self._check = int(validate)
+        self._data = self.keys.data
 
     # -- errors -------------------------------------------------------------------------------
 
@@ -115,7 +117,7 @@ class HistoryCore:
         """A script reply whose code is OK; otherwise the mapped exception."""
         code = int(reply[0])
         if code == OK:
-            return list(reply)
+            return reply  # type: ignore[no-any-return]
         error = ERRORS.get(code)
         if error is None:
             raise self._context(HistoryError(f"unknown script result code {code}: {reply!r}"))
@@ -141,12 +143,13 @@ class HistoryCore:
 
     # -- writes -------------------------------------------------------------------------------
 
-    def _batch(self, encoded: Encoded) -> list[Any]:
-        return encoded.args(exact=self.counter.exact, ttl_ms=self.ttl_ms)
+    def _batch(self, encoded: Encoded) -> tuple[Any, ...]:
+        return encoded.args(self.counter.exact, self.ttl_ms)
 
     def _write(self, script: str, messages: Sequence[Message]) -> Call[None]:
-        args = (int(self.validate), *self._batch(self._encode(messages)))
-        return Call(self._none, script=script, keys=self.keys.data, args=args)
+        encoded = self._encode(messages)
+        args = (self._check, *encoded.args(self.counter.exact, self.ttl_ms))
+        return Call(self._none, script, self._data, args)
 
     def _none(self, reply: Any) -> None:
         self._checked(reply)

@@ -11,7 +11,7 @@ instead of decoding a message that may be a megabyte long.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
@@ -40,8 +40,7 @@ class Entry(BaseModel):
 _ENTRIES: TypeAdapter[list[Entry]] = TypeAdapter(list[Entry])
 
 
-@dataclass(frozen=True, slots=True)
-class Encoded:
+class Encoded(NamedTuple):
     """Messages ready for a script: their envelopes, token counts and role items."""
 
     envelopes: list[bytes]
@@ -52,16 +51,16 @@ class Encoded:
     """Per message, flat: role, the call id it answers or ``""``, the number of its
     tool calls, then their ids; the scripts check role order and pairing on these."""
 
-    def args(self, *, exact: bool, ttl_ms: int) -> list[bytes | str | int]:
+    def args(self, exact: bool, ttl_ms: int) -> tuple[bytes | str | int, ...]:
         """The batch as script arguments (``read_batch`` in ``lua/includes/history.lua``)."""
-        return [
+        return (
             1 if exact else 0,
             ttl_ms,
             sum(self.tokens),
             len(self.envelopes),
             *self.envelopes,
             *self.roles,
-        ]
+        )
 
 
 def encode_messages(

@@ -25,25 +25,15 @@ end
 
 -- A batch of messages in ARGV from position `at` (built by codec.Encoded.args):
 --   exact (1|0), ttl (ms|0), tokens (the batch's sum), n, then n envelopes,
---   then per message: role, the call id it answers or '', k, and k tool call ids.
+--   then n role items: role, the call id it answers or '', k, and k tool call ids.
 -- Returns the batch and the ARGV position after it.
-local NO_CALLS = {}
 local function read_batch(at)
   local n = tonumber(ARGV[at + 3])
-  local items = {}
-  local i = at + 4 + n
-  for m = 1, n do
-    local k = tonumber(ARGV[i + 2])
-    local calls = NO_CALLS
-    if k > 0 then
-      calls = {}
-      for j = 1, k do calls[j] = ARGV[i + 2 + j] end
-    end
-    items[m] = {r = ARGV[i], a = ARGV[i + 1], c = calls}
-    i = i + 3 + k
-  end
+  local roles = at + 4 + n
+  local after = roles
+  for _ = 1, n do after = after + 3 + tonumber(ARGV[after + 2]) end
   return {exact = ARGV[at] == '1', ttl = tonumber(ARGV[at + 1]), tokens = tonumber(ARGV[at + 2]),
-    first = at + 4, last = at + 3 + n, items = items}, i
+    n = n, first = at + 4, last = at + 3 + n, roles = roles}, after
 end
 
 local function index_of(list, value)
@@ -53,50 +43,54 @@ local function index_of(list, value)
   return nil
 end
 
--- Check one role item ({r = role, a = answered id, c = call ids}) against the state (when `check`) and advance the state.
--- Returns nil, or {code, reason}.
-local function advance(state, item, check)
-  local role, prev = item.r, state.role
+local NO_CALLS = {}  -- shared by every state without open calls; never written to
+
+-- Check the role item at ARGV[at] against the state (when `check`) and advance the state.
+-- Returns the next item's position, or nil and {code, reason}.
+local function advance(state, at, check)
+  local role, answered, k, prev = ARGV[at], ARGV[at + 1], tonumber(ARGV[at + 2]), state.role
   if check then
     if role == 'system' then
-      if prev ~= '' then return {ROLE_ORDER, 'a system message may only come first, not after ' .. prev} end
+      if prev ~= '' then return nil, {ROLE_ORDER, 'a system message may only come first, not after ' .. prev} end
     elseif role == 'tool' then
-      if type(item.a) ~= 'string' or not index_of(state.open, item.a) then
-        return {TOOL_PAIRING, 'tool result for ' .. tostring(item.a) .. ' answers no open tool call'}
+      if not index_of(state.open, answered) then
+        return nil, {TOOL_PAIRING, 'tool result for ' .. answered .. ' answers no open tool call'}
       end
     elseif role == 'user' or role == 'assistant' then
       if #state.open > 0 then
-        return {TOOL_PAIRING, role .. ' message while tool calls are unanswered: ' .. table.concat(state.open, ', ')}
+        return nil, {TOOL_PAIRING, role .. ' message while tool calls are unanswered: ' .. table.concat(state.open, ', ')}
       end
       if role == 'user' and not (prev == '' or prev == 'system' or prev == 'assistant') then
-        return {ROLE_ORDER, 'a user message may not follow ' .. prev}
+        return nil, {ROLE_ORDER, 'a user message may not follow ' .. prev}
       end
       if role == 'assistant' and not (prev == 'user' or prev == 'tool') then
-        return {ROLE_ORDER, 'an assistant message may not follow ' .. (prev == '' and 'nothing' or prev)}
+        return nil, {ROLE_ORDER, 'an assistant message may not follow ' .. (prev == '' and 'nothing' or prev)}
       end
     else
-      return {ROLE_ORDER, 'unknown role ' .. tostring(role)}
+      return nil, {ROLE_ORDER, 'unknown role ' .. tostring(role)}
     end
   end
-  if role == 'assistant' then
+  if role == 'assistant' and k > 0 then
     local open = {}
-    for i, id in ipairs(item.c or {}) do open[i] = id end
+    for j = 1, k do open[j] = ARGV[at + 2 + j] end
     state.open = open
   elseif role == 'tool' then
-    local at = index_of(state.open, item.a)
-    if at then table.remove(state.open, at) end
+    local i = index_of(state.open, answered)
+    if i then table.remove(state.open, i) end
   else
-    state.open = {}
+    state.open = NO_CALLS
   end
   state.role = role
-  return nil
+  return at + 3 + k
 end
 
--- Walk role items from `state`; returns nil or {code, index (0-based), reason}.
-local function advance_all(state, items, check)
-  for i, item in ipairs(items) do
-    local err = advance(state, item, check)
-    if err then return {err[1], i - 1, err[2]} end
+-- Walk the batch's role items from `state`; returns nil or {code, index (0-based), reason}.
+local function advance_all(state, batch, check)
+  local at = batch.roles
+  for i = 1, batch.n do
+    local err
+    at, err = advance(state, at, check)
+    if not at then return {err[1], i - 1, err[2]} end
   end
   return nil
 end
