@@ -10,7 +10,9 @@ instead of decoding a message that may be a megabyte long.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import gc
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
@@ -107,12 +109,36 @@ def decode_entries(raw: Sequence[bytes | str], *, where: str = "") -> list[Entry
     else:
         payload = "[" + ",".join(raw) + "]"  # type: ignore[arg-type]
     try:
-        return _ENTRIES.validate_json(payload)
+        with _gc_paused(len(raw)):
+            return _ENTRIES.validate_json(payload)
     except ValidationError as exc:
         index = _failing_index(raw)
         raise CorruptHistoryError(
             f"stored envelope {where}at index {index} is not a valid message", index=index
         ) from exc
+
+
+GC_PAUSE_MIN = 256
+"""Lists at least this long are decoded with the cyclic GC paused (see ``_gc_paused``)."""
+
+
+@contextmanager
+def _gc_paused(count: int) -> Iterator[None]:
+    """Pause the cyclic GC while a long list is decoded.
+
+    Decoding allocates thousands of objects, none of them garbage, and each
+    allocation burst triggers collections that rescan the growing result: a
+    quarter of the time at 5000 messages. The GC is resumed only if this call
+    paused it, so a caller's own ``gc.disable()`` stands.
+    """
+    if count < GC_PAUSE_MIN or not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def _failing_index(raw: Sequence[bytes | str]) -> int | None:
