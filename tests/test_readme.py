@@ -31,9 +31,10 @@ def test_ci_runs_exactly_the_readme_test_command() -> None:
 
 @pytest.mark.real_redis
 def test_usage_example_runs(real_redis: redis.Redis) -> None:
-    """The README's Python example runs as written against a real Redis."""
-    (example,) = re.findall(r"```python\n(.*?)```", README, re.DOTALL)
+    """The README's Python examples run as written, one after another, against a real Redis."""
+    usage, compaction = re.findall(r"```python\n(.*?)```", README, re.DOTALL)
     port = real_redis.connection_pool.connection_kwargs["port"]
     namespace: dict[str, object] = {}
-    exec(example.replace("redis.Redis()", f"redis.Redis(port={port})"), namespace)
+    for example in (usage, compaction):
+        exec(example.replace("redis.Redis()", f"redis.Redis(port={port})"), namespace)
     assert real_redis.llen("rh:tenant-a:{conv-1}:archive") == 3
