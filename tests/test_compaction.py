@@ -9,8 +9,9 @@ import pytest
 import redis
 from rq import Queue
 from rq.serializers import JSONSerializer
+from samples import turns
 
-from redis_history import Message, RedisHistory, SummarizerError, ToolCall
+from redis_history import Message, RedisHistory, SummarizerError
 from redis_history.compaction import choose_cut, run_compaction
 from redis_history.policy import CompactionPolicy
 from redis_history.state import CompactionState
@@ -26,18 +27,6 @@ class Joiner:
     def summarize(self, messages: Sequence[Message]) -> str:
         self.seen.append([m.id for m in messages])
         return "Previously: " + " / ".join(m.content for m in messages if m.role == "user")
-
-
-def turns(n: int) -> list[Message]:
-    out: list[Message] = [Message.system("be helpful")]
-    for i in range(n):
-        out += [
-            Message.user(f"q{i}"),
-            Message.assistant("", tool_calls=[ToolCall(id=f"c{i}", name="f")]),
-            Message.tool(f"r{i}", tool_call_id=f"c{i}"),
-            Message.assistant(f"a{i}"),
-        ]
-    return out
 
 
 @pytest.fixture(params=["fakeredis", pytest.param("redis", marks=pytest.mark.real_redis)])

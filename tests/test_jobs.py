@@ -21,9 +21,10 @@ from rq import Callback, Queue, SimpleWorker
 from rq.job import Job, JobStatus
 from rq.serializers import DefaultSerializer, JSONSerializer
 from rq.timeouts import TimerDeathPenalty
+from samples import turns
 from summarizers_for_tests import TAG
 
-from redis_history import AsyncRedisHistory, Message, RedisHistory, ToolCall, jobs
+from redis_history import AsyncRedisHistory, RedisHistory, jobs
 from redis_history.cli import main
 from redis_history.jobs import (
     COMPACTION_FUNCTION,
@@ -55,19 +56,6 @@ def create_marker(path: str) -> None:
 def mark_callback(job: Job, connection: Any, *exc_info: Any) -> None:
     """A failure callback a forged job might name: leaves a key behind."""
     connection.set(CALLBACK_KEY, job.id)
-
-
-def turns(n: int) -> list[Message]:
-    """A system prompt, then ``n`` turns each with a tool call."""
-    out: list[Message] = [Message.system("be helpful")]
-    for i in range(n):
-        out += [
-            Message.user(f"q{i}"),
-            Message.assistant("", tool_calls=[ToolCall(id=f"c{i}", name="f")]),
-            Message.tool(f"r{i}", tool_call_id=f"c{i}"),
-            Message.assistant(f"a{i}"),
-        ]
-    return out
 
 
 @pytest.fixture
