@@ -73,6 +73,14 @@ BAD_WRITES: dict[str, tuple[type[Exception], Callable[[RedisHistory], Any]]] = {
         LockLostError,
         lambda h: h.splice_prefix(2, Message.user("s"), lock_token="not-the-holder"),
     ),
+    "empty-lock-token": (
+        ValueError,
+        lambda h: h.splice_prefix(2, Message.user("s"), lock_token=""),
+    ),
+    "ids-not-drop-count": (
+        ValueError,
+        lambda h: h.splice_prefix(2, Message.user("s"), expected_ids=["x"]),
+    ),
 }
 
 
