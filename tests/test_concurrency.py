@@ -8,8 +8,15 @@ from multiprocessing.synchronize import Event
 import pytest
 import redis
 
-from redis_history import CompactionState, Message, RedisHistory, StaleSnapshotError
+from redis_history import (
+    CompactionPolicy,
+    CompactionState,
+    Message,
+    RedisHistory,
+    StaleSnapshotError,
+)
 from redis_history.codec import decode_entries
+from redis_history.jobs import compaction_queue
 
 pytestmark = [pytest.mark.real_redis, pytest.mark.slow]
 
@@ -135,3 +142,32 @@ def test_racing_state_transitions_are_serialized(redis_url: str, real_redis: red
     # CompactedThisTurn{c} -> Cooling{c} -> Cooling{c-1} ...: every count once.
     assert sorted(seen, reverse=True) == list(range(cooldown, cooldown - len(seen), -1))
     assert history.compaction_state() == CompactionState.cooling(cooldown - len(seen) + 1)
+
+
+DUE = CompactionPolicy(soft_tokens=1, hard_tokens=10)
+
+
+def ask_to_compact(url: str, start: Event, out: multiprocessing.Queue[bool]) -> None:
+    client = redis.Redis.from_url(url)
+    history = RedisHistory(client, "shared", token_counter="heuristic")
+    queue = compaction_queue(connection=client, name="compaction")
+    start.wait()
+    out.put(history.maybe_compact(queue, DUE))
+    client.close()
+
+
+def test_pods_asking_at_once_enqueue_one_compaction(
+    redis_url: str, real_redis: redis.Redis
+) -> None:
+    """However many pods call maybe_compact at the same moment, exactly one job is enqueued."""
+    RedisHistory(real_redis, "shared", token_counter="heuristic").append(Message.user("long"))
+    start, out = CONTEXT.Event(), CONTEXT.Queue()
+    pods = [CONTEXT.Process(target=ask_to_compact, args=(redis_url, start, out)) for _ in range(8)]
+    for pod in pods:
+        pod.start()
+    start.set()
+    answers = [out.get(timeout=120) for _ in pods]
+    for pod in pods:
+        pod.join()
+    assert answers.count(True) == 1
+    assert compaction_queue(connection=real_redis, name="compaction").count == 1
