@@ -124,7 +124,9 @@ class RedisHistory(_Base):
             if call.script is not None:
                 script = self._scripts[call.script]
                 try:
-                    reply = self.client.evalsha(script.sha, len(call.keys), *call.keys, *call.args)
+                    reply = self.client.execute_command(
+                        "EVALSHA", script.sha, len(call.keys), *call.keys, *call.args
+                    )
                 except NoScriptError:  # a restarted or failed-over server: load and retry
                     reply = script(keys=call.keys, args=call.args)
             else:
@@ -305,8 +307,8 @@ class AsyncRedisHistory(_Base):
             if call.script is not None:
                 script = self._scripts[call.script]
                 try:
-                    reply = await self.client.evalsha(
-                        script.sha, len(call.keys), *call.keys, *call.args
+                    reply = await self.client.execute_command(
+                        "EVALSHA", script.sha, len(call.keys), *call.keys, *call.args
                     )
                 except NoScriptError:  # a restarted or failed-over server: load and retry
                     reply = await script(keys=call.keys, args=call.args)
