@@ -143,12 +143,9 @@ class HistoryCore:
 
     # -- writes -------------------------------------------------------------------------------
 
-    def _batch(self, encoded: Encoded) -> tuple[Any, ...]:
-        return encoded.args(self.counter.exact, self.ttl_ms)
-
     def _write(self, script: str, messages: Sequence[Message]) -> Call[None]:
         encoded = self._encode(messages)
-        args = (self._check, *encoded.args(self.counter.exact, self.ttl_ms))
+        args = encoded.args((self._check,), self.counter.exact, self.ttl_ms)
         return Call(self._none, script, self._data, args)
 
     def _none(self, reply: Any) -> None:
@@ -184,13 +181,9 @@ class HistoryCore:
             raise ValueError(f"expected_ids names {len(ids)} messages, drop_count is {drop_count}")
         if lock_token == "":
             raise ValueError("lock_token must be a non-empty string or None")
-        args = (
-            drop_count,
-            lock_token or "",
-            int(expected_ids is not None),
-            *self._batch(self._encode(summaries, summary=True)),
-            *ids,
-        )
+        head = (drop_count, lock_token or "", int(expected_ids is not None))
+        encoded = self._encode(summaries, summary=True)
+        args = (*encoded.args(head, self.counter.exact, self.ttl_ms), *ids)
         return Call(
             self._count, script="splice_prefix", keys=(*self.keys.data, self.keys.lock), args=args
         )

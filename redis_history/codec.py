@@ -53,9 +53,12 @@ class Encoded(NamedTuple):
     """Per message, flat: role, the call id it answers or ``""``, the number of its
     tool calls, then their ids; the scripts check role order and pairing on these."""
 
-    def args(self, exact: bool, ttl_ms: int) -> tuple[bytes | str | int, ...]:
-        """The batch as script arguments (``read_batch`` in ``lua/includes/history.lua``)."""
+    def args(
+        self, head: tuple[str | int, ...], exact: bool, ttl_ms: int
+    ) -> tuple[bytes | str | int, ...]:
+        """``head``, then the batch (``read_batch`` in ``lua/includes/history.lua``)."""
         return (
+            *head,
             1 if exact else 0,
             ttl_ms,
             sum(self.tokens),
@@ -96,7 +99,8 @@ def encode_messages(
         envelopes.append(envelope)
         tokens.append(count)
         roles += (message.role, message.tool_call_id or "", len(message.tool_calls))
-        roles += [call.id for call in message.tool_calls]
+        if message.tool_calls:
+            roles.extend(call.id for call in message.tool_calls)
     return Encoded(envelopes, tokens, roles)
 
 
