@@ -37,7 +37,7 @@ elseif event == 'exhausted' then
   if kind == 'cooling' then return {INVALID_TRANSITION, -1, 'cannot become exhausted from ' .. raw} end
   if kind ~= 'exhausted' then new_kind, new_n = 'exhausted', 0 end
 elseif event == 'warned' then
-  if kind ~= 'exhausted' then return {INVALID_TRANSITION, -1, 'no warning is due in state ' .. raw} end
+  if kind ~= 'exhausted' or n ~= 0 then return {INVALID_TRANSITION, -1, 'no warning is due in state ' .. raw} end
   new_n = 1
 else
   return {INVALID_TRANSITION, -1, 'unknown event ' .. tostring(event)}

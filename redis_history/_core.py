@@ -21,6 +21,7 @@ from redis_history.errors import (
     CorruptHistoryError,
     HistoryError,
     InvalidMessageError,
+    InvalidTransition,
     StoreUnavailableError,
 )
 from redis_history.keys import DEFAULT_NAMESPACE, DEFAULT_PREFIX, ConversationKeys
@@ -276,6 +277,27 @@ class HistoryCore:
     def _state(self, reply: Any) -> CompactionState:
         raw = _text(self._checked(reply)[1])
         return CompactionState.decode(raw)
+
+    def take_warning(self) -> Call[bool]:
+        """Move ``Exhausted{warned: false}`` to ``{warned: true}``; True only for the one caller
+        that did, so the one-shot warning is given once however many pods race."""
+        return Call(
+            self._won, script="compaction_state", keys=(self.keys.meta,), args=("warned", 0, 0)
+        )
+
+    def _won(self, reply: Any) -> bool:
+        if ERRORS.get(int(reply[0])) is InvalidTransition:
+            return False
+        self._checked(reply)
+        return True
+
+    def exhausted_warning(self, estimate: int | None, policy: CompactionPolicy) -> str:
+        """The one-shot warning for a conversation compaction can no longer shrink."""
+        return (
+            f"conversation {self.namespace}/{self.conversation_id} is exhausted: compaction "
+            f"cannot bring it below the hard limit ({estimate} tokens, hard limit "
+            f"{policy.hard_tokens}); start a new conversation or raise the model's budget"
+        )
 
     def compaction_stats(self) -> Call[CompactionStats]:
         """How many compactions the conversation has had and the tokens they freed."""

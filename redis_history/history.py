@@ -8,6 +8,7 @@ script arguments and reply decoding live in the core, written once.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Sequence
 from datetime import timedelta
@@ -29,6 +30,8 @@ from redis_history.tokens import TokenCounter
 __all__ = ["AsyncRedisHistory", "RedisHistory"]
 
 T = TypeVar("T")
+
+logger = logging.getLogger("redis_history")
 
 
 def _now_ms() -> int:
@@ -242,6 +245,8 @@ class RedisHistory(_Base):
 
         Looks only at :meth:`token_estimate` and :meth:`compaction_state`; however
         many pods call this at once, at most one job is enqueued per conversation.
+        When compaction is exhausted, one call (of all pods') logs a warning on
+        the ``redis_history`` logger.
 
         Args:
             queue: an ``rq.Queue`` using ``JSONSerializer`` (it may live on another Redis).
@@ -251,7 +256,10 @@ class RedisHistory(_Base):
             Whether this call enqueued a job.
         """
         policy = policy or CompactionPolicy()
-        if not policy.should_compact(self.token_estimate(), self.compaction_state()):
+        estimate, state = self.token_estimate(), self.compaction_state()
+        if state.is_exhausted() and not state.warned and self._run(self.core.take_warning()):
+            logger.warning(self.core.exhausted_warning(estimate, policy))
+        if not policy.should_compact(estimate, state):
             return False
         job = self.core.compaction_job(policy)
         if not self._run(self.core.claim_compaction(job.job_id, _now_ms(), job.claim_ms)):
@@ -398,7 +406,10 @@ class AsyncRedisHistory(_Base):
     async def maybe_compact(self, queue: Any, policy: CompactionPolicy | None = None) -> bool:
         """See :meth:`RedisHistory.maybe_compact` (the blocking RQ enqueue runs in a thread)."""
         policy = policy or CompactionPolicy()
-        if not policy.should_compact(await self.token_estimate(), await self.compaction_state()):
+        estimate, state = await self.token_estimate(), await self.compaction_state()
+        if state.is_exhausted() and not state.warned and await self._run(self.core.take_warning()):
+            logger.warning(self.core.exhausted_warning(estimate, policy))
+        if not policy.should_compact(estimate, state):
             return False
         job = self.core.compaction_job(policy)
         if not await self._run(self.core.claim_compaction(job.job_id, _now_ms(), job.claim_ms)):

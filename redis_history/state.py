@@ -4,7 +4,7 @@
 
     Ready ──compacted(c)──▶ CompactedThisTurn{c} ──advance_turn──▶ Cooling{c} if c > 0, else Ready
       │                          └──exhausted──▶ Exhausted{false}
-      └──exhausted──▶ Exhausted{false} ──warned──▶ Exhausted{true} (terminal)
+      └──exhausted──▶ Exhausted{false} ──warned (once)──▶ Exhausted{true} (terminal)
     Cooling{n} ──advance_turn──▶ Cooling{n-1}, and Cooling{1} ──advance_turn──▶ Ready
     Cooling{n} ──compacted(c)──▶ CompactedThisTurn{c}   (a hard-limit compaction)
 
@@ -96,8 +96,11 @@ class CompactionState:
         return CompactionState.exhausted()
 
     def on_warned(self) -> CompactionState:
-        """The one-shot warning was given; only from ``Exhausted``."""
-        if self.kind != "exhausted":
+        """The one-shot warning is being given: only from ``Exhausted{warned: false}``.
+
+        Refused once given, so that of many pods racing to warn exactly one succeeds.
+        """
+        if self.kind != "exhausted" or self.value:
             raise InvalidTransition(f"no warning is due in state {self}")
         return CompactionState.exhausted(warned=True)
 

@@ -174,3 +174,20 @@ def test_a_job_that_is_no_longer_due_is_skipped(client: redis.Redis) -> None:
     assert history.compaction_state() == CompactionState.compacted_this_turn(POLICY.cooldown_turns)
     assert len(summarizer.calls) == 1
     assert not client.exists(history.keys.lock)
+
+
+def test_an_exhausted_conversation_warns_once(
+    client: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Once compaction cannot help, maybe_compact enqueues nothing and warns exactly once."""
+    history = RedisHistory(client, "c", token_counter="heuristic")
+    history.append_many(turns(1))
+    due = POLICY.model_copy(update={"soft_tokens": 1, "hard_tokens": 2})
+    assert run_compaction(history, FakeSummarizer(), due).status == "exhausted"
+    queue = Queue("q", connection=fakeredis.FakeRedis(), serializer=JSONSerializer)
+    with caplog.at_level("WARNING", logger="redis_history"):
+        assert [history.maybe_compact(queue, due) for _ in range(3)] == [False] * 3
+    (record,) = caplog.records
+    assert "default/c is exhausted" in record.getMessage()
+    assert history.compaction_state() == CompactionState.exhausted(warned=True)
+    assert queue.count == 0

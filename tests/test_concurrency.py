@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import multiprocessing
+from collections.abc import Callable
 from multiprocessing.synchronize import Event
+from typing import Any
 
 import pytest
 import redis
@@ -11,6 +13,7 @@ import redis
 from redis_history import (
     CompactionPolicy,
     CompactionState,
+    InvalidTransition,
     Message,
     RedisHistory,
     StaleSnapshotError,
@@ -117,6 +120,21 @@ def test_splicing_while_appending_loses_nothing(redis_url: str, real_redis: redi
 TURNS_PER_POD = 200
 
 
+def race(target: Callable[[str, Event, Any], None], url: str) -> list[Any]:
+    """Start WRITERS processes running ``target(url, start, out)`` behind one event, release
+    them together, and return what each put on ``out``."""
+    start, out = CONTEXT.Event(), CONTEXT.Queue()
+    pods = [CONTEXT.Process(target=target, args=(url, start, out)) for _ in range(WRITERS)]
+    for pod in pods:
+        pod.start()
+    start.set()
+    answers = [out.get(timeout=120) for _ in pods]
+    for pod in pods:
+        pod.join()
+        assert pod.exitcode == 0
+    return answers
+
+
 def advance_turns(url: str, start: Event, out: multiprocessing.Queue[list[int]]) -> None:
     history = RedisHistory.from_url(url, "shared")
     start.wait()
@@ -129,16 +147,7 @@ def test_racing_state_transitions_are_serialized(redis_url: str, real_redis: red
     history = RedisHistory(real_redis, "shared")
     cooldown = WRITERS * TURNS_PER_POD + 5
     history.compaction_event("compacted", cooldown)
-    start, out = CONTEXT.Event(), CONTEXT.Queue()
-    pods = [
-        CONTEXT.Process(target=advance_turns, args=(redis_url, start, out)) for _ in range(WRITERS)
-    ]
-    for pod in pods:
-        pod.start()
-    start.set()
-    seen = [n for _ in pods for n in out.get(timeout=120)]
-    for pod in pods:
-        pod.join()
+    seen = [n for counts in race(advance_turns, redis_url) for n in counts]
     # CompactedThisTurn{c} -> Cooling{c} -> Cooling{c-1} ...: every count once.
     assert sorted(seen, reverse=True) == list(range(cooldown, cooldown - len(seen), -1))
     assert history.compaction_state() == CompactionState.cooling(cooldown - len(seen) + 1)
@@ -161,13 +170,22 @@ def test_pods_asking_at_once_enqueue_one_compaction(
 ) -> None:
     """However many pods call maybe_compact at the same moment, exactly one job is enqueued."""
     RedisHistory(real_redis, "shared", token_counter="heuristic").append(Message.user("long"))
-    start, out = CONTEXT.Event(), CONTEXT.Queue()
-    pods = [CONTEXT.Process(target=ask_to_compact, args=(redis_url, start, out)) for _ in range(8)]
-    for pod in pods:
-        pod.start()
-    start.set()
-    answers = [out.get(timeout=120) for _ in pods]
-    for pod in pods:
-        pod.join()
-    assert answers.count(True) == 1
+    assert race(ask_to_compact, redis_url).count(True) == 1
     assert compaction_queue(connection=real_redis, name="compaction").count == 1
+
+
+def take_the_warning(url: str, start: Event, out: multiprocessing.Queue[bool]) -> None:
+    history = RedisHistory.from_url(url, "shared")
+    start.wait()
+    try:
+        history.compaction_event("warned")
+    except InvalidTransition:
+        out.put(False)
+    else:
+        out.put(True)
+
+
+def test_the_exhaustion_warning_is_taken_once(redis_url: str, real_redis: redis.Redis) -> None:
+    """Of pods racing to give the one-shot exhaustion warning, exactly one wins."""
+    RedisHistory(real_redis, "shared").compaction_event("exhausted")
+    assert race(take_the_warning, redis_url).count(True) == 1

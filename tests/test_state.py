@@ -65,10 +65,11 @@ def test_exhausted_is_not_reachable_from_cooling() -> None:
 
 
 def test_the_warning_is_given_once_and_then_terminal() -> None:
-    """Exhausted{false} becomes Exhausted{true}, which no event leaves."""
+    """Exhausted{false} becomes Exhausted{true} once; no event leaves it or warns again."""
     warned = CompactionState.exhausted().on_warned()
     assert warned.warned
-    assert warned.on_warned() == warned
+    with pytest.raises(InvalidTransition):
+        warned.on_warned()
     assert warned.advance_turn() == warned
     assert warned.on_exhausted() == warned
     with pytest.raises(InvalidTransition):
