@@ -45,6 +45,11 @@ COMPACTION_FUNCTION = "redis_history.jobs.compact_conversation"
 
 T = TypeVar("T")
 
+RESULT_TTL = 3600
+"""Seconds RQ keeps a finished job's small JSON result (status, dropped, tokens freed)."""
+FAILURE_TTL = 24 * 3600
+"""Seconds RQ keeps a failed job and its traceback."""
+
 DEFAULT_MAX_MESSAGE_BYTES = 1 << 20
 
 
@@ -339,6 +344,7 @@ class HistoryCore:
                 "policy": policy.model_dump(mode="json"),
             },
             claim_ms=round(policy.claim_ttl_seconds * 1000),
+            timeout=policy.job_timeout_seconds,
         )
 
 
@@ -358,6 +364,7 @@ class CompactionJob:
     job_id: str
     payload: dict[str, Any]
     claim_ms: int
+    timeout: int
 
     def enqueue(self, queue: Any) -> None:
         """Enqueue on an RQ ``queue`` that uses ``JSONSerializer`` (checked: no pickle)."""
@@ -372,6 +379,7 @@ class CompactionJob:
             COMPACTION_FUNCTION,
             kwargs=self.payload,
             job_id=self.job_id,
-            result_ttl=0,
-            failure_ttl=24 * 3600,
+            timeout=self.timeout,
+            result_ttl=RESULT_TTL,
+            failure_ttl=FAILURE_TTL,
         )

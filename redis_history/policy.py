@@ -31,7 +31,10 @@ class CompactionPolicy(BaseModel):
     lock_ttl_seconds: float = Field(default=60.0, gt=0)
     """How long a worker's compaction lock lives without a heartbeat."""
     claim_ttl_seconds: float = Field(default=600.0, gt=0)
-    """How long an enqueued compaction blocks another, should its job be lost."""
+    """How long an enqueued compaction blocks another, should its job be lost. Shorter than
+    ``job_timeout_seconds`` only costs duplicate jobs: the lock still allows one at a time."""
+    job_timeout_seconds: int = Field(default=300, gt=0)
+    """RQ's limit on one job; above the summarizer's worst case (timeout x attempts + backoff)."""
 
     @model_validator(mode="after")
     def _ordered(self) -> Self:

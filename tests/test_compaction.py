@@ -99,6 +99,8 @@ def test_maybe_compact_enqueues_once_with_a_json_payload(client: redis.Redis) ->
     assert [history.maybe_compact(queue, POLICY) for _ in range(5)].count(True) == 1
     (job,) = queue.get_jobs()
     assert ":" not in job.id
+    assert job.timeout == POLICY.job_timeout_seconds
+    assert job.result_ttl == 3600, "the small JSON result is kept for operators"
     assert job.kwargs["conversation_id"] == "user:1"
     assert job.kwargs["policy"]["soft_tokens"] == 50
 
