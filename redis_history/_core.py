@@ -229,6 +229,22 @@ class HistoryCore:
             return baseline + (since or 0)
         return total
 
+    def compaction_status(self) -> Call[tuple[int | None, CompactionState]]:
+        """The token estimate and the compaction state, in one ``HMGET``."""
+        return Call(
+            self._status,
+            command=("HMGET", self.keys.meta, "total", "baseline", "since", "cstate"),
+        )
+
+    def _status(self, reply: Any) -> tuple[int | None, CompactionState]:
+        try:
+            state = CompactionState.decode(reply[3])
+        except ValueError as exc:
+            raise self._context(
+                CorruptHistoryError(f"meta field cstate is not a compaction state: {reply[3]!r}")
+            ) from exc
+        return self._estimate(reply[:3]), state
+
     def length(self) -> Call[int]:
         """Number of live messages."""
         return Call(int, command=("LLEN", self.keys.msgs))

@@ -137,7 +137,7 @@ def run_compaction(
     token = token.decode() if isinstance(token, bytes) else str(token)
     try:
         with _Heartbeat(lock, policy.lock_ttl_seconds):
-            if not policy.should_compact(history.token_estimate(), history.compaction_state()):
+            if not policy.should_compact(*history.compaction_status()):
                 return CompactionResult("skipped")
             for attempt in range(2):
                 try:

@@ -228,6 +228,14 @@ class RedisHistory(_Base):
         """Move the compaction state to the next turn; call once at the start of a user turn."""
         return self._run(self.core.compaction_event("advance_turn"))
 
+    def compaction_status(self) -> tuple[int | None, CompactionState]:
+        """:meth:`token_estimate` and :meth:`compaction_state` read together, in one round trip.
+
+        Raises:
+            CorruptHistoryError: the stored state or counters are not ones redis-history writes.
+        """
+        return self._run(self.core.compaction_status())
+
     def compaction_stats(self) -> CompactionStats:
         """How many compactions this conversation has had, and the tokens they freed."""
         return self._run(self.core.compaction_stats())
@@ -256,7 +264,7 @@ class RedisHistory(_Base):
             Whether this call enqueued a job.
         """
         policy = policy or CompactionPolicy()
-        estimate, state = self.token_estimate(), self.compaction_state()
+        estimate, state = self.compaction_status()
         if state.is_exhausted() and not state.warned and self._run(self.core.take_warning()):
             logger.warning(self.core.exhausted_warning(estimate, policy))
         if not policy.should_compact(estimate, state):
@@ -393,6 +401,10 @@ class AsyncRedisHistory(_Base):
         """See :meth:`RedisHistory.advance_turn`."""
         return await self._run(self.core.compaction_event("advance_turn"))
 
+    async def compaction_status(self) -> tuple[int | None, CompactionState]:
+        """See :meth:`RedisHistory.compaction_status`."""
+        return await self._run(self.core.compaction_status())
+
     async def compaction_stats(self) -> CompactionStats:
         """See :meth:`RedisHistory.compaction_stats`."""
         return await self._run(self.core.compaction_stats())
@@ -406,7 +418,7 @@ class AsyncRedisHistory(_Base):
     async def maybe_compact(self, queue: Any, policy: CompactionPolicy | None = None) -> bool:
         """See :meth:`RedisHistory.maybe_compact` (the blocking RQ enqueue runs in a thread)."""
         policy = policy or CompactionPolicy()
-        estimate, state = await self.token_estimate(), await self.compaction_state()
+        estimate, state = await self.compaction_status()
         if state.is_exhausted() and not state.warned and await self._run(self.core.take_warning()):
             logger.warning(self.core.exhausted_warning(estimate, policy))
         if not policy.should_compact(estimate, state):

@@ -8,7 +8,7 @@ import fakeredis
 import pytest
 import redis
 
-from redis_history import RedisHistory
+from redis_history import Message, RedisHistory
 from redis_history.errors import CorruptHistoryError, InvalidTransition
 from redis_history.state import CompactionState
 
@@ -130,3 +130,16 @@ def test_a_corrupt_stored_state_is_reported(client: redis.Redis) -> None:
     client.hset(history.keys.meta, "cstate", "weird")
     with pytest.raises(CorruptHistoryError):
         history.compaction_state()
+    with pytest.raises(CorruptHistoryError, match="cstate"):
+        history.compaction_status()
+
+
+def test_status_reads_the_estimate_and_the_state_together(client: redis.Redis) -> None:
+    """compaction_status equals token_estimate and compaction_state read apart."""
+    history = RedisHistory(client, "c", token_counter="heuristic")
+    assert history.compaction_status() == (None, READY)
+    history.append(Message.user("hello there"))
+    history.record_input_tokens(40)
+    history.compaction_event("compacted", 2)
+    assert history.compaction_status() == (history.token_estimate(), history.compaction_state())
+    assert history.compaction_status() == (40, CompactionState.compacted_this_turn(2))
