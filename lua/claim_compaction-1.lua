@@ -7,15 +7,14 @@ ARGV[1] job_id   the job the caller will enqueue
 ARGV[2] now      the caller's clock, ms
 ARGV[3] stale    ms after which an unreleased claim is presumed lost
 
-Returns {0, 1} when claimed, {0, 0} when another claim is live.
+Returns 1 when claimed, 0 when another claim is live.
 ]]
---- @include "history"
 
 local meta = KEYS[1]
 local job_id, now, stale = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local claimed_at = tonumber(redis.call('HGET', meta, 'queued_at') or '')
 if claimed_at and now - claimed_at < stale and redis.call('HEXISTS', meta, 'queued') == 1 then
-  return {OK, 0}
+  return 0
 end
 redis.call('HSET', meta, 'queued', job_id, 'queued_at', now)
-return {OK, 1}
+return 1

@@ -7,10 +7,10 @@ ARGV[1] event    advance_turn | compacted | exhausted | warned | read
 ARGV[2] value    the cooldown for `compacted`; otherwise 0
 ARGV[3] freed    tokens a compaction freed (counted with `compacted`), else 0
 
-Returns {0, new state}, or {6, -1, reason} (not allowed; nothing written) or
+Returns the new state, or {6, -1, reason} (not allowed; nothing written) or
 {5, -1, reason} (the stored state is not one we write).
 ]]
---- @include "history"
+--- @include "codes"
 
 local meta = KEYS[1]
 local event, value, freed = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -23,7 +23,7 @@ end
 
 local new_kind, new_n = kind, n
 if event == 'read' then
-  return {OK, raw}
+  return raw
 elseif event == 'advance_turn' then
   if kind == 'compacted' then
     if n > 0 then new_kind = 'cooling' else new_kind, new_n = 'ready', 0 end
@@ -49,4 +49,4 @@ if event == 'compacted' then
   redis.call('HINCRBY', meta, 'compactions', 1)
   redis.call('HINCRBY', meta, 'tokens_freed', freed)
 end
-return {OK, state}
+return state

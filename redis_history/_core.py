@@ -16,7 +16,7 @@ from typing import Any, Generic, NamedTuple, TypeVar
 
 from redis import exceptions as redis_errors
 
-from redis_history.codec import Encoded, Entry, decode_entries, encode_messages
+from redis_history.codec import Entry, batch_args, decode_entries
 from redis_history.errors import (
     CorruptHistoryError,
     HistoryError,
@@ -27,7 +27,7 @@ from redis_history.errors import (
 from redis_history.keys import DEFAULT_NAMESPACE, DEFAULT_PREFIX, ConversationKeys
 from redis_history.models import Message
 from redis_history.policy import CompactionPolicy
-from redis_history.scripts import ERRORS, OK
+from redis_history.scripts import ERRORS
 from redis_history.state import CompactionState, Event
 from redis_history.tokens import TokenCounter, resolve_counter
 
@@ -119,11 +119,11 @@ class HistoryCore:
             )
         return self._context(HistoryError(f"Redis refused the operation: {exc}"))
 
-    def _checked(self, reply: Any) -> list[Any]:
-        """A script reply whose code is OK; otherwise the mapped exception."""
+    def _checked(self, reply: Any) -> Any:
+        """A script's result; a refusal (``[code, index, reason]``) raises the mapped exception."""
+        if not isinstance(reply, list):
+            return reply
         code = int(reply[0])
-        if code == OK:
-            return reply  # type: ignore[no-any-return]
         error = ERRORS.get(code)
         if error is None:
             raise self._context(HistoryError(f"unknown script result code {code}: {reply!r}"))
@@ -139,10 +139,12 @@ class HistoryCore:
         except CorruptHistoryError as exc:
             raise self._context(exc) from exc.__cause__
 
-    def _encode(self, messages: Sequence[Message], *, summary: bool = False) -> Encoded:
+    def _batch(self, messages: Sequence[Message], *, summary: bool = False) -> tuple[Any, ...]:
+        """The ttl and the batch of ``messages``, as the write scripts read them."""
         try:
-            return encode_messages(
-                messages, self.counter, max_bytes=self.max_message_bytes, summary=summary
+            return (
+                self.ttl_ms,
+                *batch_args(messages, self.counter, self.max_message_bytes, summary=summary),
             )
         except InvalidMessageError as exc:
             raise self._context(exc) from None
@@ -150,15 +152,13 @@ class HistoryCore:
     # -- writes -------------------------------------------------------------------------------
 
     def _write(self, script: str, messages: Sequence[Message]) -> Call[None]:
-        encoded = self._encode(messages)
-        args = encoded.args((self._check,), self.counter.exact, self.ttl_ms)
-        return Call(self._none, script, self._data, args)
+        return Call(self._none, script, self._data, (self._check, *self._batch(messages)))
 
     def _none(self, reply: Any) -> None:
         self._checked(reply)
 
     def _count(self, reply: Any) -> int:
-        return int(self._checked(reply)[1])
+        return int(self._checked(reply))
 
     def append(self, messages: Sequence[Message]) -> Call[None]:
         """Append ``messages`` at the tail, all or none."""
@@ -187,9 +187,8 @@ class HistoryCore:
             raise ValueError(f"expected_ids names {len(ids)} messages, drop_count is {drop_count}")
         if lock_token == "":
             raise ValueError("lock_token must be a non-empty string or None")
-        head = (drop_count, lock_token or "", int(expected_ids is not None))
-        encoded = self._encode(summaries, summary=True)
-        args = (*encoded.args(head, self.counter.exact, self.ttl_ms), *ids)
+        head = (drop_count, lock_token or "", int(expected_ids is not None), *ids)
+        args = (*head, *self._batch(summaries, summary=True))
         return Call(
             self._count, script="splice_prefix", keys=(*self.keys.data, self.keys.lock), args=args
         )
@@ -214,11 +213,13 @@ class HistoryCore:
 
     def token_estimate(self) -> Call[int | None]:
         """O(1): baseline + tokens since, or the whole history's count; None when empty."""
-        return Call(self._estimate, command=("HMGET", self.keys.meta, "total", "baseline", "since"))
+        return Call(self._estimate, command=("HMGET", self.keys.meta, "total", "baseline", "mark"))
 
     def _estimate(self, reply: Any) -> int | None:
+        """``baseline + total - mark``: the tokens appended since the baseline are what the
+        total grew by after ``mark``, the total when the baseline was recorded."""
         try:
-            total, baseline, since = (int(v) if v is not None else None for v in reply)
+            total, baseline, mark = (int(v) if v is not None else None for v in reply)
         except ValueError as exc:
             raise self._context(
                 CorruptHistoryError(f"meta hash holds a non-integer: {reply!r}")
@@ -226,14 +227,14 @@ class HistoryCore:
         if not total:
             return None
         if baseline is not None:
-            return baseline + (since or 0)
+            return baseline + total - (mark or 0)
         return total
 
     def compaction_status(self) -> Call[tuple[int | None, CompactionState]]:
         """The token estimate and the compaction state, in one ``HMGET``."""
         return Call(
             self._status,
-            command=("HMGET", self.keys.meta, "total", "baseline", "since", "cstate"),
+            command=("HMGET", self.keys.meta, "total", "baseline", "mark", "cstate"),
         )
 
     def _status(self, reply: Any) -> tuple[int | None, CompactionState]:
@@ -296,7 +297,7 @@ class HistoryCore:
         )
 
     def _state(self, reply: Any) -> CompactionState:
-        raw = _text(self._checked(reply)[1])
+        raw = _text(self._checked(reply))
         return CompactionState.decode(raw)
 
     def take_warning(self) -> Call[bool]:
@@ -307,7 +308,7 @@ class HistoryCore:
         )
 
     def _won(self, reply: Any) -> bool:
-        if ERRORS.get(int(reply[0])) is InvalidTransition:
+        if isinstance(reply, list) and ERRORS.get(int(reply[0])) is InvalidTransition:
             return False
         self._checked(reply)
         return True
@@ -347,7 +348,7 @@ class HistoryCore:
         return Call(self._flag, script="release_claim", keys=(self.keys.meta,), args=(job_id,))
 
     def _flag(self, reply: Any) -> bool:
-        return int(self._checked(reply)[1]) == 1
+        return int(self._checked(reply)) == 1
 
     def compaction_job(self, policy: CompactionPolicy) -> CompactionJob:
         """The job to enqueue for this conversation: a fresh id and a plain-JSON payload."""

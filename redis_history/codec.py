@@ -1,11 +1,13 @@
-"""The stored form of a message (the envelope) and the script headers built from it.
+"""The stored form of a message (the envelope) and the script arguments built from it.
 
 An envelope is the message JSON wrapped with its token count::
 
     {"t":<tokens>,"x":<1 if exact>,"s":<1 if a summary>,"m":<message>}
 
 The fixed field order lets the Lua scripts read ``t`` with a pattern match
-instead of decoding a message that may be a megabyte long.
+instead of decoding a message that may be a megabyte long. A write sends the
+envelopes with one role item per message, so the scripts check role order and
+tool pairing without decoding JSON either.
 """
 
 from __future__ import annotations
@@ -13,7 +15,6 @@ from __future__ import annotations
 import gc
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
@@ -21,7 +22,7 @@ from redis_history.errors import CorruptHistoryError, MessageTooLargeError
 from redis_history.models import Message
 from redis_history.tokens import TokenCounter, message_tokens
 
-__all__ = ["Encoded", "Entry", "decode_entries", "encode_messages"]
+__all__ = ["Entry", "batch_args", "decode_entries", "encode_message", "role_item"]
 
 
 class Entry(BaseModel):
@@ -42,66 +43,58 @@ class Entry(BaseModel):
 _ENTRIES: TypeAdapter[list[Entry]] = TypeAdapter(list[Entry])
 
 
-class Encoded(NamedTuple):
-    """Messages ready for a script: their envelopes, token counts and role items."""
-
-    envelopes: list[bytes]
-    """One stored envelope per message."""
-    tokens: list[int]
-    """Each message's token count."""
-    roles: list[str | int]
-    """Per message, flat: role, the call id it answers or ``""``, the number of its
-    tool calls, then their ids; the scripts check role order and pairing on these."""
-
-    def args(
-        self, head: tuple[str | int, ...], exact: bool, ttl_ms: int
-    ) -> tuple[bytes | str | int, ...]:
-        """``head``, then the batch (``read_batch`` in ``lua/includes/history.lua``)."""
-        return (
-            *head,
-            1 if exact else 0,
-            ttl_ms,
-            sum(self.tokens),
-            len(self.envelopes),
-            *self.envelopes,
-            *self.roles,
-        )
-
-
-def encode_messages(
-    messages: Sequence[Message],
+def encode_message(
+    message: Message,
     counter: TokenCounter,
-    *,
     max_bytes: int,
+    *,
     summary: bool = False,
-) -> Encoded:
-    """Count, serialize and size-check ``messages``; raises ``MessageTooLargeError``."""
-    envelopes: list[bytes] = []
-    tokens: list[int] = []
-    roles: list[str | int] = []
-    exact = 1 if counter.exact else 0
-    flag = 1 if summary else 0
-    for index, message in enumerate(messages):
-        if not isinstance(message, Message):
-            raise TypeError(f"expected a Message at index {index}, got {type(message).__name__}")
-        count = message_tokens(message, counter)
-        envelope = b'{"t":%d,"x":%d,"s":%d,"m":%s}' % (
-            count,
-            exact,
-            flag,
-            message.__pydantic_serializer__.to_json(message),
+    index: int = 0,
+) -> tuple[bytes, int]:
+    """One message's envelope and token count; raises ``MessageTooLargeError``."""
+    if not isinstance(message, Message):
+        raise TypeError(f"expected a Message at index {index}, got {type(message).__name__}")
+    tokens = message_tokens(message, counter)
+    envelope = b'{"t":%d,"x":%d,"s":%d,"m":%s}' % (
+        tokens,
+        counter.exact,
+        summary,
+        message.__pydantic_serializer__.to_json(message),
+    )
+    if len(envelope) > max_bytes:
+        raise MessageTooLargeError(
+            f"message {message.id} is {len(envelope)} bytes stored; the limit is {max_bytes}",
+            index=index,
         )
-        if len(envelope) > max_bytes:
-            raise MessageTooLargeError(
-                f"message {message.id} is {len(envelope)} bytes stored; the limit is {max_bytes}",
-                index=index,
-            )
+    return envelope, tokens
+
+
+def role_item(message: Message) -> tuple[str | int, ...]:
+    """What the scripts check role order and pairing on (``walk`` in
+    ``lua/includes/batch.lua``): the role; a tool result adds the call id it
+    answers; an assistant adds the number of its tool calls and their ids."""
+    role = message.role
+    if role == "tool":
+        return role, message.tool_call_id or ""
+    if role == "assistant":
+        return role, len(message.tool_calls), *[call.id for call in message.tool_calls]
+    return (role,)
+
+
+def batch_args(
+    messages: Sequence[Message], counter: TokenCounter, max_bytes: int, *, summary: bool = False
+) -> tuple[bytes | str | int, ...]:
+    """The scripts' batch after its ttl (``read_batch`` in ``lua/includes/batch.lua``):
+    the token sum, the count, the envelopes, then the role items."""
+    envelopes: list[bytes] = []
+    roles: list[str | int] = []
+    total = 0
+    for index, message in enumerate(messages):
+        envelope, tokens = encode_message(message, counter, max_bytes, summary=summary, index=index)
         envelopes.append(envelope)
-        tokens.append(count)
-        roles += (message.role, message.tool_call_id or "", len(message.tool_calls))
-        if message.tool_calls:
-            roles.extend(call.id for call in message.tool_calls)
-    return Encoded(envelopes, tokens, roles)
+        roles += role_item(message)
+        total += tokens
+    return total, len(envelopes), *envelopes, *roles
 
 
 def decode_entries(raw: Sequence[bytes | str], *, where: str = "") -> list[Entry]:

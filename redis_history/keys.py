@@ -7,6 +7,14 @@ With prefix ``rh``, namespace ``NS`` and conversation ``C``::
     rh:NS:{C}:archive  LIST    originals replaced by summaries
     rh:NS:{C}:lock     STRING  compaction lock
 
+The meta hash's fields: ``total`` (tokens of the live messages), ``baseline``
+and ``mark`` (the LLM's reported input tokens and the total when it was
+recorded), ``role`` and ``open`` (the last role and the unanswered tool call
+ids), ``version`` (bumped by every rewrite: replace, splice, truncate; appends
+only grow the list, so version and length together name the content),
+``cstate``, ``compactions`` and ``tokens_freed`` (compaction), and ``queued``
+and ``queued_at`` (the pending-compaction claim).
+
 The braces make the conversation id the hash tag, so every script touches one
 cluster slot; the namespace comes first so an ACL key pattern such as
 ``~rh:tenant-a:*`` confines a tenant.

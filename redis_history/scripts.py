@@ -2,7 +2,8 @@
 
 Each ``lua/<verb>-<NKEYS>.lua`` file is one atomic operation. A line
 ``--- @include "name"`` is replaced by ``lua/includes/name.lua`` at load time,
-so shared helpers are written once.
+so shared helpers are written once; a script includes only what it uses,
+because every call re-creates the helpers it carries.
 """
 
 from __future__ import annotations
@@ -24,9 +25,8 @@ from redis_history.errors import (
     ToolPairingError,
 )
 
-__all__ = ["ERRORS", "OK", "script_names", "script_source", "scripts_for"]
+__all__ = ["ERRORS", "script_names", "script_source", "scripts_for"]
 
-OK = 0
 ERRORS: dict[int, type[HistoryError]] = {
     1: RoleOrderError,
     2: ToolPairingError,
@@ -35,7 +35,11 @@ ERRORS: dict[int, type[HistoryError]] = {
     5: CorruptHistoryError,
     6: InvalidTransition,
 }
-"""Script result codes mapped to the exceptions they raise; code 0 is success."""
+"""Refusal codes mapped to the exceptions they raise.
+
+A script replies with its result when it succeeds, and with ``{code, index,
+reason}`` (the only array a write script returns) when it refuses, having
+written nothing."""
 
 _INCLUDE = re.compile(r'^--- @include "([a-z_]+)"$', re.MULTILINE)
 _SOURCE_TREE = Path(__file__).resolve().parent.parent / "lua"

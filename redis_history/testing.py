@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from redis_history._core import DEFAULT_MAX_MESSAGE_BYTES
-from redis_history.codec import Entry, encode_messages
+from redis_history.codec import Entry, encode_message
 from redis_history.errors import InvalidMessageError, LockLostError, StaleSnapshotError
 from redis_history.keys import DEFAULT_NAMESPACE, ConversationKeys
 from redis_history.models import Message
@@ -68,18 +68,22 @@ class InMemoryHistory:
         self._exists = False
 
     def _stored(self, messages: Sequence[Message], *, summary: bool = False) -> list[_Stored]:
-        try:
-            encoded = encode_messages(
-                messages, self.token_counter, max_bytes=self.max_message_bytes, summary=summary
-            )
-        except InvalidMessageError as exc:
-            exc.conversation_id, exc.namespace = self.conversation_id, self.namespace
-            raise
         exact = self.token_counter.exact
-        return [
-            _Stored(m, tokens, exact, summary)
-            for m, tokens in zip(messages, encoded.tokens, strict=True)
-        ]
+        stored = []
+        for index, message in enumerate(messages):
+            try:
+                _, tokens = encode_message(
+                    message,
+                    self.token_counter,
+                    self.max_message_bytes,
+                    summary=summary,
+                    index=index,
+                )
+            except InvalidMessageError as exc:
+                exc.conversation_id, exc.namespace = self.conversation_id, self.namespace
+                raise
+            stored.append(_Stored(message, tokens, exact, summary))
+        return stored
 
     def _checked(self, state: RoleState, messages: Sequence[Message]) -> None:
         try:

@@ -8,12 +8,13 @@ from collections.abc import Iterator
 import pytest
 
 from redis_history import CorruptHistoryError, Message
-from redis_history.codec import GC_PAUSE_MIN, decode_entries, encode_messages
+from redis_history.codec import GC_PAUSE_MIN, decode_entries, encode_message
 from redis_history.tokens import HeuristicCounter
 
-ENVELOPES = encode_messages(
-    [Message.user(f"m{i}") for i in range(GC_PAUSE_MIN)], HeuristicCounter(), max_bytes=1 << 20
-).envelopes
+ENVELOPES = [
+    encode_message(Message.user(f"m{i}"), HeuristicCounter(), 1 << 20)[0]
+    for i in range(GC_PAUSE_MIN)
+]
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ import redis
 import redis.asyncio
 
 from redis_history import AsyncRedisHistory, Message, RedisHistory
-from redis_history.scripts import ERRORS, OK, script_names, script_source, scripts_for
+from redis_history.scripts import ERRORS, script_names, script_source, scripts_for
 
 ROOT = Path(__file__).resolve().parent.parent
 LUA_FILES = sorted(p.name for p in (ROOT / "lua").glob("*.lua"))
@@ -61,12 +61,23 @@ def test_history_uses_the_declared_key_counts() -> None:
 
 
 def test_result_codes_map_to_distinct_exceptions() -> None:
-    """Every non-OK code has its own exception; an unknown code raises HistoryError."""
-    assert OK not in ERRORS
+    """Every refusal code has its own exception; an unknown code raises HistoryError;
+    a reply that is not a refusal array is the script's result."""
     assert len(set(ERRORS.values())) == len(ERRORS)
     history = RedisHistory(fakeredis.FakeRedis(), "c")
     with pytest.raises(Exception, match="unknown script result code 99"):
         history.core._checked([99, -1, b"?"])
+    assert history.core._checked(7) == 7
+    assert history.core._checked(b"ready:0") == b"ready:0"
+
+
+@pytest.mark.parametrize("filename", LUA_FILES)
+def test_scripts_carry_only_helpers_they_use(filename: str) -> None:
+    """Every call re-creates the helpers a script includes, so none is carried unused."""
+    source = script_source(filename.rsplit("-", 1)[0])
+    for name in re.findall(r"^local function (\w+)", source, re.MULTILINE):
+        uses = re.findall(rf"\b{name}\(", source)
+        assert len(uses) > 1, f"{filename} includes {name} but never calls it"
 
 
 @pytest.mark.real_redis

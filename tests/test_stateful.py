@@ -108,10 +108,10 @@ SETTINGS = settings(
 
 def test_scripts_agree_with_the_reference_on_fakeredis() -> None:
     """fakeredis running the Lua (via lupa) matches InMemoryHistory step by step."""
-    run_state_machine_as_test(build_machine(fakeredis.FakeRedis()), settings=SETTINGS)  # type: ignore[no-untyped-call]
+    run_state_machine_as_test(build_machine(fakeredis.FakeRedis()), settings=SETTINGS)  # type: ignore[no-untyped-call, unused-ignore]
 
 
 @pytest.mark.real_redis
 def test_scripts_agree_with_the_reference_on_real_redis(real_redis: redis.Redis) -> None:
     """A real redis-server running the Lua matches InMemoryHistory step by step."""
-    run_state_machine_as_test(build_machine(real_redis), settings=SETTINGS)  # type: ignore[no-untyped-call]
+    run_state_machine_as_test(build_machine(real_redis), settings=SETTINGS)  # type: ignore[no-untyped-call, unused-ignore]

@@ -1,0 +1,13 @@
+-- Token counts read from stored envelopes without decoding their messages.
+
+-- The sum of the envelopes' token counts; nil and the 0-based index of the first
+-- envelope without one.
+local function sum_tokens(envelopes)
+  local total = 0
+  for i, envelope in ipairs(envelopes) do
+    local t = string.match(envelope, '^{"t":(%d+),"x":%d')
+    if not t then return nil, i - 1 end
+    total = total + tonumber(t)
+  end
+  return total
+end
