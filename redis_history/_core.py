@@ -100,7 +100,8 @@ class HistoryCore:
             raise ValueError("max_message_bytes must be positive")
         self.max_message_bytes = max_message_bytes
         self.ttl_ms = _ttl_ms(ttl)
-        self._check = int(validate)
+        self._head = (int(validate), self.ttl_ms)
+        """What append and replace send before their batch: the check flag and the ttl."""
         self._data = self.keys.data
 
     # -- errors -------------------------------------------------------------------------------
@@ -139,20 +140,16 @@ class HistoryCore:
         except CorruptHistoryError as exc:
             raise self._context(exc) from exc.__cause__
 
-    def _batch(self, messages: Sequence[Message], *, summary: bool = False) -> tuple[Any, ...]:
-        """The ttl and the batch of ``messages``, as the write scripts read them."""
+    def _args(
+        self, head: tuple[Any, ...], messages: Sequence[Message], *, summary: bool = False
+    ) -> tuple[Any, ...]:
+        """A write script's arguments: ``head`` (ending with the ttl), then the batch."""
         try:
-            return (
-                self.ttl_ms,
-                *batch_args(messages, self.counter, self.max_message_bytes, summary=summary),
-            )
+            return batch_args(head, messages, self.counter, self.max_message_bytes, summary=summary)
         except InvalidMessageError as exc:
             raise self._context(exc) from None
 
     # -- writes -------------------------------------------------------------------------------
-
-    def _write(self, script: str, messages: Sequence[Message]) -> Call[None]:
-        return Call(self._none, script, self._data, (self._check, *self._batch(messages)))
 
     def _none(self, reply: Any) -> None:
         self._checked(reply)
@@ -162,11 +159,11 @@ class HistoryCore:
 
     def append(self, messages: Sequence[Message]) -> Call[None]:
         """Append ``messages`` at the tail, all or none."""
-        return self._write("append", messages)
+        return Call(self._none, "append", self._data, self._args(self._head, messages))
 
     def replace(self, messages: Sequence[Message]) -> Call[None]:
         """Replace the whole list; resets the baseline."""
-        return self._write("replace", messages)
+        return Call(self._none, "replace", self._data, self._args(self._head, messages))
 
     def splice_prefix(
         self,
@@ -187,8 +184,8 @@ class HistoryCore:
             raise ValueError(f"expected_ids names {len(ids)} messages, drop_count is {drop_count}")
         if lock_token == "":
             raise ValueError("lock_token must be a non-empty string or None")
-        head = (drop_count, lock_token or "", int(expected_ids is not None), *ids)
-        args = (*head, *self._batch(summaries, summary=True))
+        head = (drop_count, lock_token or "", int(expected_ids is not None), *ids, self.ttl_ms)
+        args = self._args(head, summaries, summary=True)
         return Call(
             self._count, script="splice_prefix", keys=(*self.keys.data, self.keys.lock), args=args
         )

@@ -82,10 +82,16 @@ def role_item(message: Message) -> tuple[str | int, ...]:
 
 
 def batch_args(
-    messages: Sequence[Message], counter: TokenCounter, max_bytes: int, *, summary: bool = False
+    head: tuple[str | int, ...],
+    messages: Sequence[Message],
+    counter: TokenCounter,
+    max_bytes: int,
+    *,
+    summary: bool = False,
 ) -> tuple[bytes | str | int, ...]:
-    """The scripts' batch after its ttl (``read_batch`` in ``lua/includes/batch.lua``):
-    the token sum, the count, the envelopes, then the role items."""
+    """A write script's arguments: ``head`` (ending with the ttl), then the batch
+    (``read_batch`` in ``lua/includes/batch.lua``): the token sum, the count, the
+    envelopes, then the role items."""
     envelopes: list[bytes] = []
     roles: list[str | int] = []
     total = 0
@@ -94,7 +100,7 @@ def batch_args(
         envelopes.append(envelope)
         roles += role_item(message)
         total += tokens
-    return total, len(envelopes), *envelopes, *roles
+    return *head, total, len(envelopes), *envelopes, *roles
 
 
 def decode_entries(raw: Sequence[bytes | str], *, where: str = "") -> list[Entry]:
