@@ -119,8 +119,31 @@ def test_corrupt_meta_refuses_writes(client: redis.Redis) -> None:
     with pytest.raises(CorruptHistoryError):
         history.truncate(1)
     with pytest.raises(CorruptHistoryError):
+        history.replace([Message.user("x")])
+    with pytest.raises(CorruptHistoryError):
+        history.splice_prefix(1, Message.user("s"))
+    with pytest.raises(CorruptHistoryError):
+        history.record_input_tokens(5)
+    with pytest.raises(CorruptHistoryError):
         history.token_estimate()
     assert dump(client) == before
+
+
+def test_corrupt_turn_state_or_mark_refuses(client: redis.Redis) -> None:
+    """Open tool calls that are not a JSON array refuse appends; a baseline mark that is
+    not a number makes the estimate raise. Nothing is written."""
+    history = seeded(client)
+    client.hset(history.keys.meta, "open", "[c1")
+    before = dump(client)
+    with pytest.raises(CorruptHistoryError, match="open"):
+        history.append(Message.tool("r", tool_call_id="c1"))
+    assert dump(client) == before
+
+    history = seeded(fakeredis.FakeRedis())
+    history.record_input_tokens(100)
+    history.client.hset(history.keys.meta, "mark", "later")
+    with pytest.raises(CorruptHistoryError):
+        history.token_estimate()
 
 
 def test_corrupt_envelope_refuses_truncate_and_splice(client: redis.Redis) -> None:

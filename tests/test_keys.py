@@ -1,9 +1,14 @@
-"""Key names: one module, one hash tag per conversation, validated names."""
+"""Key names: one module, one hash tag per conversation, validated names; the meta layout."""
 
 from __future__ import annotations
 
-import pytest
+from collections.abc import Iterator
 
+import fakeredis
+import pytest
+import redis
+
+from redis_history import Message, RedisHistory, ToolCall
 from redis_history.keys import ConversationKeys
 
 
@@ -31,3 +36,38 @@ def test_bad_namespaces_are_refused(namespace: str) -> None:
     """Empty, braced, control-character or overlong namespaces raise ValueError."""
     with pytest.raises(ValueError, match="namespace"):
         ConversationKeys.build("c", namespace)
+
+
+@pytest.fixture(params=["fakeredis", pytest.param("redis", marks=pytest.mark.real_redis)])
+def client(request: pytest.FixtureRequest) -> Iterator[redis.Redis]:
+    """A flushed client on fakeredis or the session's real redis-server."""
+    if request.param == "fakeredis":
+        yield fakeredis.FakeRedis()
+    else:
+        yield request.getfixturevalue("real_redis")
+
+
+def test_meta_holds_the_documented_fields(client: redis.Redis) -> None:
+    """An append writes only the total and the turn state; the baseline is a mark on the
+    total; ``version`` counts rewrites, so appends leave it alone."""
+    history = RedisHistory(client, "c", token_counter="heuristic")
+    history.append_many([Message.user("one"), Message.assistant("two")])
+    meta = history.keys.meta
+    assert set(client.hgetall(meta)) == {b"total", b"role"}
+    total = int(client.hget(meta, "total") or 0)
+
+    history.record_input_tokens(500)
+    assert client.hmget(meta, "baseline", "mark") == [b"500", str(total).encode()]
+    history.append(Message.user("three"))
+    history.append(Message.assistant("", tool_calls=[ToolCall(id="c1", name="f")]))
+    assert client.hget(meta, "open") == b'["c1"]'
+    grown = int(client.hget(meta, "total") or 0) - total
+    assert history.token_estimate() == 500 + grown
+    assert client.hget(meta, "version") is None
+
+    history.truncate(3)
+    assert client.hmget(meta, "version", "baseline", "mark", "open") == [b"1", None, None, b""]
+    history.splice_prefix(1, Message.user("summary"))
+    history.replace([Message.user("fresh")])
+    assert client.hget(meta, "version") == b"3"
+    assert set(client.hgetall(meta)) == {b"total", b"role", b"open", b"version"}
