@@ -1,6 +1,6 @@
 """Role order and tool pairing, in Python.
 
-The append scripts enforce these rules inside Redis (``lua/includes/history.lua``);
+The write scripts enforce these rules inside Redis (``walk`` in ``lua/includes/batch.lua``);
 this module states the same rules for code that has messages in hand: the
 in-memory reference history and the compaction cut.
 """
