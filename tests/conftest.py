@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import fakeredis
 import pytest
 import redis
 from redis.cluster import RedisCluster
@@ -33,6 +34,14 @@ def real_redis(redis_server: RedisServer) -> Iterator[redis.Redis]:
     client.flushall()
     yield client
     client.close()
+
+
+@pytest.fixture(params=["fakeredis", pytest.param("redis", marks=pytest.mark.real_redis)])
+def client(request: pytest.FixtureRequest) -> redis.Redis:
+    """fakeredis (running the Lua through lupa) or the session's flushed real redis-server."""
+    if request.param == "fakeredis":
+        return fakeredis.FakeRedis()
+    return request.getfixturevalue("real_redis")  # type: ignore[no-any-return]
 
 
 @pytest.fixture(scope="session")

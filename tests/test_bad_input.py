@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import fakeredis
@@ -22,15 +22,6 @@ from redis_history import (
     ToolPairingError,
 )
 from redis_history.server import free_port
-
-
-@pytest.fixture(params=["fakeredis", pytest.param("redis", marks=pytest.mark.real_redis)])
-def client(request: pytest.FixtureRequest) -> Iterator[redis.Redis]:
-    """A flushed client on fakeredis or the session's real redis-server."""
-    if request.param == "fakeredis":
-        yield fakeredis.FakeRedis()
-    else:
-        yield request.getfixturevalue("real_redis")
 
 
 def dump(client: redis.Redis) -> dict[Any, Any]:

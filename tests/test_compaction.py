@@ -29,14 +29,6 @@ class Joiner:
         return "Previously: " + " / ".join(m.content for m in messages if m.role == "user")
 
 
-@pytest.fixture(params=["fakeredis", pytest.param("redis", marks=pytest.mark.real_redis)])
-def client(request: pytest.FixtureRequest) -> redis.Redis:
-    """fakeredis or the session's real redis-server."""
-    if request.param == "fakeredis":
-        return fakeredis.FakeRedis()
-    return request.getfixturevalue("real_redis")  # type: ignore[no-any-return]
-
-
 def test_cut_is_at_a_turn_boundary_keeping_the_tail() -> None:
     """The cut lands on a user message and keeps the last N turns whole."""
     messages = turns(4)

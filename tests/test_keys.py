@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import fakeredis
 import pytest
 import redis
 
@@ -36,15 +33,6 @@ def test_bad_namespaces_are_refused(namespace: str) -> None:
     """Empty, braced, control-character or overlong namespaces raise ValueError."""
     with pytest.raises(ValueError, match="namespace"):
         ConversationKeys.build("c", namespace)
-
-
-@pytest.fixture(params=["fakeredis", pytest.param("redis", marks=pytest.mark.real_redis)])
-def client(request: pytest.FixtureRequest) -> Iterator[redis.Redis]:
-    """A flushed client on fakeredis or the session's real redis-server."""
-    if request.param == "fakeredis":
-        yield fakeredis.FakeRedis()
-    else:
-        yield request.getfixturevalue("real_redis")
 
 
 def test_meta_holds_the_documented_fields(client: redis.Redis) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 
-import fakeredis
 import pytest
 import redis
 
@@ -85,14 +84,6 @@ def test_encoding_round_trips_and_refuses_garbage() -> None:
     assert CompactionState.decode(None) == READY
     with pytest.raises(ValueError, match="not a compaction state"):
         CompactionState.decode("sleepy:1")
-
-
-@pytest.fixture(params=["fakeredis", pytest.param("redis", marks=pytest.mark.real_redis)])
-def client(request: pytest.FixtureRequest) -> redis.Redis:
-    """fakeredis or the session's real redis-server."""
-    if request.param == "fakeredis":
-        return fakeredis.FakeRedis()
-    return request.getfixturevalue("real_redis")  # type: ignore[no-any-return]
 
 
 def test_the_script_implements_the_same_map(client: redis.Redis) -> None:
