@@ -32,5 +32,5 @@ if changed then
 else
   redis.call('HSET', meta, 'role', role, 'total', total + tokens)
 end
-if ttl > 0 then refresh_ttl(ttl, msgs, meta, KEYS[3]) end
+refresh_ttl(ttl, msgs, meta, KEYS[3])
 return length

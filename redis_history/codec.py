@@ -92,9 +92,6 @@ def batch_args(
     """A write script's arguments: ``head`` (ending with the ttl), then the batch
     (``read_batch`` in ``lua/includes/batch.lua``): the token sum, the count, the
     envelopes, then the role items."""
-    if len(messages) == 1:  # the common case, without the lists
-        envelope, tokens = encode_message(messages[0], counter, max_bytes, summary=summary)
-        return *head, tokens, 1, envelope, *role_item(messages[0])
     envelopes: list[bytes] = []
     roles: list[str | int] = []
     total = 0

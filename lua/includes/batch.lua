@@ -1,4 +1,4 @@
--- A batch of messages in ARGV, as codec.Encoded.args lays it out, and the role
+-- A batch of messages in ARGV, as codec.batch_args lays it out, and the role
 -- and tool-pairing rules walked over it. Needs "codes" and "meta".
 
 local CHUNK = 1000
