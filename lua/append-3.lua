@@ -1,36 +1,43 @@
 --[[
 append: add messages at the tail, all or none, checking role order and tool
-pairing against the conversation's stored state.
+pairing against the conversation's stored state. Applied once per op: a retry
+of an applied batch (same op) writes nothing and succeeds.
 
 KEYS[1] msgs     LIST of envelopes
-KEYS[2] meta     HASH (total, role, open)
+KEYS[2] meta     HASH (total, role, open, ops, opn, ttl)
 KEYS[3] archive  LIST (only its TTL is refreshed)
-ARGV[1] check    1 to check role order and tool pairing, 0 to only track them
-ARGV[2..] batch  ttl, tokens, n, n envelopes, n role items (see read_batch)
+ARGV[1] op       the operation token (derived from the batch's message ids)
+ARGV[2] ttl      ms to set as the conversation's TTL, or 0 to keep the stored one
+ARGV[3] check    1 to check role order and tool pairing, 0 to only track them
+ARGV[4..] batch  tokens, n, n envelopes, n role items (see read_batch)
 
 Returns the list's length, or {code, index, reason} having written nothing:
 1 role order, 2 tool pairing, 5 corrupt meta.
 ]]
---- @include "codes"
 --- @include "meta"
+--- @include "open"
 --- @include "ttl"
 --- @include "batch"
+--- @include "walk"
+--- @include "push"
 
 local msgs, meta = KEYS[1], KEYS[2]
-local ttl, tokens, n, first = read_batch(2)
-local total, role, open = load_meta(meta)
-if not total then return {CORRUPT, -1, role} end
+local op = ARGV[1]
+local tokens, n, first = read_batch(4)
+local m, refusal = load_meta(meta)
+if not m then return refusal end
+if replayed(m, op) then return redis.call('LLEN', msgs) end
+local ttl = effective_ttl(m, tonumber(ARGV[2]))
 
-local changed
-role, open, changed = walk(role, open, first + n, n, ARGV[1] == '1')
+local role, open, changed = walk(m.role, m.open, ARGV, first + n, n, ARGV[3] == '1')
 if not role then return open end  -- walk's refusal
 
 -- The first write: on a key of the wrong type it fails before anything is written.
 local length = push_all('RPUSH', msgs, ARGV, first, first + n - 1) or redis.call('LLEN', msgs)
 if changed then
-  redis.call('HSET', meta, 'role', role, 'total', total + tokens, 'open', encode_open(open))
+  commit(meta, m, op, nil, {'role', role, 'total', m.total + tokens, 'open', encode_open(open)})
 else
-  redis.call('HSET', meta, 'role', role, 'total', total + tokens)
+  commit(meta, m, op, nil, {'role', role, 'total', m.total + tokens})
 end
 refresh_ttl(ttl, msgs, meta, KEYS[3])
 return length

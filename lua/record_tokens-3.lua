@@ -1,21 +1,28 @@
 --[[
 record_tokens: make the real input-token count the LLM reported the baseline;
 the tokens appended after it are counted from the current total (the mark).
+A conversation that does not exist (never written, or deleted) is left alone.
 
 KEYS[1] msgs     LIST (only its TTL is refreshed)
 KEYS[2] meta     HASH (baseline, mark, total)
 KEYS[3] archive  LIST (only its TTL is refreshed)
-ARGV[1] tokens   the reported input tokens (>= 0)
-ARGV[2] ttl      ms, or 0
+ARGV[1] op       the operation token
+ARGV[2] ttl      ms to set as the conversation's TTL, or 0 to keep the stored one
+ARGV[3] tokens   the reported input tokens (>= 0)
 
-Returns 0, or {5, -1, reason} having written nothing.
+Returns 1 when recorded, 0 when there is no conversation, or {5, -1, reason}
+having written nothing.
 ]]
---- @include "codes"
+--- @include "meta"
 --- @include "ttl"
 
 local msgs, meta, archive = KEYS[1], KEYS[2], KEYS[3]
-local total = tonumber(redis.call('HGET', meta, 'total') or 0)
-if not total then return {CORRUPT, -1, 'meta field total is not a number'} end
-redis.call('HSET', meta, 'baseline', ARGV[1], 'mark', total)
-refresh_ttl(tonumber(ARGV[2]), msgs, meta, archive)
-return 0
+local op = ARGV[1]
+local m, refusal = load_meta(meta)
+if not m then return refusal end
+if not m.exists then return 0 end
+if replayed(m, op) then return 1 end
+local ttl = effective_ttl(m, tonumber(ARGV[2]))
+commit(meta, m, op, nil, {'baseline', ARGV[3], 'mark', m.total})
+refresh_ttl(ttl, msgs, meta, archive)
+return 1

@@ -1,12 +1,21 @@
 --[[
 release_claim: drop the pending-compaction claim if it is still the caller's.
+Applied once per op: a retry of a release that happened answers as it did.
 
 KEYS[1] meta     HASH (fields queued, queued_at)
-ARGV[1] job_id   the job whose claim to release
+ARGV[1] op       the operation token (derived from the job id)
+ARGV[2] job_id   the job whose claim to release
 
 Returns 1 if released, 0 if the claim belonged to another job (or none).
 ]]
+--- @include "meta"
 
-if redis.call('HGET', KEYS[1], 'queued') ~= ARGV[1] then return 0 end
-redis.call('HDEL', KEYS[1], 'queued', 'queued_at')
+local meta = KEYS[1]
+local op = ARGV[1]
+local m, refusal = load_meta(meta)
+if not m then return refusal end
+if replayed(m, op) then return 1 end
+if redis.call('HGET', meta, 'queued') ~= ARGV[2] then return 0 end
+redis.call('HDEL', meta, 'queued', 'queued_at')
+commit(meta, m, op, nil, {})
 return 1

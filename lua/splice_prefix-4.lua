@@ -1,72 +1,91 @@
 --[[
 splice_prefix: replace the oldest messages with a summary, keeping everything
 after them (including messages appended while the summary was computed), and
-move the originals to the archive. Resets the token baseline.
+move the originals to the archive, whose oldest entries are dropped beyond its
+caps. Resets the token baseline.
 
 KEYS[1] msgs     LIST of envelopes
-KEYS[2] meta     HASH
+KEYS[2] meta     HASH (also abytes, the archive's size, and adropped, entries capped away)
 KEYS[3] archive  LIST of replaced envelopes, oldest first
 KEYS[4] lock     STRING compaction lock
-ARGV[1] drop     messages to drop (>= 0)
-ARGV[2] token    the compaction lock token to fence on, or '' for none
-ARGV[3] expect   1 if the ids of the summarized prefix follow, else 0
-ARGV[4..] ids    with expect: the `drop` ids the caller summarized, oldest first
-ARGV[...] batch  the summaries: ttl, tokens, n, n envelopes, n role items (see read_batch)
+ARGV[1] op       the operation token
+ARGV[2] ttl      ms to set as the conversation's TTL, or 0 to keep the stored one
+ARGV[3] drop     messages to drop (>= 0)
+ARGV[4] token    the compaction lock token to fence on, or '' for none
+ARGV[5] amax     the archive's cap in entries, or 0 for none
+ARGV[6] abytes   the archive's cap in bytes, or 0 for none
+ARGV[7] expect   how many ids follow (= drop), or -1 for no fence
+ARGV[8..] ids    with expect: the ids (JSON-escaped) the caller summarized, oldest first
+ARGV[...] batch  the summaries: tokens, n, n envelopes, n role items (see read_batch)
 
 Returns the number dropped, or {code, index, reason} having written nothing:
 3 stale prefix, 4 lock lost, 5 corrupt data.
 ]]
---- @include "codes"
---- @include "meta"
 --- @include "ttl"
 --- @include "rewrite"
 --- @include "batch"
+--- @include "walk"
+--- @include "push"
 --- @include "envelopes"
+--- @include "ids"
 
 local msgs, meta, archive, lock = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local drop, token, expect = tonumber(ARGV[1]), ARGV[2], ARGV[3] == '1'
-local ttl, tokens, count, first = read_batch(expect and 4 + drop or 4)
+local op, drop, token = ARGV[1], tonumber(ARGV[3]), ARGV[4]
+local amax, abytes, expect = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+local tokens, count, first = read_batch(8 + math.max(expect, 0))
 
+local m, refusal = load_meta(meta)
+if not m then return refusal end
+local done = replayed(m, op)
+if done then return tonumber(done) end
+local ttl = effective_ttl(m, tonumber(ARGV[2]))
 if token ~= '' and redis.call('GET', lock) ~= token then
   return {LOCK_LOST, -1, 'the compaction lock is not held by this token'}
 end
-local total, role, open = load_meta(meta)
-if not total then return {CORRUPT, -1, role} end
-redis.call('LLEN', archive)
+local sizes = redis.call('HMGET', meta, 'abytes', 'adropped')
+local stored, capped = tonumber(sizes[1] or 0), tonumber(sizes[2] or 0)
+if not stored or not capped then return {CORRUPT, -1, 'meta field abytes or adropped is not a number'} end
+redis.call('LLEN', archive)  -- a key of the wrong type fails here, before anything is written
 
 local length = redis.call('LLEN', msgs)
 local n = math.min(drop, length)
-if expect and drop ~= n then
+if expect >= 0 and drop ~= n then
   return {STALE, -1, 'the conversation has ' .. length .. ' messages, fewer than the ' .. drop .. ' summarized'}
 end
 if n <= 0 then return 0 end
 
 local dropped = redis.call('LRANGE', msgs, 0, n - 1)
-if expect then
+if expect >= 0 then
   for i, envelope in ipairs(dropped) do
-    local ok, decoded = pcall(cjson.decode, envelope)
-    if not ok or type(decoded) ~= 'table' or type(decoded.m) ~= 'table' then
-      return {CORRUPT, i - 1, 'stored envelope is not JSON'}
-    end
-    local id = ARGV[3 + i]
-    if decoded.m.id ~= id then
-      return {STALE, i - 1, 'message ' .. tostring(decoded.m.id) .. ' is where ' .. id .. ' was summarized'}
+    local id = envelope_id(envelope)
+    if not id then return {CORRUPT, i - 1, 'stored envelope has no message id'} end
+    if id ~= ARGV[7 + i] then
+      return {STALE, i - 1, 'message ' .. id .. ' is where ' .. ARGV[7 + i] .. ' was summarized'}
     end
   end
 end
 local gone, bad = sum_tokens(dropped)
 if not gone then return {CORRUPT, bad, 'stored envelope has no token count'} end
 
-push_all('RPUSH', archive, dropped, 1, #dropped)
+local archived = push_all('RPUSH', archive, dropped, 1, #dropped)
+for _, envelope in ipairs(dropped) do stored = stored + #envelope end
+while archived > 0 and ((amax > 0 and archived > amax) or (abytes > 0 and stored > abytes)) do
+  local k = amax > 0 and archived > amax and archived - amax or 1
+  for _, envelope in ipairs(redis.call('LPOP', archive, k)) do stored = stored - #envelope end
+  archived, capped = archived - k, capped + k
+end
+redis.call('HSET', meta, 'abytes', stored, 'adropped', capped)
+
 redis.call('LTRIM', msgs, n, -1)
 local reversed = {}
 for i = first + count - 1, first, -1 do reversed[#reversed + 1] = ARGV[i] end
 push_all('LPUSH', msgs, reversed, 1, #reversed)
 
 -- Summaries carry no tool calls, so the turn state is theirs only when nothing is left after them.
+local role, open = m.role, m.open
 if n == length then
-  role, open = walk('', NO_CALLS, first + count, count, false)
+  role, open = walk('', NO_CALLS, ARGV, first + count, count, false)
 end
-rewritten(meta, total - gone + tokens, role, open)
+rewritten(meta, m, op, n, m.total - gone + tokens, role, open)
 refresh_ttl(ttl, msgs, meta, archive)
 return n

@@ -7,13 +7,16 @@ error. The front ends only execute calls, so no method's logic exists twice.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Generic, NamedTuple, TypeVar
 
+from pydantic_core import to_json
 from redis import exceptions as redis_errors
 
 from redis_history.codec import Entry, batch_args, decode_entries
@@ -27,17 +30,21 @@ from redis_history.errors import (
 from redis_history.keys import DEFAULT_NAMESPACE, DEFAULT_PREFIX, ConversationKeys
 from redis_history.models import Message
 from redis_history.policy import CompactionPolicy
-from redis_history.scripts import ERRORS
+from redis_history.scripts import ERRORS, Script, script
 from redis_history.state import CompactionState, Event
 from redis_history.tokens import TokenCounter, resolve_counter
 
 __all__ = [
     "COMPACTION_FUNCTION",
     "DEFAULT_MAX_MESSAGE_BYTES",
+    "OPS_KEPT",
     "Call",
     "CompactionJob",
     "CompactionStats",
     "HistoryCore",
+    "TranscriptPage",
+    "TranscriptPages",
+    "op_token",
 ]
 
 COMPACTION_FUNCTION = "redis_history.jobs.compact_conversation"
@@ -52,19 +59,92 @@ FAILURE_TTL = 24 * 3600
 
 DEFAULT_MAX_MESSAGE_BYTES = 1 << 20
 
+OPS_KEPT = 64
+"""How many recent writes a conversation remembers (``OPS_KEPT`` in ``lua/includes/meta.lua``):
+a retried write is recognised, and not applied again, while fewer than this many other
+writes have reached the conversation since."""
+
+_UNAVAILABLE = (
+    redis_errors.ConnectionError,
+    redis_errors.TimeoutError,
+    redis_errors.ClusterDownError,
+    redis_errors.TryAgainError,
+    redis_errors.ReadOnlyError,
+    redis_errors.RedisClusterException,
+)
+"""redis-py errors that mean "not reachable now, retry later", not "refused"."""
+
+RedisFailure = (redis_errors.RedisError, redis_errors.RedisClusterException)
+"""Everything redis-py raises (``RedisClusterException`` is not a ``RedisError``)."""
+
 
 class Call(NamedTuple, Generic[T]):
-    """One Redis round trip: a registered script (``script``) or a plain command (``command``)."""
+    """One Redis round trip: the command, and ``script`` to send by source if the server
+    does not know the script's SHA (the command is then an ``EVALSHA``)."""
 
     parse: Callable[[Any], T]
-    script: str | None = None
-    keys: tuple[str, ...] = ()
-    args: tuple[Any, ...] = ()
-    command: tuple[Any, ...] = ()
+    command: tuple[Any, ...]
+    script: Script | None = None
+
+    def fallback(self) -> tuple[Any, ...]:
+        """The ``EVAL`` of the script's source that stands in for a refused ``EVALSHA``."""
+        assert self.script is not None
+        return ("EVAL", self.script.source, *self.command[2:])
+
+
+@dataclass(frozen=True, slots=True)
+class TranscriptPage:
+    """A page of the full record (archived originals, then live messages, no summaries)."""
+
+    messages: list[Message]
+    """The page's messages, oldest first."""
+    start: int
+    """The position the page was read from; later than asked when capped entries were gone."""
+    next: int | None
+    """Where the next page starts, or ``None`` when this page reached the end."""
+
+
+class TranscriptPages:
+    """Reads pages in order, dropping what the previous page gave: each summary written
+    between two reads shifts the live part of the record by one position."""
+
+    def __init__(self) -> None:
+        self._previous: set[str] = set()
+
+    def fresh(self, page: TranscriptPage) -> list[Message]:
+        """The page's messages that the previous page did not already give."""
+        fresh = [m for m in page.messages if m.id not in self._previous]
+        self._previous = {m.id for m in page.messages}
+        return fresh
+
+
+def op_token(kind: str, parts: Iterable[str]) -> str:
+    """The 12-hex-digit token a write is recorded by: the same parts, the same token."""
+    data = "\x00".join((kind, *parts)).encode("utf-8", "surrogatepass")
+    return hashlib.blake2b(data, digest_size=6).hexdigest()
+
+
+def _fresh_token() -> str:
+    return os.urandom(6).hex()
+
+
+def _json_id(message_id: str) -> bytes:
+    """A message id as a stored envelope spells it (what the scripts compare)."""
+    return to_json(message_id)[1:-1]
 
 
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _call(
+    parse: Callable[[Any], T], name: str, keys: tuple[str, ...], args: tuple[Any, ...]
+) -> Call[T]:
+    """A call of script ``name``; the key count its file name declares is checked here."""
+    lua = script(name)
+    if len(keys) != lua.nkeys:
+        raise AssertionError(f"{name} takes {lua.nkeys} keys, called with {len(keys)}")
+    return Call(parse, ("EVALSHA", lua.sha, lua.nkeys, *keys, *args), lua)
 
 
 def _ttl_ms(ttl: float | timedelta | None) -> int:
@@ -100,9 +180,9 @@ class HistoryCore:
             raise ValueError("max_message_bytes must be positive")
         self.max_message_bytes = max_message_bytes
         self.ttl_ms = _ttl_ms(ttl)
-        self._head = (int(validate), self.ttl_ms)
-        """What append and replace send before their batch: the check flag and the ttl."""
         self._data = self.keys.data
+        self._append = script("append")
+        self._append_head = ("EVALSHA", self._append.sha, 3, *self._data)
 
     # -- errors -------------------------------------------------------------------------------
 
@@ -110,9 +190,9 @@ class HistoryCore:
         exc.conversation_id, exc.namespace = self.conversation_id, self.namespace
         return exc
 
-    def wrap(self, exc: redis_errors.RedisError) -> HistoryError:
+    def wrap(self, exc: Exception) -> HistoryError:
         """The typed error for a redis-py error (callers ``raise ... from exc``)."""
-        if isinstance(exc, redis_errors.ConnectionError | redis_errors.TimeoutError):
+        if isinstance(exc, _UNAVAILABLE):
             return self._context(StoreUnavailableError(f"Redis is unavailable: {exc}"))
         if isinstance(exc, redis_errors.ResponseError) and "WRONGTYPE" in str(exc):
             return self._context(
@@ -143,11 +223,20 @@ class HistoryCore:
     def _args(
         self, head: tuple[Any, ...], messages: Sequence[Message], *, summary: bool = False
     ) -> tuple[Any, ...]:
-        """A write script's arguments: ``head`` (ending with the ttl), then the batch."""
+        """A write script's arguments: ``head``, then the batch of ``messages``."""
         try:
             return batch_args(head, messages, self.counter, self.max_message_bytes, summary=summary)
         except InvalidMessageError as exc:
             raise self._context(exc) from None
+
+    @staticmethod
+    def _token(kind: str, op_id: str | None, natural: Iterable[str] | None = None) -> str:
+        """The caller's ``op_id``, else the natural key's, else a fresh token."""
+        if op_id is not None:
+            if not isinstance(op_id, str) or not op_id:
+                raise ValueError(f"op_id must be a non-empty string, got {op_id!r}")
+            return op_token(kind, ("id", op_id))
+        return _fresh_token() if natural is None else op_token(kind, natural)
 
     # -- writes -------------------------------------------------------------------------------
 
@@ -158,12 +247,25 @@ class HistoryCore:
         return int(self._checked(reply))
 
     def append(self, messages: Sequence[Message]) -> Call[None]:
-        """Append ``messages`` at the tail, all or none."""
-        return Call(self._none, "append", self._data, self._args(self._head, messages))
+        """Append ``messages`` at the tail, all or none; once per batch of message ids."""
+        if len(messages) == 1:
+            token = op_token("append", (messages[0].id,))
+        else:
+            token = op_token("append", [m.id for m in messages])
+        args = self._args((token, self.ttl_ms, int(self.validate)), messages)
+        return Call(self._none, (*self._append_head, *args), self._append)
 
-    def replace(self, messages: Sequence[Message]) -> Call[None]:
-        """Replace the whole list; resets the baseline."""
-        return Call(self._none, "replace", self._data, self._args(self._head, messages))
+    def replace(
+        self,
+        messages: Sequence[Message],
+        *,
+        expected_ids: Sequence[str] | None = None,
+        op_id: str | None = None,
+    ) -> Call[None]:
+        """Replace the whole list, if it still holds ``expected_ids``; resets the baseline."""
+        fence = _fence(expected_ids)
+        head = (self._token("replace", op_id), self.ttl_ms, int(self.validate), *fence)
+        return _call(self._none, "replace", self._data, self._args(head, messages))
 
     def splice_prefix(
         self,
@@ -172,6 +274,9 @@ class HistoryCore:
         *,
         expected_ids: Sequence[str] | None = None,
         lock_token: str | None = None,
+        archive_max_messages: int | None = None,
+        archive_max_bytes: int | None = None,
+        op_id: str | None = None,
     ) -> Call[int]:
         """Replace the first ``drop_count`` messages with ``summary``; replies how many."""
         summaries = [summary] if isinstance(summary, Message) else list(summary)
@@ -179,38 +284,57 @@ class HistoryCore:
             raise ValueError("splice_prefix needs at least one summary message")
         if drop_count < 0:
             raise ValueError(f"drop_count must be >= 0, got {drop_count}")
-        ids = [] if expected_ids is None else list(expected_ids)
-        if expected_ids is not None and len(ids) != drop_count:
-            raise ValueError(f"expected_ids names {len(ids)} messages, drop_count is {drop_count}")
+        if expected_ids is not None and len(expected_ids) != drop_count:
+            raise ValueError(
+                f"expected_ids names {len(expected_ids)} messages, drop_count is {drop_count}"
+            )
         if lock_token == "":
             raise ValueError("lock_token must be a non-empty string or None")
-        head = (drop_count, lock_token or "", int(expected_ids is not None), *ids, self.ttl_ms)
-        args = self._args(head, summaries, summary=True)
-        return Call(
-            self._count, script="splice_prefix", keys=(*self.keys.data, self.keys.lock), args=args
+        caps = (
+            _cap(archive_max_messages, "archive_max_messages"),
+            _cap(archive_max_bytes, "archive_max_bytes"),
         )
+        token = self._token("splice", op_id, (str(drop_count), *(m.id for m in summaries)))
+        head = (token, self.ttl_ms, drop_count, lock_token or "", *caps, *_fence(expected_ids))
+        args = self._args(head, summaries, summary=True)
+        return _call(self._count, "splice_prefix", (*self._data, self.keys.lock), args)
 
-    def truncate(self, n: int) -> Call[int]:
+    def truncate(self, n: int, *, op_id: str | None = None) -> Call[int]:
         """Keep at most ``n`` messages; the reply is the number removed."""
         if n < 0:
             raise ValueError(f"truncate keeps n >= 0 messages, got {n}")
-        return Call(self._count, script="truncate", keys=self.keys.data, args=(n, self.ttl_ms))
+        args = (self._token("truncate", op_id), self.ttl_ms, n)
+        return _call(self._count, "truncate", self._data, args)
 
-    def record_input_tokens(self, n: int) -> Call[None]:
+    def rollback(self, messages: Sequence[str | Message], *, op_id: str | None = None) -> Call[int]:
+        """Remove exactly these messages (by id) wherever they are; the reply is how many."""
+        ids = list(dict.fromkeys(m.id if isinstance(m, Message) else m for m in messages))
+        if not ids or not all(isinstance(i, str) and i for i in ids):
+            raise ValueError(f"rollback needs one or more message ids, got {messages!r}")
+        token = self._token("rollback", op_id, ids)
+        args = (token, self.ttl_ms, int(self.validate), len(ids), *map(_json_id, ids))
+        return _call(self._count, "rollback", self._data, args)
+
+    def record_input_tokens(self, n: int, *, op_id: str | None = None) -> Call[None]:
         """Make ``n`` (the LLM's reported input tokens) the baseline."""
         if n < 0:
             raise ValueError(f"input tokens must be >= 0, got {n}")
-        return Call(self._none, script="record_tokens", keys=self.keys.data, args=(n, self.ttl_ms))
+        args = (self._token("record", op_id), self.ttl_ms, n)
+        return _call(self._none, "record_tokens", self._data, args)
+
+    def set_ttl(self, ttl: float | timedelta | None) -> Call[bool]:
+        """Store ``ttl`` with the conversation and apply it to every key (``None``: no TTL)."""
+        return _call(lambda reply: int(reply) == 1, "set_ttl", self._data, (_ttl_ms(ttl),))
 
     def delete(self) -> Call[bool]:
         """Remove every key of the conversation; the reply is whether anything existed."""
-        return Call(lambda reply: int(reply) > 0, command=("DEL", *self.keys.all))
+        return Call(lambda reply: int(reply) > 0, ("DEL", *self.keys.all))
 
     # -- reads --------------------------------------------------------------------------------
 
     def token_estimate(self) -> Call[int | None]:
         """O(1): baseline + tokens since, or the whole history's count; None when empty."""
-        return Call(self._estimate, command=("HMGET", self.keys.meta, "total", "baseline", "mark"))
+        return Call(self._estimate, ("HMGET", self.keys.meta, "total", "baseline", "mark"))
 
     def _estimate(self, reply: Any) -> int | None:
         """``baseline + total - mark``: the tokens appended since the baseline are what the
@@ -229,31 +353,46 @@ class HistoryCore:
 
     def compaction_status(self) -> Call[tuple[int | None, CompactionState]]:
         """The token estimate and the compaction state, in one ``HMGET``."""
-        return Call(
-            self._status,
-            command=("HMGET", self.keys.meta, "total", "baseline", "mark", "cstate"),
-        )
+        return Call(self._status, ("HMGET", self.keys.meta, "total", "baseline", "mark", "cstate"))
 
     def _status(self, reply: Any) -> tuple[int | None, CompactionState]:
+        return self._estimate(reply[:3]), self._decode_state(reply[3])
+
+    def compaction_state(self) -> Call[CompactionState]:
+        """The stored compaction state, ``Ready`` when there is none."""
+        return Call(self._decode_state, ("HGET", self.keys.meta, "cstate"))
+
+    def _decode_state(self, raw: Any) -> CompactionState:
         try:
-            state = CompactionState.decode(reply[3])
+            return CompactionState.decode(raw)
         except ValueError as exc:
             raise self._context(
-                CorruptHistoryError(f"meta field cstate is not a compaction state: {reply[3]!r}")
+                CorruptHistoryError(f"meta field cstate is not a compaction state: {raw!r}")
             ) from exc
-        return self._estimate(reply[:3]), state
+
+    def ttl(self) -> Call[float | None]:
+        """The conversation's stored TTL in seconds, ``None`` when it has none."""
+        return Call(self._ttl, ("HGET", self.keys.meta, "ttl"))
+
+    def _ttl(self, raw: Any) -> float | None:
+        if raw is None:
+            return None
+        try:
+            return int(raw) / 1000
+        except ValueError as exc:
+            raise self._context(CorruptHistoryError(f"meta field ttl is {raw!r}")) from exc
 
     def length(self) -> Call[int]:
         """Number of live messages."""
-        return Call(int, command=("LLEN", self.keys.msgs))
+        return Call(int, ("LLEN", self.keys.msgs))
 
     def entries(self, start: int = 0, stop: int = -1) -> Call[list[Entry]]:
         """Stored entries from ``start`` to ``stop`` inclusive (LRANGE semantics)."""
-        return Call(self._decode, command=("LRANGE", self.keys.msgs, start, stop))
+        return Call(self._decode, ("LRANGE", self.keys.msgs, start, stop))
 
     def messages(self, start: int = 0, stop: int = -1) -> Call[list[Message]]:
         """Messages from ``start`` to ``stop`` inclusive (LRANGE semantics)."""
-        return Call(self._messages, command=("LRANGE", self.keys.msgs, start, stop))
+        return Call(self._messages, ("LRANGE", self.keys.msgs, start, stop))
 
     def _messages(self, raw: Sequence[bytes | str]) -> list[Message]:
         return [entry.message for entry in self._decode(raw)]
@@ -263,46 +402,59 @@ class HistoryCore:
         if n < 0:
             raise ValueError(f"tail needs n >= 0, got {n}")
         if n == 0:
-            return Call(self._messages, command=("LRANGE", self.keys.msgs, 1, 0))
+            return Call(self._messages, ("LRANGE", self.keys.msgs, 1, 0))
         return self.messages(-n, -1)
 
     def range(self, start: int = 0, stop: int | None = None) -> Call[list[Message]]:
         """Messages ``[start:stop]`` with Python slice bounds (negative counts from the end)."""
         if stop == 0:
-            return Call(self._messages, command=("LRANGE", self.keys.msgs, 1, 0))
+            return Call(self._messages, ("LRANGE", self.keys.msgs, 1, 0))
         return self.messages(start, -1 if stop is None else stop - 1)
 
     def transcript(self) -> Call[list[Message]]:
         """Archived originals then live messages, summaries left out: the full record."""
-        return Call(self._transcript, script="transcript", keys=(self.keys.msgs, self.keys.archive))
+        return _call(
+            lambda reply: self._page(reply).messages,
+            "transcript",
+            (self.keys.msgs, self.keys.meta, self.keys.archive),
+            (0, 0),
+        )
 
-    def _transcript(self, reply: Any) -> list[Message]:
-        archived, live = reply
-        return [e.message for e in self._decode([*archived, *live]) if not e.summary]
+    def transcript_page(self, start: int = 0, count: int = 500) -> Call[TranscriptPage]:
+        """Up to ``count`` entries of the full record from position ``start``."""
+        if start < 0 or count <= 0:
+            raise ValueError(
+                f"a transcript page needs start >= 0 and count > 0, got {start}, {count}"
+            )
+        return _call(
+            self._page,
+            "transcript",
+            (self.keys.msgs, self.keys.meta, self.keys.archive),
+            (start, count),
+        )
+
+    def _page(self, reply: Any) -> TranscriptPage:
+        first, after, *raw = reply
+        messages = [e.message for e in self._decode(raw) if not e.summary]
+        return TranscriptPage(messages, int(first), None if int(after) < 0 else int(after))
 
     # -- compaction state ---------------------------------------------------------------------
 
     def compaction_event(
-        self, event: Event | str, value: int = 0, freed: int = 0
+        self, event: Event, value: int = 0, freed: int = 0, *, op_id: str | None = None
     ) -> Call[CompactionState]:
         """Apply ``event`` to the stored compaction state atomically; the reply is the new state."""
-        return Call(
-            self._state,
-            script="compaction_state",
-            keys=(self.keys.meta,),
-            args=(event, value, freed),
-        )
+        args = (self._token("state", op_id), self.ttl_ms, event, value, freed)
+        return _call(self._state, "compaction_state", self._data, args)
 
     def _state(self, reply: Any) -> CompactionState:
-        raw = _text(self._checked(reply))
-        return CompactionState.decode(raw)
+        return self._decode_state(self._checked(reply))
 
     def take_warning(self) -> Call[bool]:
         """Move ``Exhausted{warned: false}`` to ``{warned: true}``; True only for the one caller
         that did, so the one-shot warning is given once however many pods race."""
-        return Call(
-            self._won, script="compaction_state", keys=(self.keys.meta,), args=("warned", 0, 0)
-        )
+        args = (_fresh_token(), self.ttl_ms, "warned", 0, 0)
+        return _call(self._won, "compaction_state", self._data, args)
 
     def _won(self, reply: Any) -> bool:
         if isinstance(reply, list) and ERRORS.get(int(reply[0])) is InvalidTransition:
@@ -320,7 +472,7 @@ class HistoryCore:
 
     def compaction_stats(self) -> Call[CompactionStats]:
         """How many compactions the conversation has had and the tokens they freed."""
-        return Call(self._stats, command=("HMGET", self.keys.meta, "compactions", "tokens_freed"))
+        return Call(self._stats, ("HMGET", self.keys.meta, "compactions", "tokens_freed"))
 
     def _stats(self, reply: Any) -> CompactionStats:
         try:
@@ -333,16 +485,13 @@ class HistoryCore:
 
     def claim_compaction(self, job_id: str, now_ms: int, stale_ms: int) -> Call[bool]:
         """Reserve the one pending compaction; the reply is whether this caller got it."""
-        return Call(
-            self._flag,
-            script="claim_compaction",
-            keys=(self.keys.meta,),
-            args=(job_id, now_ms, stale_ms),
-        )
+        args = (job_id, now_ms, stale_ms)
+        return _call(self._flag, "claim_compaction", (self.keys.meta,), args)
 
     def release_claim(self, job_id: str) -> Call[bool]:
         """Drop the pending-compaction claim if it is still ``job_id``'s."""
-        return Call(self._flag, script="release_claim", keys=(self.keys.meta,), args=(job_id,))
+        args = (op_token("release", (job_id,)), job_id)
+        return _call(self._flag, "release_claim", (self.keys.meta,), args)
 
     def _flag(self, reply: Any) -> bool:
         return int(self._checked(reply)) == 1
@@ -360,6 +509,21 @@ class HistoryCore:
             claim_ms=round(policy.claim_ttl_seconds * 1000),
             timeout=policy.job_timeout_seconds,
         )
+
+
+def _fence(expected_ids: Sequence[str] | None) -> tuple[Any, ...]:
+    """The arguments of an expected-ids fence: the count (-1 for none), then the ids."""
+    if expected_ids is None:
+        return (-1,)
+    return (len(expected_ids), *map(_json_id, expected_ids))
+
+
+def _cap(value: int | None, name: str) -> int:
+    if value is None:
+        return 0
+    if value <= 0:
+        raise ValueError(f"{name} must be positive or None, got {value}")
+    return value
 
 
 class CompactionStats(NamedTuple):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from datetime import timedelta
 from typing import Any, Self, TypeVar
 
@@ -18,12 +18,19 @@ import redis
 import redis.asyncio
 from redis.exceptions import NoScriptError
 
-from redis_history._core import DEFAULT_MAX_MESSAGE_BYTES, Call, CompactionStats, HistoryCore
+from redis_history._core import (
+    DEFAULT_MAX_MESSAGE_BYTES,
+    Call,
+    CompactionStats,
+    HistoryCore,
+    RedisFailure,
+    TranscriptPage,
+    TranscriptPages,
+)
 from redis_history.codec import Entry
 from redis_history.keys import DEFAULT_NAMESPACE, DEFAULT_PREFIX, ConversationKeys
 from redis_history.models import Message
 from redis_history.policy import CompactionPolicy
-from redis_history.scripts import scripts_for
 from redis_history.state import CompactionState, Event
 from redis_history.tokens import TokenCounter
 
@@ -71,7 +78,6 @@ class _Base:
             ValueError: an unusable conversation id, namespace, prefix or option.
         """
         self.client = client
-        self._scripts = scripts_for(client)
         self.core = HistoryCore(
             conversation_id,
             namespace=namespace,
@@ -124,37 +130,56 @@ class RedisHistory(_Base):
 
     def _run(self, call: Call[T]) -> T:
         try:
-            if call.script is not None:
-                script = self._scripts[call.script]
-                try:
-                    reply = self.client.execute_command(
-                        "EVALSHA", script.sha, len(call.keys), *call.keys, *call.args
-                    )
-                except NoScriptError:  # a restarted or failed-over server: load and retry
-                    reply = script(keys=call.keys, args=call.args)
-            else:
+            try:
                 reply = self.client.execute_command(*call.command)
-        except redis.RedisError as exc:
+            except NoScriptError:  # a restarted or failed-over server, or SCRIPT FLUSH
+                reply = self.client.execute_command(*call.fallback())
+        except RedisFailure as exc:
             raise self.core.wrap(exc) from exc
         return call.parse(reply)
 
     def append(self, message: Message) -> None:
         """Add one message at the tail, checked against the stored role and tool state.
 
+        Safe to retry: a message whose id was appended by one of the conversation's
+        last ``OPS_KEPT`` writes is not appended again.
+
         Raises:
             RoleOrderError: the role may not follow the last one.
             ToolPairingError: a tool result answers no open call, or calls are unanswered.
             MessageTooLargeError: the message is over ``max_message_bytes``.
+            StoreUnavailableError: Redis could not be reached; the message may or may not
+                be stored, and repeating the same call is safe.
         """
         self._run(self.core.append([message]))
 
     def append_many(self, messages: Sequence[Message]) -> None:
-        """Add a whole turn, checked as a batch: all of it is written or none of it."""
+        """Add a whole turn, checked as a batch: all of it is written or none of it.
+
+        Safe to retry with the same messages, like :meth:`append`.
+        """
         self._run(self.core.append(messages))
 
-    def replace(self, messages: Sequence[Message]) -> None:
-        """Replace every message (checked from an empty start); resets the token baseline."""
-        self._run(self.core.replace(messages))
+    def replace(
+        self,
+        messages: Sequence[Message],
+        *,
+        expected_ids: Sequence[str] | None = None,
+        op_id: str | None = None,
+    ) -> None:
+        """Replace every message (checked from an empty start); resets the token baseline.
+
+        Args:
+            messages: the new history.
+            expected_ids: the ids the conversation must hold now, in order (those of the
+                snapshot the caller edited); anything else refuses.
+            op_id: names this operation, so that repeating the call with the same
+                ``op_id`` is applied once (redis-py's own retries are covered without it).
+
+        Raises:
+            StaleSnapshotError: the conversation no longer holds ``expected_ids``.
+        """
+        self._run(self.core.replace(messages, expected_ids=expected_ids, op_id=op_id))
 
     def splice_prefix(
         self,
@@ -163,17 +188,24 @@ class RedisHistory(_Base):
         *,
         expected_ids: Sequence[str] | None = None,
         lock_token: str | None = None,
+        archive_max_messages: int | None = None,
+        archive_max_bytes: int | None = None,
+        op_id: str | None = None,
     ) -> int:
         """Replace the first ``drop_count`` messages with ``summary``, keeping the rest.
 
         The originals move to the archive. Messages appended after the caller's
-        snapshot are kept. Resets the token baseline.
+        snapshot are kept. Resets the token baseline. Repeating the call with the
+        same summary message is applied once.
 
         Args:
             drop_count: how many of the oldest messages to replace; clamped to the length.
             summary: the message (or messages) to put in their place.
             expected_ids: the ids of the prefix that was summarized; a mismatch refuses.
             lock_token: the compaction lock token; if another holds the lock, refuses.
+            archive_max_messages: drop the oldest archived entries beyond this many.
+            archive_max_bytes: drop the oldest archived entries beyond this many bytes.
+            op_id: names this operation (the summary's ids do otherwise).
 
         Returns:
             The number of messages dropped (0 on an empty history: nothing is written).
@@ -184,17 +216,61 @@ class RedisHistory(_Base):
         """
         return self._run(
             self.core.splice_prefix(
-                drop_count, summary, expected_ids=expected_ids, lock_token=lock_token
+                drop_count,
+                summary,
+                expected_ids=expected_ids,
+                lock_token=lock_token,
+                archive_max_messages=archive_max_messages,
+                archive_max_bytes=archive_max_bytes,
+                op_id=op_id,
             )
         )
 
-    def truncate(self, n: int) -> int:
-        """Keep at most ``n`` messages (roll back a failed turn); returns how many were removed."""
-        return self._run(self.core.truncate(n))
+    def truncate(self, n: int, *, op_id: str | None = None) -> int:
+        """Keep at most ``n`` messages; returns how many were removed.
 
-    def record_input_tokens(self, n: int) -> None:
-        """Make the LLM's reported input-token count the baseline for ``token_estimate``."""
-        self._run(self.core.record_input_tokens(n))
+        Positional, so for a single writer: with several pods, roll back a failed
+        turn with :meth:`rollback`, which names the messages instead.
+        """
+        return self._run(self.core.truncate(n, op_id=op_id))
+
+    def rollback(self, messages: Sequence[str | Message], *, op_id: str | None = None) -> int:
+        """Remove exactly these messages (a failed turn), wherever compaction has moved them.
+
+        Everything else stays, in order. Repeating the call is applied once.
+
+        Args:
+            messages: the messages, or their ids, to remove.
+            op_id: names this operation (the ids do otherwise).
+
+        Returns:
+            How many messages were removed.
+
+        Raises:
+            StaleSnapshotError: one of them is no longer in the conversation (compacted,
+                or never stored), or removing them would break role order or tool pairing
+                for what remains; nothing was removed.
+        """
+        return self._run(self.core.rollback(messages, op_id=op_id))
+
+    def record_input_tokens(self, n: int, *, op_id: str | None = None) -> None:
+        """Make the LLM's reported input-token count the baseline for ``token_estimate``.
+
+        A conversation that does not exist yet is left alone.
+        """
+        self._run(self.core.record_input_tokens(n, op_id=op_id))
+
+    def set_ttl(self, ttl: float | timedelta | None) -> bool:
+        """Give the conversation a TTL that every writer applies, or take it away (``None``).
+
+        Returns:
+            Whether the conversation exists (nothing is set on one that does not).
+        """
+        return self._run(self.core.set_ttl(ttl))
+
+    def ttl(self) -> float | None:
+        """The conversation's TTL in seconds, as stored with it; ``None`` for none."""
+        return self._run(self.core.ttl())
 
     def token_estimate(self) -> int | None:
         """Baseline plus tokens since, else the stored total; ``None`` when empty. O(1)."""
@@ -220,13 +296,32 @@ class RedisHistory(_Base):
         """The full record: archived originals, then live messages, without summaries."""
         return self._run(self.core.transcript())
 
+    def transcript_page(self, start: int = 0, count: int = 500) -> TranscriptPage:
+        """Up to ``count`` entries of the full record from position ``start``.
+
+        Positions are stable while compaction moves messages to the archive, so
+        paging with ``page.next`` neither skips nor repeats a message, except that
+        each summary written meanwhile shifts the live part by one (which
+        :meth:`iter_transcript` takes care of).
+        """
+        return self._run(self.core.transcript_page(start, count))
+
+    def iter_transcript(self, page_size: int = 500) -> Iterator[Message]:
+        """The full record, read ``page_size`` entries per round trip."""
+        pages = TranscriptPages()
+        start: int | None = 0
+        while start is not None:
+            page = self.transcript_page(start, page_size)
+            yield from pages.fresh(page)
+            start = page.next
+
     def compaction_state(self) -> CompactionState:
         """The conversation's compaction state (``Ready`` when never set)."""
-        return self._run(self.core.compaction_event("read"))
+        return self._run(self.core.compaction_state())
 
-    def advance_turn(self) -> CompactionState:
+    def advance_turn(self, *, op_id: str | None = None) -> CompactionState:
         """Move the compaction state to the next turn; call once at the start of a user turn."""
-        return self._run(self.core.compaction_event("advance_turn"))
+        return self._run(self.core.compaction_event("advance_turn", op_id=op_id))
 
     def compaction_status(self) -> tuple[int | None, CompactionState]:
         """:meth:`token_estimate` and :meth:`compaction_state` read together, in one round trip.
@@ -240,13 +335,15 @@ class RedisHistory(_Base):
         """How many compactions this conversation has had, and the tokens they freed."""
         return self._run(self.core.compaction_stats())
 
-    def compaction_event(self, event: Event, value: int = 0, freed: int = 0) -> CompactionState:
+    def compaction_event(
+        self, event: Event, value: int = 0, freed: int = 0, *, op_id: str | None = None
+    ) -> CompactionState:
         """Apply a compaction-state event atomically (``compacted`` counts ``freed`` tokens).
 
         Raises:
             InvalidTransition: the stored state does not allow ``event``; nothing changed.
         """
-        return self._run(self.core.compaction_event(event, value, freed))
+        return self._run(self.core.compaction_event(event, value, freed, op_id=op_id))
 
     def maybe_compact(self, queue: Any, policy: CompactionPolicy | None = None) -> bool:
         """Enqueue a background compaction if one is due and none is pending.
@@ -273,7 +370,10 @@ class RedisHistory(_Base):
         if not self._run(self.core.claim_compaction(job.job_id, _now_ms(), job.claim_ms)):
             return False
         try:
-            job.enqueue(queue)
+            try:
+                job.enqueue(queue)
+            except RedisFailure as exc:
+                raise self.core.wrap(exc) from exc
         except BaseException:
             self._run(self.core.release_claim(job.job_id))
             raise
@@ -320,17 +420,11 @@ class AsyncRedisHistory(_Base):
 
     async def _run(self, call: Call[T]) -> T:
         try:
-            if call.script is not None:
-                script = self._scripts[call.script]
-                try:
-                    reply = await self.client.execute_command(
-                        "EVALSHA", script.sha, len(call.keys), *call.keys, *call.args
-                    )
-                except NoScriptError:  # a restarted or failed-over server: load and retry
-                    reply = await script(keys=call.keys, args=call.args)
-            else:
+            try:
                 reply = await self.client.execute_command(*call.command)
-        except redis.RedisError as exc:
+            except NoScriptError:  # a restarted or failed-over server, or SCRIPT FLUSH
+                reply = await self.client.execute_command(*call.fallback())
+        except RedisFailure as exc:
             raise self.core.wrap(exc) from exc
         return call.parse(reply)
 
@@ -342,9 +436,15 @@ class AsyncRedisHistory(_Base):
         """See :meth:`RedisHistory.append_many`."""
         await self._run(self.core.append(messages))
 
-    async def replace(self, messages: Sequence[Message]) -> None:
+    async def replace(
+        self,
+        messages: Sequence[Message],
+        *,
+        expected_ids: Sequence[str] | None = None,
+        op_id: str | None = None,
+    ) -> None:
         """See :meth:`RedisHistory.replace`."""
-        await self._run(self.core.replace(messages))
+        await self._run(self.core.replace(messages, expected_ids=expected_ids, op_id=op_id))
 
     async def splice_prefix(
         self,
@@ -353,21 +453,42 @@ class AsyncRedisHistory(_Base):
         *,
         expected_ids: Sequence[str] | None = None,
         lock_token: str | None = None,
+        archive_max_messages: int | None = None,
+        archive_max_bytes: int | None = None,
+        op_id: str | None = None,
     ) -> int:
         """See :meth:`RedisHistory.splice_prefix`."""
         return await self._run(
             self.core.splice_prefix(
-                drop_count, summary, expected_ids=expected_ids, lock_token=lock_token
+                drop_count,
+                summary,
+                expected_ids=expected_ids,
+                lock_token=lock_token,
+                archive_max_messages=archive_max_messages,
+                archive_max_bytes=archive_max_bytes,
+                op_id=op_id,
             )
         )
 
-    async def truncate(self, n: int) -> int:
+    async def truncate(self, n: int, *, op_id: str | None = None) -> int:
         """See :meth:`RedisHistory.truncate`."""
-        return await self._run(self.core.truncate(n))
+        return await self._run(self.core.truncate(n, op_id=op_id))
 
-    async def record_input_tokens(self, n: int) -> None:
+    async def rollback(self, messages: Sequence[str | Message], *, op_id: str | None = None) -> int:
+        """See :meth:`RedisHistory.rollback`."""
+        return await self._run(self.core.rollback(messages, op_id=op_id))
+
+    async def record_input_tokens(self, n: int, *, op_id: str | None = None) -> None:
         """See :meth:`RedisHistory.record_input_tokens`."""
-        await self._run(self.core.record_input_tokens(n))
+        await self._run(self.core.record_input_tokens(n, op_id=op_id))
+
+    async def set_ttl(self, ttl: float | timedelta | None) -> bool:
+        """See :meth:`RedisHistory.set_ttl`."""
+        return await self._run(self.core.set_ttl(ttl))
+
+    async def ttl(self) -> float | None:
+        """See :meth:`RedisHistory.ttl`."""
+        return await self._run(self.core.ttl())
 
     async def token_estimate(self) -> int | None:
         """See :meth:`RedisHistory.token_estimate`."""
@@ -393,13 +514,27 @@ class AsyncRedisHistory(_Base):
         """See :meth:`RedisHistory.transcript`."""
         return await self._run(self.core.transcript())
 
+    async def transcript_page(self, start: int = 0, count: int = 500) -> TranscriptPage:
+        """See :meth:`RedisHistory.transcript_page`."""
+        return await self._run(self.core.transcript_page(start, count))
+
+    async def iter_transcript(self, page_size: int = 500) -> AsyncIterator[Message]:
+        """See :meth:`RedisHistory.iter_transcript`."""
+        pages = TranscriptPages()
+        start: int | None = 0
+        while start is not None:
+            page = await self.transcript_page(start, page_size)
+            for message in pages.fresh(page):
+                yield message
+            start = page.next
+
     async def compaction_state(self) -> CompactionState:
         """See :meth:`RedisHistory.compaction_state`."""
-        return await self._run(self.core.compaction_event("read"))
+        return await self._run(self.core.compaction_state())
 
-    async def advance_turn(self) -> CompactionState:
+    async def advance_turn(self, *, op_id: str | None = None) -> CompactionState:
         """See :meth:`RedisHistory.advance_turn`."""
-        return await self._run(self.core.compaction_event("advance_turn"))
+        return await self._run(self.core.compaction_event("advance_turn", op_id=op_id))
 
     async def compaction_status(self) -> tuple[int | None, CompactionState]:
         """See :meth:`RedisHistory.compaction_status`."""
@@ -410,10 +545,10 @@ class AsyncRedisHistory(_Base):
         return await self._run(self.core.compaction_stats())
 
     async def compaction_event(
-        self, event: Event, value: int = 0, freed: int = 0
+        self, event: Event, value: int = 0, freed: int = 0, *, op_id: str | None = None
     ) -> CompactionState:
         """See :meth:`RedisHistory.compaction_event`."""
-        return await self._run(self.core.compaction_event(event, value, freed))
+        return await self._run(self.core.compaction_event(event, value, freed, op_id=op_id))
 
     async def maybe_compact(self, queue: Any, policy: CompactionPolicy | None = None) -> bool:
         """See :meth:`RedisHistory.maybe_compact` (the blocking RQ enqueue runs in a thread)."""
@@ -427,7 +562,10 @@ class AsyncRedisHistory(_Base):
         if not await self._run(self.core.claim_compaction(job.job_id, _now_ms(), job.claim_ms)):
             return False
         try:
-            await asyncio.to_thread(job.enqueue, queue)
+            try:
+                await asyncio.to_thread(job.enqueue, queue)
+            except RedisFailure as exc:
+                raise self.core.wrap(exc) from exc
         except BaseException:
             await self._run(self.core.release_claim(job.job_id))
             raise

@@ -1,19 +1,25 @@
-"""The Lua scripts: loaded from package data, registered once per client, and their result codes.
+"""The Lua scripts: loaded from package data with their includes expanded, and their result codes.
 
 Each ``lua/<verb>-<NKEYS>.lua`` file is one atomic operation. A line
-``--- @include "name"`` is replaced by ``lua/includes/name.lua`` at load time,
-so shared helpers are written once; a script includes only what it uses,
-because every call re-creates the helpers it carries.
+``--- @include "name"`` is replaced by ``lua/includes/name.lua``; includes may
+include others, each is expanded once per script (the first time it is named),
+and a cycle is an error. A script includes only what it uses, because every
+call re-creates the helpers it carries.
+
+Scripts run by their SHA1 (``EVALSHA``); a server that does not know one
+(restarted, failed over, ``SCRIPT FLUSH``) is sent the source with ``EVAL``,
+which also caches it there. Nothing is registered per client.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
-import weakref
+from collections.abc import Callable
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import NamedTuple
 
 from redis_history.errors import (
     CorruptHistoryError,
@@ -25,7 +31,7 @@ from redis_history.errors import (
     ToolPairingError,
 )
 
-__all__ = ["ERRORS", "script_names", "script_source", "scripts_for"]
+__all__ = ["ERRORS", "Script", "expand_includes", "script", "script_names", "script_source"]
 
 ERRORS: dict[int, type[HistoryError]] = {
     1: RoleOrderError,
@@ -41,14 +47,22 @@ A script replies with its result when it succeeds, and with ``{code, index,
 reason}`` (the only array a write script returns) when it refuses, having
 written nothing."""
 
-_INCLUDE = re.compile(r'^--- @include "([a-z_]+)"$', re.MULTILINE)
+_INCLUDE = re.compile(r'^--- @include "([a-z_]+)"\n?', re.MULTILINE)
 _SOURCE_TREE = Path(__file__).resolve().parent.parent / "lua"
 
 
+class Script(NamedTuple):
+    """One operation's Lua source, its SHA1 and how many keys it takes."""
+
+    name: str
+    source: str
+    sha: str
+    nkeys: int
+
+
 def _read(relative: str) -> str:
-    package = resources.files("redis_history.lua") if _has_package_data() else None
-    if package is not None:
-        return package.joinpath(relative).read_text(encoding="utf-8")
+    if _has_package_data():
+        return resources.files("redis_history.lua").joinpath(relative).read_text(encoding="utf-8")
     return (_SOURCE_TREE / relative).read_text(encoding="utf-8")
 
 
@@ -60,34 +74,59 @@ def _has_package_data() -> bool:
         return False
 
 
-def _lua_dir_names() -> list[str]:
+@cache
+def _files() -> dict[str, str]:
+    """Operation name to file name, e.g. ``append`` to ``append-3.lua``."""
     if _has_package_data():
         root = resources.files("redis_history.lua")
-        return sorted(p.name for p in root.iterdir() if p.name.endswith(".lua"))
-    return sorted(p.name for p in _SOURCE_TREE.glob("*.lua"))
+        names = [p.name for p in root.iterdir() if p.name.endswith(".lua")]
+    else:
+        names = [p.name for p in _SOURCE_TREE.glob("*.lua")]
+    return {name.rsplit("-", 1)[0]: name for name in sorted(names)}
 
 
-@cache
 def script_names() -> tuple[str, ...]:
     """The operation names, e.g. ``append`` for ``append-3.lua``."""
-    return tuple(name.rsplit("-", 1)[0] for name in _lua_dir_names())
+    return tuple(_files())
+
+
+def expand_includes(source: str, read: Callable[[str], str]) -> str:
+    """``source`` with every include replaced by its expansion, each at most once.
+
+    Args:
+        source: Lua text with ``--- @include "name"`` lines.
+        read: the text of an include by name.
+
+    Raises:
+        ValueError: an include names itself, directly or through others.
+    """
+    done: set[str] = set()
+
+    def expand(text: str, stack: tuple[str, ...]) -> str:
+        def one(match: re.Match[str]) -> str:
+            name = match.group(1)
+            if name in stack:
+                raise ValueError(f"circular include: {' -> '.join((*stack, name))}")
+            if name in done:
+                return ""
+            body = expand(read(name), (*stack, name))
+            done.add(name)
+            return body if body.endswith("\n") else body + "\n"
+
+        return _INCLUDE.sub(one, text)
+
+    return expand(source, ())
 
 
 @cache
 def script_source(name: str) -> str:
     """The full source of one script, includes expanded."""
-    (filename,) = [f for f in _lua_dir_names() if f.rsplit("-", 1)[0] == name]
-    source = _read(filename)
-    return _INCLUDE.sub(lambda m: _read(f"includes/{m.group(1)}.lua"), source)
+    return expand_includes(_read(_files()[name]), lambda include: _read(f"includes/{include}.lua"))
 
 
-_REGISTERED: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
-
-
-def scripts_for(client: Any) -> dict[str, Any]:
-    """Every script registered on ``client`` (sync or asyncio), once per client."""
-    scripts = _REGISTERED.get(client)
-    if scripts is None:
-        scripts = {name: client.register_script(script_source(name)) for name in script_names()}
-        _REGISTERED[client] = scripts
-    return scripts
+@cache
+def script(name: str) -> Script:
+    """The script for operation ``name``."""
+    source = script_source(name)
+    nkeys = int(_files()[name].removesuffix(".lua").rsplit("-", 1)[1])
+    return Script(name, source, hashlib.sha1(source.encode()).hexdigest(), nkeys)

@@ -9,12 +9,24 @@ summarizer: it records what it was given and answers (or fails) as told.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from redis_history._core import DEFAULT_MAX_MESSAGE_BYTES
+from redis_history._core import (
+    DEFAULT_MAX_MESSAGE_BYTES,
+    OPS_KEPT,
+    HistoryCore,
+    TranscriptPage,
+    TranscriptPages,
+    op_token,
+)
 from redis_history.codec import Entry, encode_message
-from redis_history.errors import InvalidMessageError, LockLostError, StaleSnapshotError
+from redis_history.errors import (
+    InvalidMessageError,
+    LockLostError,
+    StaleSnapshotError,
+)
 from redis_history.keys import DEFAULT_NAMESPACE, ConversationKeys
 from redis_history.models import Message
 from redis_history.roles import RoleState
@@ -29,6 +41,8 @@ class _Stored:
     tokens: int
     exact: bool
     summary: bool = False
+    size: int = 0
+    """The stored envelope's length in bytes."""
 
     def entry(self) -> Entry:
         return Entry(
@@ -62,17 +76,29 @@ class InMemoryHistory:
     def _clear(self) -> None:
         self._items: list[_Stored] = []
         self._archive: list[_Stored] = []
+        self._capped = 0
         self._state = RoleState()
         self._baseline: int | None = None
         self._since = 0
         self._exists = False
+        self._ops: OrderedDict[str, int] = OrderedDict()
+        """The last ``OPS_KEPT`` operations applied, and what each returned."""
+
+    def _replayed(self, token: str) -> int | None:
+        """What operation ``token`` returned if it was applied already, else ``None``."""
+        return self._ops.get(token)
+
+    def _record(self, token: str, result: int = 0) -> None:
+        self._ops[token] = result
+        while len(self._ops) > OPS_KEPT:
+            self._ops.popitem(last=False)
 
     def _stored(self, messages: Sequence[Message], *, summary: bool = False) -> list[_Stored]:
         exact = self.token_counter.exact
         stored = []
         for index, message in enumerate(messages):
             try:
-                _, tokens = encode_message(
+                envelope, tokens = encode_message(
                     message,
                     self.token_counter,
                     self.max_message_bytes,
@@ -82,7 +108,7 @@ class InMemoryHistory:
             except InvalidMessageError as exc:
                 exc.conversation_id, exc.namespace = self.conversation_id, self.namespace
                 raise
-            stored.append(_Stored(message, tokens, exact, summary))
+            stored.append(_Stored(message, tokens, exact, summary, len(envelope)))
         return stored
 
     def _checked(self, state: RoleState, messages: Sequence[Message]) -> None:
@@ -101,22 +127,38 @@ class InMemoryHistory:
         self.append_many([message])
 
     def append_many(self, messages: Sequence[Message]) -> None:
-        """Add a batch, all or none."""
+        """Add a batch, all or none; a batch of ids already appended is not appended again."""
         stored = self._stored(messages)
+        token = op_token("append", [m.id for m in messages])
+        if self._replayed(token) is not None:
+            return
         state = self._state.copy()
         self._checked(state, messages)
         self._items.extend(stored)
         self._state = state
         self._since += sum(s.tokens for s in stored)
         self._exists = True
+        self._record(token)
 
-    def replace(self, messages: Sequence[Message]) -> None:
-        """Replace every message; resets the baseline."""
+    def replace(
+        self,
+        messages: Sequence[Message],
+        *,
+        expected_ids: Sequence[str] | None = None,
+        op_id: str | None = None,
+    ) -> None:
+        """Replace every message, if the history holds ``expected_ids``; resets the baseline."""
         stored = self._stored(messages)
+        token = HistoryCore._token("replace", op_id)
+        if self._replayed(token) is not None:
+            return
+        if expected_ids is not None and [s.message.id for s in self._items] != list(expected_ids):
+            raise StaleSnapshotError("the conversation no longer holds the expected messages")
         state = RoleState()
         self._checked(state, messages)
         self._items, self._state = stored, state
         self._reset_baseline()
+        self._record(token, len(stored))
 
     def splice_prefix(
         self,
@@ -125,6 +167,9 @@ class InMemoryHistory:
         *,
         expected_ids: Sequence[str] | None = None,
         lock_token: str | None = None,
+        archive_max_messages: int | None = None,
+        archive_max_bytes: int | None = None,
+        op_id: str | None = None,
     ) -> int:
         """Replace the first ``drop_count`` messages with ``summary``; returns how many dropped."""
         summaries = [summary] if isinstance(summary, Message) else list(summary)
@@ -136,7 +181,14 @@ class InMemoryHistory:
             raise ValueError(
                 f"expected_ids names {len(expected_ids)} messages, drop_count is {drop_count}"
             )
+        for cap in (archive_max_messages, archive_max_bytes):
+            if cap is not None and cap <= 0:
+                raise ValueError(f"archive caps must be positive or None, got {cap}")
         stored = self._stored(summaries, summary=True)
+        token = HistoryCore._token("splice", op_id, (str(drop_count), *(m.id for m in summaries)))
+        done = self._replayed(token)
+        if done is not None:
+            return done
         if lock_token is not None and lock_token != self.lock_token:
             raise LockLostError("the compaction lock is not held by this token")
         n = min(drop_count, len(self._items))
@@ -149,29 +201,83 @@ class InMemoryHistory:
         if n == len(self._items):
             self._state = RoleState.of(summaries)
         self._archive.extend(self._items[:n])
+        self._cap_archive(archive_max_messages, archive_max_bytes)
         self._items[:n] = stored
         self._reset_baseline()
         self._exists = True
+        self._record(token, n)
         return n
 
-    def truncate(self, n: int) -> int:
+    def _cap_archive(self, messages: int | None, size: int | None) -> None:
+        """Drop the oldest archived entries beyond ``messages`` entries or ``size`` bytes."""
+        if messages is not None and len(self._archive) > messages:
+            self._capped += len(self._archive) - messages
+            del self._archive[: len(self._archive) - messages]
+        if size is not None:
+            while self._archive and sum(s.size for s in self._archive) > size:
+                self._archive.pop(0)
+                self._capped += 1
+
+    def truncate(self, n: int, *, op_id: str | None = None) -> int:
         """Keep at most ``n`` messages; returns how many were removed."""
         if n < 0:
             raise ValueError(f"truncate keeps n >= 0 messages, got {n}")
+        token = HistoryCore._token("truncate", op_id)
+        done = self._replayed(token)
+        if done is not None:
+            return done
         removed = len(self._items) - n
         if removed <= 0:
             return 0
         del self._items[n:]
         self._state = RoleState.of(s.message for s in self._items)
         self._reset_baseline()
+        self._record(token, removed)
         return removed
 
-    def record_input_tokens(self, n: int) -> None:
-        """Make ``n`` the baseline."""
+    def rollback(self, messages: Sequence[str | Message], *, op_id: str | None = None) -> int:
+        """Remove exactly these messages wherever they are; returns how many."""
+        ids = list(dict.fromkeys(m.id if isinstance(m, Message) else m for m in messages))
+        if not ids or not all(isinstance(i, str) and i for i in ids):
+            raise ValueError(f"rollback needs one or more message ids, got {messages!r}")
+        token = HistoryCore._token("rollback", op_id, ids)
+        done = self._replayed(token)
+        if done is not None:
+            return done
+        positions = [i for i, s in enumerate(self._items) if s.message.id in set(ids)]
+        present = {self._items[i].message.id for i in positions}
+        missing = [i for i in ids if i not in present]
+        if missing:
+            raise self._stale(f"message {missing[0]} is no longer in the conversation")
+        first = positions[0]
+        kept = [s for s in self._items[first:] if s.message.id not in present]
+        state = RoleState.of(s.message for s in self._items[:first])
+        try:
+            state.advance_all((s.message for s in kept), check=self.validate)
+        except InvalidMessageError as exc:
+            raise self._stale(
+                f"removing these messages would leave the rest out of order: {exc.message}"
+            ) from None
+        self._items[first:] = kept
+        self._state = state
+        self._reset_baseline()
+        self._record(token, len(ids))
+        return len(ids)
+
+    def _stale(self, reason: str) -> StaleSnapshotError:
+        return StaleSnapshotError(
+            reason, conversation_id=self.conversation_id, namespace=self.namespace
+        )
+
+    def record_input_tokens(self, n: int, *, op_id: str | None = None) -> None:
+        """Make ``n`` the baseline (of a conversation that exists)."""
         if n < 0:
             raise ValueError(f"input tokens must be >= 0, got {n}")
+        token = HistoryCore._token("record", op_id)
+        if not self._exists or self._replayed(token) is not None:
+            return
         self._baseline, self._since = n, 0
-        self._exists = True
+        self._record(token)
 
     def token_estimate(self) -> int | None:
         """Baseline plus tokens since, else the total; ``None`` when empty."""
@@ -203,6 +309,31 @@ class InMemoryHistory:
     def transcript(self) -> list[Message]:
         """Archived originals then live messages, without summaries."""
         return [s.message for s in (*self._archive, *self._items) if not s.summary]
+
+    def transcript_page(self, start: int = 0, count: int = 500) -> TranscriptPage:
+        """Up to ``count`` entries of the full record from position ``start``."""
+        if start < 0 or count <= 0:
+            raise ValueError(
+                f"a transcript page needs start >= 0 and count > 0, got {start}, {count}"
+            )
+        record = [*self._archive, *self._items]
+        first = max(start, self._capped)
+        page = record[first - self._capped : first - self._capped + count]
+        after = first + len(page)
+        return TranscriptPage(
+            [s.message for s in page if not s.summary],
+            first,
+            after if after < self._capped + len(record) else None,
+        )
+
+    def iter_transcript(self, page_size: int = 500) -> Iterator[Message]:
+        """The full record, ``page_size`` entries at a time."""
+        pages = TranscriptPages()
+        start: int | None = 0
+        while start is not None:
+            page = self.transcript_page(start, page_size)
+            yield from pages.fresh(page)
+            start = page.next
 
     def len(self) -> int:
         """Number of live messages."""

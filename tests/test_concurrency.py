@@ -145,6 +145,7 @@ def test_racing_state_transitions_are_serialized(redis_url: str, real_redis: red
     """Pods racing advance_turn on one conversation each see a distinct Cooling count, and
     the final count is exact: no transition is lost or applied on a stale read."""
     history = RedisHistory(real_redis, "shared")
+    history.append(Message.user("hello"))
     cooldown = WRITERS * TURNS_PER_POD + 5
     history.compaction_event("compacted", cooldown)
     seen = [n for counts in race(advance_turns, redis_url) for n in counts]
@@ -187,5 +188,7 @@ def take_the_warning(url: str, start: Event, out: multiprocessing.Queue[bool]) -
 
 def test_the_exhaustion_warning_is_taken_once(redis_url: str, real_redis: redis.Redis) -> None:
     """Of pods racing to give the one-shot exhaustion warning, exactly one wins."""
-    RedisHistory(real_redis, "shared").compaction_event("exhausted")
+    history = RedisHistory(real_redis, "shared")
+    history.append(Message.user("hello"))
+    history.compaction_event("exhausted")
     assert race(take_the_warning, redis_url).count(True) == 1

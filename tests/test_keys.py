@@ -36,12 +36,12 @@ def test_bad_namespaces_are_refused(namespace: str) -> None:
 
 
 def test_meta_holds_the_documented_fields(client: redis.Redis) -> None:
-    """An append writes only the total and the turn state; the baseline is a mark on the
-    total; ``version`` counts rewrites, so appends leave it alone."""
+    """An append writes only the total, the turn state and its op record; the baseline is a
+    mark on the total; ``version`` counts rewrites, so appends leave it alone."""
     history = RedisHistory(client, "c", token_counter="heuristic")
     history.append_many([Message.user("one"), Message.assistant("two")])
     meta = history.keys.meta
-    assert set(client.hgetall(meta)) == {b"total", b"role"}
+    assert set(client.hgetall(meta)) == {b"total", b"role", b"ops", b"opn"}
     total = int(client.hget(meta, "total") or 0)
 
     history.record_input_tokens(500)
@@ -58,4 +58,14 @@ def test_meta_holds_the_documented_fields(client: redis.Redis) -> None:
     history.splice_prefix(1, Message.user("summary"))
     history.replace([Message.user("fresh")])
     assert client.hget(meta, "version") == b"3"
-    assert set(client.hgetall(meta)) == {b"total", b"role", b"open", b"version"}
+    assert set(client.hgetall(meta)) == {
+        b"total",
+        b"role",
+        b"open",
+        b"version",
+        b"ops",
+        b"opn",
+        b"abytes",
+        b"adropped",
+    }
+    assert client.hget(meta, "opn") == b"7"  # one record per write

@@ -9,7 +9,6 @@ import subprocess
 import sys
 import zipfile
 from pathlib import Path
-from typing import Any
 
 import fakeredis
 import pytest
@@ -17,19 +16,20 @@ import redis
 import redis.asyncio
 
 from redis_history import AsyncRedisHistory, Message, RedisHistory
-from redis_history.scripts import ERRORS, script_names, script_source, scripts_for
+from redis_history._core import _call
+from redis_history.scripts import ERRORS, expand_includes, script, script_names, script_source
 
 ROOT = Path(__file__).resolve().parent.parent
 LUA_FILES = sorted(p.name for p in (ROOT / "lua").glob("*.lua"))
 
 
-def test_every_script_file_is_registered() -> None:
-    """Each lua/<verb>-<NKEYS>.lua is one registered script, named by its verb."""
-    client = fakeredis.FakeRedis()
-    scripts = scripts_for(client)
-    assert sorted(scripts) == sorted(f.rsplit("-", 1)[0] for f in LUA_FILES)
-    assert set(script_names()) == set(scripts)
-    assert scripts_for(client) is scripts, "scripts are registered once per client"
+def test_every_script_file_is_a_script() -> None:
+    """Each lua/<verb>-<NKEYS>.lua is one script, named by its verb, run by its SHA1."""
+    assert sorted(script_names()) == sorted(f.rsplit("-", 1)[0] for f in LUA_FILES)
+    for filename in LUA_FILES:
+        lua = script(filename.rsplit("-", 1)[0])
+        assert lua.nkeys == int(filename.removesuffix(".lua").rsplit("-", 1)[1])
+        assert fakeredis.FakeRedis().script_load(lua.source) == lua.sha
 
 
 @pytest.mark.parametrize("filename", LUA_FILES)
@@ -43,21 +43,27 @@ def test_scripts_declare_their_keys_and_never_build_keys(filename: str) -> None:
     assert not re.search(r"'(KEYS|SCAN)'", source)
 
 
-def test_history_uses_the_declared_key_counts() -> None:
-    """Each script is called with as many keys as its file name declares."""
-    history = RedisHistory(fakeredis.FakeRedis(), "c")
-    core = history.core
-    counts = {f.rsplit("-", 1)[0]: int(f[:-4].rsplit("-", 1)[1]) for f in LUA_FILES}
-    calls: dict[str, Any] = {
-        "append": core.append([]),
-        "replace": core.replace([]),
-        "truncate": core.truncate(0),
-        "record_tokens": core.record_input_tokens(0),
-        "transcript": core.transcript(),
+def test_a_call_with_the_wrong_key_count_is_refused_when_built() -> None:
+    """Every script call is checked against the key count its file name declares."""
+    for name in script_names():
+        lua = script(name)
+        with pytest.raises(AssertionError, match=f"{name} takes {lua.nkeys} keys"):
+            _call(int, name, ("k",) * (lua.nkeys + 1), ())
+
+
+def test_includes_resolve_nested_once_each_and_refuse_cycles() -> None:
+    """An include may include others; each is expanded once, where first named; a cycle raises."""
+    files = {
+        "a": '--- @include "b"\na()\n',
+        "b": '--- @include "c"\nb()\n',
+        "c": "c()\n",
+        "loop": '--- @include "back"\n',
+        "back": '--- @include "loop"\n',
     }
-    for name, call in calls.items():
-        assert call.script == name
-        assert len(call.keys) == counts[name]
+    source = '--- @include "a"\n--- @include "c"\n--- @include "b"\nmain()\n'
+    assert expand_includes(source, files.__getitem__) == "c()\nb()\na()\nmain()\n"
+    with pytest.raises(ValueError, match="circular include: loop -> back -> loop"):
+        expand_includes('--- @include "loop"\n', files.__getitem__)
 
 
 def test_result_codes_map_to_distinct_exceptions() -> None:

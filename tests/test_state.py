@@ -108,6 +108,7 @@ def test_history_reads_and_advances_the_stored_state(client: redis.Redis) -> Non
     """compaction_state() starts Ready; advance_turn() applies the map in Redis."""
     history = RedisHistory(client, "c", token_counter="heuristic")
     assert history.compaction_state() == READY
+    history.append(Message.user("hello"))
     history._run(history.core.compaction_event("compacted", 1, 500))
     assert history.compaction_state().is_compacted_this_turn()
     assert history.advance_turn() == CompactionState.cooling(1)

@@ -1,4 +1,5 @@
--- Token counts read from stored envelopes without decoding their messages.
+-- Stored envelopes ({"t":..,"x":..,"s":..,"m":{"id":..,"role":..,...}}), read
+-- with patterns where that will do, decoded only where the message is needed.
 
 -- The sum of the envelopes' token counts; nil and the 0-based index of the first
 -- envelope without one.

@@ -1,19 +1,30 @@
 --[[
 compaction_state: apply one event to the conversation's compaction state, the
 same transition map as redis_history/state.py (a test checks they agree).
+Nothing is written when the state does not change, or when the conversation
+does not exist (a late event after delete() must not bring it back).
 
-KEYS[1] meta     HASH (field cstate = "<kind>:<value>", counters compactions, tokens_freed)
-ARGV[1] event    advance_turn | compacted | exhausted | warned | read
-ARGV[2] value    the cooldown for `compacted`; otherwise 0
-ARGV[3] freed    tokens a compaction freed (counted with `compacted`), else 0
+KEYS[1] msgs     LIST (only its TTL is refreshed)
+KEYS[2] meta     HASH (field cstate = "<kind>:<value>", counters compactions, tokens_freed)
+KEYS[3] archive  LIST (only its TTL is refreshed)
+ARGV[1] op       the operation token
+ARGV[2] ttl      ms to set as the conversation's TTL, or 0 to keep the stored one
+ARGV[3] event    advance_turn | compacted | exhausted | warned
+ARGV[4] value    the cooldown for `compacted`; otherwise 0
+ARGV[5] freed    tokens a compaction freed (counted with `compacted`), else 0
 
 Returns the new state, or {6, -1, reason} (not allowed; nothing written) or
 {5, -1, reason} (the stored state is not one we write).
 ]]
---- @include "codes"
+--- @include "meta"
+--- @include "ttl"
 
-local meta = KEYS[1]
-local event, value, freed = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local msgs, meta, archive = KEYS[1], KEYS[2], KEYS[3]
+local op, event, value, freed = ARGV[1], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
+local m, refusal = load_meta(meta)
+if not m then return refusal end
+local done = replayed(m, op)
+if done then return done end
 local raw = redis.call('HGET', meta, 'cstate') or 'ready:0'
 local kind, n = string.match(raw, '^(%a+):(%d+)$')
 n = tonumber(n)
@@ -22,9 +33,7 @@ if not (kind == 'ready' or kind == 'compacted' or kind == 'cooling' or kind == '
 end
 
 local new_kind, new_n = kind, n
-if event == 'read' then
-  return raw
-elseif event == 'advance_turn' then
+if event == 'advance_turn' then
   if kind == 'compacted' then
     if n > 0 then new_kind = 'cooling' else new_kind, new_n = 'ready', 0 end
   elseif kind == 'cooling' then
@@ -44,9 +53,12 @@ else
 end
 
 local state = new_kind .. ':' .. new_n
-redis.call('HSET', meta, 'cstate', state)
+if not m.exists or (state == raw and event ~= 'compacted') then return state end
+local ttl = effective_ttl(m, tonumber(ARGV[2]))
+commit(meta, m, op, state, {'cstate', state})
 if event == 'compacted' then
   redis.call('HINCRBY', meta, 'compactions', 1)
   redis.call('HINCRBY', meta, 'tokens_freed', freed)
 end
+refresh_ttl(ttl, msgs, meta, archive)
 return state

@@ -1,0 +1,67 @@
+-- The role-order and tool-pairing rules, walked over role items.
+--- @include "meta"
+
+local function index_of(list, value)
+  for i = 1, #list do
+    if list[i] == value then return i end
+  end
+  return nil
+end
+
+-- Walk n role items from items[at] (ARGV, or a table laid out alike), one per message, sized by role:
+--   user | system          the role alone
+--   tool <id>              and the call id it answers
+--   assistant <k> <ids>    and its k tool call ids
+-- from the state (role, open); each item is checked against the rules when
+-- `check`. Returns the last role, the open call ids and whether they changed;
+-- or nil and {code, index (0-based), reason} at the first violation.
+local function walk(role, open, items, at, n, check)
+  local changed = false
+  for i = 0, n - 1 do
+    local prev, answered, k = role, nil, 0
+    role = items[at]
+    local ids = at + 2
+    if role == 'tool' then
+      answered, at = items[at + 1], at + 2
+    elseif role == 'assistant' then
+      k = tonumber(items[at + 1])
+      at = ids + k
+    else
+      at = at + 1
+    end
+    if check then
+      local code, why
+      if role == 'system' then
+        if prev ~= '' then code, why = ROLE_ORDER, 'a system message may only come first, not after ' .. prev end
+      elseif role == 'tool' then
+        if not index_of(open, answered) then
+          code, why = TOOL_PAIRING, 'tool result for ' .. answered .. ' answers no open tool call'
+        end
+      elseif role == 'user' or role == 'assistant' then
+        if #open > 0 then
+          code, why = TOOL_PAIRING, role .. ' message while tool calls are unanswered: ' .. table.concat(open, ', ')
+        elseif role == 'user' and not (prev == '' or prev == 'system' or prev == 'assistant') then
+          code, why = ROLE_ORDER, 'a user message may not follow ' .. prev
+        elseif role == 'assistant' and not (prev == 'user' or prev == 'tool') then
+          code, why = ROLE_ORDER, 'an assistant message may not follow ' .. (prev == '' and 'nothing' or prev)
+        end
+      else
+        code, why = ROLE_ORDER, 'unknown role ' .. tostring(role)
+      end
+      if code then return nil, {code, i, why} end
+    end
+    if role == 'tool' then
+      local j = index_of(open, answered)
+      if j then
+        table.remove(open, j)
+        changed = true
+      end
+    elseif k > 0 then
+      open, changed = {}, true
+      for j = 1, k do open[j] = items[ids + j - 1] end
+    elseif #open > 0 then
+      open, changed = NO_CALLS, true
+    end
+  end
+  return role, open, changed
+end

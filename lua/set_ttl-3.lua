@@ -1,0 +1,23 @@
+--[[
+set_ttl: give the conversation a TTL (stored with it, so every writer applies
+it), or take it away. Setting the same value twice is the same as once.
+
+KEYS[1] msgs     LIST
+KEYS[2] meta     HASH (field ttl, ms)
+KEYS[3] archive  LIST
+ARGV[1] ttl      ms, or 0 to remove the TTL
+
+Returns 1, or 0 when there is no conversation to set it on.
+]]
+
+local msgs, meta, archive = KEYS[1], KEYS[2], KEYS[3]
+local ttl = tonumber(ARGV[1])
+if redis.call('EXISTS', meta) == 0 then return 0 end
+if ttl > 0 then
+  redis.call('HSET', meta, 'ttl', ttl)
+  for _, key in ipairs({msgs, meta, archive}) do redis.call('PEXPIRE', key, ttl) end
+else
+  redis.call('HDEL', meta, 'ttl')
+  for _, key in ipairs({msgs, meta, archive}) do redis.call('PERSIST', key) end
+end
+return 1
