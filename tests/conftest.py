@@ -11,7 +11,7 @@ from redis.cluster import RedisCluster
 
 from redis_history.server import LocalCluster, RedisServer
 
-pytest_plugins = ["backends", "chat_server"]
+pytest_plugins = ["backends", "chat_server", "faults"]
 
 
 @pytest.fixture(scope="session")
