@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
+import inspect
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import fakeredis
@@ -31,9 +32,19 @@ class SyncOverAsync:
             return attr
 
         def call(*args: Any, **kwargs: Any) -> Any:
-            return self._runner.run(attr(*args, **kwargs))
+            result = attr(*args, **kwargs)
+            if inspect.isasyncgen(result):
+                return self._iterate(result)
+            return self._runner.run(result)
 
         return call
+
+    def _iterate(self, agen: AsyncIterator[Any]) -> Iterator[Any]:
+        while True:
+            try:
+                yield self._runner.run(anext(agen))  # type: ignore[arg-type]
+            except StopAsyncIteration:
+                return
 
     def __len__(self) -> int:
         return int(self._runner.run(self._history.len()))

@@ -1,0 +1,101 @@
+"""Every write is applied once when it is repeated: by message ids for appends and splices,
+by ``op_id`` for the rest. Run against every backend (see ``backends.py``).
+
+The faults that make a client repeat a write by itself (a reply lost after the server
+applied it) are injected on real servers in ``test_retries.py``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from samples import turns
+
+from redis_history import Message, RoleOrderError, ToolCall
+from redis_history._core import OPS_KEPT
+
+
+def state(history: Any) -> tuple[Any, ...]:
+    return (history.entries(), history.token_estimate(), history.transcript(), history.len())
+
+
+def test_a_repeated_append_is_stored_once_and_not_refused(history: Any) -> None:
+    """Appending a message that was already appended is a no-op, not a duplicate or an error."""
+    question = Message.user("q")
+    history.append(question)
+    history.append(question)
+    answer = [
+        Message.assistant("", tool_calls=[ToolCall(id="c1", name="f")]),
+        Message.tool("r", tool_call_id="c1"),
+        Message.assistant("a"),
+    ]
+    history.append_many(answer)
+    after = state(history)
+    history.append_many(answer)
+    history.append(question)
+    assert state(history) == after
+    assert history.snapshot() == [question, *answer]
+
+
+def test_a_different_message_is_still_checked(history: Any) -> None:
+    """Only the same batch is recognised: a new message in the wrong place is refused."""
+    history.append(Message.user("q"))
+    with pytest.raises(RoleOrderError):
+        history.append(Message.user("another q"))
+
+
+@pytest.mark.parametrize(
+    "write",
+    [
+        pytest.param(lambda h, op: h.truncate(5, op_id=op), id="truncate"),
+        pytest.param(lambda h, op: h.replace(turns(1), op_id=op), id="replace"),
+        pytest.param(lambda h, op: h.record_input_tokens(777, op_id=op), id="record"),
+        pytest.param(
+            lambda h, op: h.splice_prefix(5, Message.system("s"), op_id=op), id="splice"
+        ),
+        pytest.param(
+            lambda h, op: h.rollback([m.id for m in h.snapshot()[-4:]], op_id=op), id="rollback"
+        ),
+    ],
+)
+def test_a_write_repeated_with_its_op_id_is_applied_once(history: Any, write: Any) -> None:
+    """Repeating a write with the same op_id returns the first result and changes nothing,
+    also after other writes; a new op_id applies it again."""
+    history.append_many(turns(3))
+    first = write(history, "op-1")
+    after = state(history)
+    history.append(Message.user("meanwhile"))
+    moved = state(history)
+    assert write(history, "op-1") == first
+    assert state(history) == moved
+    assert after != moved
+
+
+def test_an_op_id_must_be_a_non_empty_string(history: Any) -> None:
+    """op_id="" is a ValueError."""
+    with pytest.raises(ValueError, match="op_id"):
+        history.truncate(0, op_id="")
+
+
+def test_a_splice_repeated_with_the_same_summary_is_applied_once(history: Any) -> None:
+    """The summary message's id names the splice: repeating it drops nothing more."""
+    history.append_many(turns(3))
+    summary = Message.system("summary")
+    assert history.splice_prefix(5, summary) == 5
+    after = state(history)
+    assert history.splice_prefix(5, summary) == 5
+    assert state(history) == after
+
+
+def test_the_conversation_remembers_the_last_ops_kept_writes(history: Any) -> None:
+    """A write is recognised while fewer than OPS_KEPT others came after it; later it is new."""
+    history.append_many(turns(1))
+    assert history.truncate(4, op_id="old") == 1
+    for i in range(OPS_KEPT - 1):
+        history.record_input_tokens(i)
+    assert history.truncate(3, op_id="old") == 1  # still remembered: nothing removed
+    assert history.len() == 4
+    history.record_input_tokens(0)
+    assert history.truncate(3, op_id="old") == 1  # forgotten: applied as a new write
+    assert history.len() == 3
