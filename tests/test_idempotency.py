@@ -51,9 +51,7 @@ def test_a_different_message_is_still_checked(history: Any) -> None:
         pytest.param(lambda h, op: h.truncate(5, op_id=op), id="truncate"),
         pytest.param(lambda h, op: h.replace(turns(1), op_id=op), id="replace"),
         pytest.param(lambda h, op: h.record_input_tokens(777, op_id=op), id="record"),
-        pytest.param(
-            lambda h, op: h.splice_prefix(5, Message.system("s"), op_id=op), id="splice"
-        ),
+        pytest.param(lambda h, op: h.splice_prefix(5, Message.system("s"), op_id=op), id="splice"),
         pytest.param(
             lambda h, op: h.rollback([m.id for m in h.snapshot()[-4:]], op_id=op), id="rollback"
         ),

@@ -1,4 +1,4 @@
-"""Fenced rewrites: rollback removes exactly the caller's messages; replace can name what it expects.
+"""Fenced rewrites: rollback removes exactly the caller's messages; replace names what it expects.
 
 Run against every backend (see ``backends.py``), like the contract suite.
 """
@@ -8,7 +8,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
 from samples import turns
 
 from redis_history import Message, RoleOrderError, StaleSnapshotError, ToolCall
@@ -54,7 +53,7 @@ def test_rollback_finds_messages_wherever_compaction_moved_them(history: Any) ->
 
 
 def test_rollback_refuses_when_a_message_is_gone(history: Any) -> None:
-    """If one of the messages is no longer there (compacted, or never stored), nothing is removed."""
+    """If one of the messages is gone (compacted, or never stored), nothing is removed."""
     history.append_many(turns(1))
     mine = failed_turn(1)
     history.append_many(mine)

@@ -69,7 +69,7 @@ def test_the_ttl_belongs_to_the_conversation(real_redis: redis.Redis) -> None:
         lambda: other.append(Message.user("u")),
         lambda: other.record_input_tokens(10),
         lambda: other.compaction_event("compacted", 1),
-        lambda: other.advance_turn(),  # a state that changes: an unchanged one writes nothing
+        other.advance_turn,  # a state that changes: an unchanged one writes nothing
         lambda: other.rollback([other.snapshot()[-1].id]),
         lambda: other.truncate(3),
         lambda: other.replace(turns(1)),
@@ -118,7 +118,7 @@ def test_nothing_brings_a_deleted_conversation_back(real_redis: redis.Redis) -> 
     ids = [m.id for m in history.snapshot()]
     history.delete()
     late: list[Callable[[], object]] = [
-        lambda: history.advance_turn(),
+        history.advance_turn,
         lambda: history.compaction_event("compacted", 2, 100),
         lambda: history.compaction_event("exhausted"),
         lambda: history.record_input_tokens(10),
