@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import redis
 import redis.asyncio
+import redis.asyncio.retry
 from backends import SyncOverAsync
 from faults import ClusterProxies, FaultProxy
 from redis.backoff import NoBackoff
@@ -187,7 +188,8 @@ def no_retry(
         client.close()
     else:
         runner = asyncio.Runner()
-        aclient = redis.asyncio.Redis(host=fault_proxy.host, port=fault_proxy.port, retry=retry)
+        aretry = redis.asyncio.retry.Retry(NoBackoff(), 0)
+        aclient = redis.asyncio.Redis(host=fault_proxy.host, port=fault_proxy.port, retry=aretry)
         yield lambda c: SyncOverAsync(AsyncRedisHistory(aclient, c), runner)
         runner.run(aclient.aclose())
         runner.close()

@@ -96,7 +96,7 @@ def test_the_script_implements_the_same_map(client: redis.Redis) -> None:
         except InvalidTransition:
             expected = InvalidTransition
         try:
-            got: object = history._run(history.core.compaction_event(event, value))
+            got: object = history._run(history.core.compaction_event(event, value))  # type: ignore[arg-type]
         except InvalidTransition:
             got = InvalidTransition
         assert got == expected, (state, event, value)
