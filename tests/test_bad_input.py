@@ -137,6 +137,44 @@ def test_corrupt_turn_state_or_mark_refuses(client: redis.Redis) -> None:
         history.token_estimate()
 
 
+def test_a_corrupt_meta_role_is_corrupt_data_not_bad_input(client: redis.Redis) -> None:
+    """Junk in the stored role is reported as CorruptHistoryError (not RoleOrderError) by
+    every write that reads it, and nothing is written."""
+    history = seeded(client)
+    client.hset(history.keys.meta, "role", "wizard")
+    before = dump(client)
+    for write in (
+        lambda: history.append(Message.user("u")),
+        lambda: history.truncate(1),
+        lambda: history.rollback([history.snapshot()[-1].id]),
+        lambda: history.replace([Message.user("x")]),
+        lambda: history.record_input_tokens(3),
+        lambda: history.advance_turn(),
+    ):
+        with pytest.raises(CorruptHistoryError, match="role"):
+            write()
+    assert dump(client) == before
+
+
+def test_a_stored_tool_message_without_its_call_id_is_corrupt(client: redis.Redis) -> None:
+    """An envelope whose tool message lacks tool_call_id makes truncate and rollback raise
+    CorruptHistoryError (not a Lua error), writing nothing."""
+    history = seeded(client)
+    history.append_many([Message.tool("r", tool_call_id="c1"), Message.assistant("done")])
+    messages = history.snapshot()
+    envelope = client.lindex(history.keys.msgs, 3)
+    assert envelope is not None
+    assert b'"tool_call_id":"c1"' in envelope
+    client.lset(history.keys.msgs, 3, envelope.replace(b'"c1"', b"null"))
+    before = dump(client)
+    with pytest.raises(CorruptHistoryError) as info:
+        history.truncate(4)
+    assert info.value.index == 3
+    with pytest.raises(CorruptHistoryError):
+        history.rollback([messages[-1].id])
+    assert dump(client) == before
+
+
 def test_corrupt_envelope_refuses_truncate_and_splice(client: redis.Redis) -> None:
     """Scripts that read stored envelopes refuse corrupt ones instead of miscounting."""
     history = seeded(client)
