@@ -1,5 +1,5 @@
-"""Every failure a caller can see is a typed ``HistoryError``: outages are ``StoreUnavailableError``
-(retry later), whatever redis-py raised for them, and a server that forgot the scripts is no error."""
+"""Every failure a caller sees is a typed ``HistoryError``: outages are ``StoreUnavailableError``
+(retry later) whatever redis-py raised for them; a server that forgot the scripts is no error."""
 
 from __future__ import annotations
 
