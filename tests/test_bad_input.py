@@ -162,9 +162,9 @@ def test_a_stored_tool_message_without_its_call_id_is_corrupt(client: redis.Redi
     history = seeded(client)
     history.append_many([Message.tool("r", tool_call_id="c1"), Message.assistant("done")])
     messages = history.snapshot()
-    envelope = bytes(client.lindex(history.keys.msgs, 3) or b"")  # type: ignore[arg-type]
-    assert b'"tool_call_id":"c1"' in envelope
-    client.lset(history.keys.msgs, 3, envelope.replace(b'"c1"', b"null"))
+    envelope = bytes(client.lindex(history.keys.msgs, 3) or b"").decode()  # type: ignore[arg-type]
+    assert '"tool_call_id":"c1"' in envelope
+    client.lset(history.keys.msgs, 3, envelope.replace('"c1"', "null"))
     before = dump(client)
     with pytest.raises(CorruptHistoryError) as info:
         history.truncate(4)
