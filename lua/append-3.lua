@@ -26,7 +26,7 @@ local op = ARGV[1]
 local tokens, n, first = read_batch(4)
 local m, refusal = load_meta(meta)
 if not m then return refusal end
-if replayed(m, op) then return redis.call('LLEN', msgs) end
+if replayed(meta, m, op) then return redis.call('LLEN', msgs) end
 local ttl = effective_ttl(m, tonumber(ARGV[2]))
 
 local role, open, changed = walk(m.role, m.open, ARGV, first + n, n, ARGV[3] == '1')

@@ -23,7 +23,7 @@ local msgs, meta, archive = KEYS[1], KEYS[2], KEYS[3]
 local op, event, value, freed = ARGV[1], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
 local m, refusal = load_meta(meta)
 if not m then return refusal end
-local done = replayed(m, op)
+local done = replayed(meta, m, op)
 if done then return done end
 local raw = redis.call('HGET', meta, 'cstate') or 'ready:0'
 local kind, n = string.match(raw, '^(%a+):(%d+)$')

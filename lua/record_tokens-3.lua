@@ -21,7 +21,7 @@ local op = ARGV[1]
 local m, refusal = load_meta(meta)
 if not m then return refusal end
 if not m.exists then return 0 end
-if replayed(m, op) then return 1 end
+if replayed(meta, m, op) then return 1 end
 local ttl = effective_ttl(m, tonumber(ARGV[2]))
 commit(meta, m, op, nil, {'baseline', ARGV[3], 'mark', m.total})
 refresh_ttl(ttl, msgs, meta, archive)

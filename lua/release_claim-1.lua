@@ -14,7 +14,7 @@ local meta = KEYS[1]
 local op = ARGV[1]
 local m, refusal = load_meta(meta)
 if not m then return refusal end
-if replayed(m, op) then return 1 end
+if replayed(meta, m, op) then return 1 end
 if redis.call('HGET', meta, 'queued') ~= ARGV[2] then return 0 end
 redis.call('HDEL', meta, 'queued', 'queued_at')
 commit(meta, m, op, nil, {})

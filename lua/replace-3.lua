@@ -28,7 +28,7 @@ local op, expect = ARGV[1], tonumber(ARGV[4])
 local tokens, n, first = read_batch(5 + math.max(expect, 0))
 local m, refusal = load_meta(meta)
 if not m then return refusal end
-local done = replayed(m, op)
+local done = replayed(meta, m, op)
 if done then return tonumber(done) end
 local ttl = effective_ttl(m, tonumber(ARGV[2]))
 

@@ -27,7 +27,7 @@ local msgs, meta, archive = KEYS[1], KEYS[2], KEYS[3]
 local op, check, count = ARGV[1], ARGV[3] == '1', tonumber(ARGV[4])
 local m, refusal = load_meta(meta)
 if not m then return refusal end
-local done = replayed(m, op)
+local done = replayed(meta, m, op)
 if done then return tonumber(done) end
 local ttl = effective_ttl(m, tonumber(ARGV[2]))
 

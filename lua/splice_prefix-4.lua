@@ -36,7 +36,7 @@ local tokens, count, first = read_batch(8 + math.max(expect, 0))
 
 local m, refusal = load_meta(meta)
 if not m then return refusal end
-local done = replayed(m, op)
+local done = replayed(meta, m, op)
 if done then return tonumber(done) end
 local ttl = effective_ttl(m, tonumber(ARGV[2]))
 if token ~= '' and redis.call('GET', lock) ~= token then

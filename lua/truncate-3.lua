@@ -21,7 +21,7 @@ local msgs, meta, archive = KEYS[1], KEYS[2], KEYS[3]
 local op, keep = ARGV[1], tonumber(ARGV[3])
 local m, refusal = load_meta(meta)
 if not m then return refusal end
-local done = replayed(m, op)
+local done = replayed(meta, m, op)
 if done then return tonumber(done) end
 local ttl = effective_ttl(m, tonumber(ARGV[2]))
 local length = redis.call('LLEN', msgs)

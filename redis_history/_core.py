@@ -25,6 +25,7 @@ from redis_history.errors import (
     HistoryError,
     InvalidMessageError,
     InvalidTransition,
+    ReplicationError,
     StoreUnavailableError,
 )
 from redis_history.keys import DEFAULT_NAMESPACE, DEFAULT_PREFIX, ConversationKeys
@@ -37,7 +38,9 @@ from redis_history.tokens import TokenCounter, resolve_counter
 __all__ = [
     "COMPACTION_FUNCTION",
     "DEFAULT_MAX_MESSAGE_BYTES",
+    "MOVED_ON",
     "OPS_KEPT",
+    "WAIT_ATTEMPTS",
     "Call",
     "CompactionJob",
     "CompactionStats",
@@ -70,12 +73,30 @@ _UNAVAILABLE = (
     redis_errors.ClusterDownError,
     redis_errors.TryAgainError,
     redis_errors.ReadOnlyError,
+    redis_errors.MovedError,
+    redis_errors.AskError,
     redis_errors.RedisClusterException,
 )
 """redis-py errors that mean "not reachable now, retry later", not "refused"."""
 
 RedisFailure = (redis_errors.RedisError, redis_errors.RedisClusterException)
 """Everything redis-py raises (``RedisClusterException`` is not a ``RedisError``)."""
+
+MOVED_ON = (
+    redis_errors.SlotNotCoveredError,
+    redis_errors.MovedError,
+    redis_errors.AskError,
+    redis_errors.ClusterDownError,
+    redis_errors.TryAgainError,
+    redis_errors.ConnectionError,
+    redis_errors.TimeoutError,
+)
+"""What a write sent straight to a slot's primary (to WAIT on its connection) meets when the
+slot moved or its node failed: refresh the cluster's layout and send it again (it is
+idempotent)."""
+
+WAIT_ATTEMPTS = 4
+"""How many times a waited-on write is sent to a cluster whose layout keeps changing."""
 
 
 class Call(NamedTuple, Generic[T]):
@@ -85,6 +106,8 @@ class Call(NamedTuple, Generic[T]):
     parse: Callable[[Any], T]
     command: tuple[Any, ...]
     script: Script | None = None
+    durable: bool = False
+    """A write of the conversation's data, which ``wait_replicas`` waits on."""
 
     def fallback(self) -> tuple[Any, ...]:
         """The ``EVAL`` of the script's source that stands in for a refused ``EVALSHA``."""
@@ -138,13 +161,18 @@ def _text(value: Any) -> str:
 
 
 def _call(
-    parse: Callable[[Any], T], name: str, keys: tuple[str, ...], args: tuple[Any, ...]
+    parse: Callable[[Any], T],
+    name: str,
+    keys: tuple[str, ...],
+    args: tuple[Any, ...],
+    *,
+    durable: bool = True,
 ) -> Call[T]:
     """A call of script ``name``; the key count its file name declares is checked here."""
     lua = script(name)
     if len(keys) != lua.nkeys:
         raise AssertionError(f"{name} takes {lua.nkeys} keys, called with {len(keys)}")
-    return Call(parse, ("EVALSHA", lua.sha, lua.nkeys, *keys, *args), lua)
+    return Call(parse, ("EVALSHA", lua.sha, lua.nkeys, *keys, *args), lua, durable)
 
 
 def _ttl_ms(ttl: float | timedelta | None) -> int:
@@ -169,6 +197,8 @@ class HistoryCore:
         validate: bool = True,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         ttl: float | timedelta | None = None,
+        wait_replicas: int = 0,
+        wait_timeout: float | timedelta = 1.0,
     ) -> None:
         self.keys = ConversationKeys.build(conversation_id, namespace, prefix)
         self.conversation_id = conversation_id
@@ -180,6 +210,13 @@ class HistoryCore:
             raise ValueError("max_message_bytes must be positive")
         self.max_message_bytes = max_message_bytes
         self.ttl_ms = _ttl_ms(ttl)
+        if wait_replicas < 0:
+            raise ValueError(f"wait_replicas must be >= 0, got {wait_replicas}")
+        self.wait_replicas = wait_replicas
+        self.wait: tuple[str, int, int] | None = (
+            ("WAIT", wait_replicas, _ttl_ms(wait_timeout)) if wait_replicas else None
+        )
+        """The ``WAIT`` sent after every durable write on its connection, or ``None``."""
         self._data = self.keys.data
         self._append = script("append")
         self._append_head = ("EVALSHA", self._append.sha, 3, *self._data)
@@ -199,6 +236,19 @@ class HistoryCore:
                 CorruptHistoryError(f"a conversation key holds the wrong data type: {exc}")
             )
         return self._context(HistoryError(f"Redis refused the operation: {exc}"))
+
+    def replicated(self, acknowledged: Any) -> None:
+        """Raise ``ReplicationError`` if ``WAIT`` counted fewer replicas than required."""
+        count = int(acknowledged)
+        if count < self.wait_replicas:
+            raise self._context(
+                ReplicationError(
+                    f"the write was applied, but {count} of the {self.wait_replicas} replicas "
+                    f"required confirmed it within {self.wait[2] if self.wait else 0} ms",
+                    acknowledged=count,
+                    required=self.wait_replicas,
+                )
+            )
 
     def _checked(self, reply: Any) -> Any:
         """A script's result; a refusal (``[code, index, reason]``) raises the mapped exception."""
@@ -253,7 +303,7 @@ class HistoryCore:
         else:
             token = op_token("append", [m.id for m in messages])
         args = self._args((token, self.ttl_ms, int(self.validate)), messages)
-        return Call(self._none, (*self._append_head, *args), self._append)
+        return Call(self._none, (*self._append_head, *args), self._append, durable=True)
 
     def replace(
         self,
@@ -328,7 +378,7 @@ class HistoryCore:
 
     def delete(self) -> Call[bool]:
         """Remove every key of the conversation; the reply is whether anything existed."""
-        return Call(lambda reply: int(reply) > 0, ("DEL", *self.keys.all))
+        return Call(lambda reply: int(reply) > 0, ("DEL", *self.keys.all), durable=True)
 
     # -- reads --------------------------------------------------------------------------------
 
@@ -418,6 +468,7 @@ class HistoryCore:
             "transcript",
             (self.keys.msgs, self.keys.meta, self.keys.archive),
             (0, 0),
+            durable=False,
         )
 
     def transcript_page(self, start: int = 0, count: int = 500) -> Call[TranscriptPage]:
@@ -431,6 +482,7 @@ class HistoryCore:
             "transcript",
             (self.keys.msgs, self.keys.meta, self.keys.archive),
             (start, count),
+            durable=False,
         )
 
     def _page(self, reply: Any) -> TranscriptPage:
@@ -486,12 +538,12 @@ class HistoryCore:
     def claim_compaction(self, job_id: str, now_ms: int, stale_ms: int) -> Call[bool]:
         """Reserve the one pending compaction; the reply is whether this caller got it."""
         args = (job_id, now_ms, stale_ms)
-        return _call(self._flag, "claim_compaction", (self.keys.meta,), args)
+        return _call(self._flag, "claim_compaction", (self.keys.meta,), args, durable=False)
 
     def release_claim(self, job_id: str) -> Call[bool]:
         """Drop the pending-compaction claim if it is still ``job_id``'s."""
         args = (op_token("release", (job_id,)), job_id)
-        return _call(self._flag, "release_claim", (self.keys.meta,), args)
+        return _call(self._flag, "release_claim", (self.keys.meta,), args, durable=False)
 
     def _flag(self, reply: Any) -> bool:
         return int(self._checked(reply)) == 1

@@ -17,6 +17,7 @@ redis-py's exceptions::
     ├── EncodingUnavailableError (RuntimeError)  packaged tokenizer data missing or corrupt
     ├── SummarizerError                      a summarizer failed: HTTP error, timeout, bad reply
     ├── JobRefusedError (PermissionError)    a worker was handed a job it may not run
+    ├── ReplicationError                     a write reached fewer replicas than ``wait_replicas``
     └── StoreUnavailableError (ConnectionError)  Redis could not be reached; wraps redis-py's error
 """
 
@@ -32,6 +33,7 @@ __all__ = [
     "JobRefusedError",
     "LockLostError",
     "MessageTooLargeError",
+    "ReplicationError",
     "RoleOrderError",
     "StaleSnapshotError",
     "StoreUnavailableError",
@@ -148,6 +150,26 @@ class SummarizerError(HistoryError):
 
 class JobRefusedError(HistoryError, PermissionError):
     """A worker was handed a job it may not run (another function, or a bound method)."""
+
+
+class ReplicationError(HistoryError):
+    """A write was applied on the primary, but fewer replicas than ``wait_replicas`` confirmed
+    it within ``wait_timeout``: a failover now could lose it. Repeating the same call is safe
+    (it is applied once) and waits again.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        acknowledged: int,
+        required: int,
+        conversation_id: str | None = None,
+        namespace: str | None = None,
+    ) -> None:
+        super().__init__(message, conversation_id=conversation_id, namespace=namespace)
+        self.acknowledged = acknowledged
+        self.required = required
 
 
 class StoreUnavailableError(HistoryError, ConnectionError):

@@ -16,10 +16,15 @@ from typing import Any, Self, TypeVar
 
 import redis
 import redis.asyncio
+from redis.asyncio.cluster import PipelineCommand
+from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
+from redis.cluster import RedisCluster
 from redis.exceptions import NoScriptError
 
 from redis_history._core import (
     DEFAULT_MAX_MESSAGE_BYTES,
+    MOVED_ON,
+    WAIT_ATTEMPTS,
     Call,
     CompactionStats,
     HistoryCore,
@@ -59,6 +64,8 @@ class _Base:
         validate: bool = True,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         ttl: float | timedelta | None = None,
+        wait_replicas: int = 0,
+        wait_timeout: float | timedelta = 1.0,
     ) -> None:
         """Bind a conversation to a Redis client.
 
@@ -72,7 +79,11 @@ class _Base:
                 ``heuristic``), a model name or a dotted path; exact o200k by default.
             validate: check role order and tool pairing on every write.
             max_message_bytes: the largest stored message.
-            ttl: a sliding expiry (seconds or timedelta) refreshed by every write.
+            ttl: a sliding expiry (seconds or timedelta) stored with the conversation:
+                every write, by any writer, refreshes it on every key.
+            wait_replicas: after each write of the conversation, wait (``WAIT``) until this
+                many replicas have it, and raise ``ReplicationError`` if they do not in time.
+            wait_timeout: how long that wait may take (seconds or timedelta).
 
         Raises:
             ValueError: an unusable conversation id, namespace, prefix or option.
@@ -86,6 +97,8 @@ class _Base:
             validate=validate,
             max_message_bytes=max_message_bytes,
             ttl=ttl,
+            wait_replicas=wait_replicas,
+            wait_timeout=wait_timeout,
         )
 
     @property
@@ -129,6 +142,8 @@ class RedisHistory(_Base):
         return cls(redis.Redis.from_url(url), conversation_id, **options)
 
     def _run(self, call: Call[T]) -> T:
+        if call.durable and self.core.wait is not None:
+            return self._run_waiting(call)
         try:
             try:
                 reply = self.client.execute_command(*call.command)
@@ -137,6 +152,48 @@ class RedisHistory(_Base):
         except RedisFailure as exc:
             raise self.core.wrap(exc) from exc
         return call.parse(reply)
+
+    def _run_waiting(self, call: Call[T]) -> T:
+        """Run a write and ``WAIT`` for its replicas on the same connection."""
+        try:
+            reply, acknowledged = self._pipe_with_wait(call.command)
+            if isinstance(reply, NoScriptError):
+                reply, acknowledged = self._pipe_with_wait(call.fallback())
+            if isinstance(reply, Exception):
+                raise reply
+        except RedisFailure as exc:
+            raise self.core.wrap(exc) from exc
+        result = call.parse(reply)
+        self.core.replicated(acknowledged)
+        return result
+
+    def _pipe_with_wait(self, command: tuple[Any, ...]) -> tuple[Any, Any]:
+        """``command`` then ``WAIT`` in one pipeline; on a cluster, on the slot's primary."""
+        assert self.core.wait is not None
+        if not isinstance(self.client, RedisCluster):
+            with self.client.pipeline(transaction=False) as pipe:
+                pipe.execute_command(*command)
+                pipe.execute_command(*self.core.wait)
+                reply, acknowledged = pipe.execute(raise_on_error=False)
+            return reply, acknowledged
+        cluster: Any = self.client  # redis-py's cluster methods are untyped
+        for attempt in range(WAIT_ATTEMPTS):
+            # The cluster client sends WAIT to every primary; a node's own pipeline keeps it
+            # on the connection that made the write.
+            try:
+                node = cluster.get_node_from_key(self.keys.msgs)
+                with cluster.get_redis_connection(node).pipeline(transaction=False) as pipe:
+                    pipe.execute_command(*command)
+                    pipe.execute_command(*self.core.wait)
+                    reply, acknowledged = pipe.execute(raise_on_error=False)
+                if not isinstance(reply, MOVED_ON):
+                    return reply, acknowledged
+            except MOVED_ON:
+                if attempt == WAIT_ATTEMPTS - 1:
+                    raise
+            time.sleep(0.1 * 2**attempt)  # a failover or a slot migration: read the layout again
+            cluster.nodes_manager.initialize()
+        return reply, acknowledged
 
     def append(self, message: Message) -> None:
         """Add one message at the tail, checked against the stored role and tool state.
@@ -419,6 +476,8 @@ class AsyncRedisHistory(_Base):
         return cls(redis.asyncio.Redis.from_url(url), conversation_id, **options)
 
     async def _run(self, call: Call[T]) -> T:
+        if call.durable and self.core.wait is not None:
+            return await self._run_waiting(call)
         try:
             try:
                 reply = await self.client.execute_command(*call.command)
@@ -427,6 +486,45 @@ class AsyncRedisHistory(_Base):
         except RedisFailure as exc:
             raise self.core.wrap(exc) from exc
         return call.parse(reply)
+
+    async def _run_waiting(self, call: Call[T]) -> T:
+        """See :meth:`RedisHistory._run_waiting`."""
+        try:
+            reply, acknowledged = await self._pipe_with_wait(call.command)
+            if isinstance(reply, NoScriptError):
+                reply, acknowledged = await self._pipe_with_wait(call.fallback())
+            if isinstance(reply, Exception):
+                raise reply
+        except RedisFailure as exc:
+            raise self.core.wrap(exc) from exc
+        result = call.parse(reply)
+        self.core.replicated(acknowledged)
+        return result
+
+    async def _pipe_with_wait(self, command: tuple[Any, ...]) -> tuple[Any, Any]:
+        """See :meth:`RedisHistory._pipe_with_wait`."""
+        assert self.core.wait is not None
+        if not isinstance(self.client, AsyncRedisCluster):
+            async with self.client.pipeline(transaction=False) as pipe:
+                pipe.execute_command(*command)
+                pipe.execute_command(*self.core.wait)
+                reply, acknowledged = await pipe.execute(raise_on_error=False)
+            return reply, acknowledged
+        for attempt in range(WAIT_ATTEMPTS):
+            # The cluster client sends WAIT to every primary; a node's own pipeline keeps it
+            # on the connection that made the write.
+            commands = [PipelineCommand(0, *command), PipelineCommand(1, *self.core.wait)]
+            try:
+                node: Any = self.client.get_node_from_key(self.keys.msgs)
+                await node.execute_pipeline(commands)
+                if not isinstance(commands[0].result, MOVED_ON):
+                    return commands[0].result, commands[1].result
+            except MOVED_ON:
+                if attempt == WAIT_ATTEMPTS - 1:
+                    raise
+            await asyncio.sleep(0.1 * 2**attempt)
+            await self.client.nodes_manager.initialize()
+        return commands[0].result, commands[1].result
 
     async def append(self, message: Message) -> None:
         """See :meth:`RedisHistory.append`."""

@@ -242,6 +242,7 @@ class LocalCluster:
             "--cluster-enabled", "yes",
             "--cluster-config-file", "nodes.conf",
             "--cluster-node-timeout", "2000",
+            "--repl-diskless-sync-delay", "0",  # replicas sync at once, not after 5 s
         ]  # fmt: skip
         self.masters = masters
         self.nodes = [
@@ -275,6 +276,7 @@ class LocalCluster:
                 master_id = _command(clients[r % self.masters], "CLUSTER MYID")
                 _command(client, "CLUSTER REPLICATE", _text(master_id))
             self._wait(clients, _cluster_ok)
+            self._wait(clients, self._replicas_listed)
         except BaseException:
             self.stop()
             raise
@@ -291,6 +293,16 @@ class LocalCluster:
             else _text(nodes).strip().splitlines()
         )
         return len(flags) == len(self.nodes) and not any("handshake" in f for f in flags)
+
+    def _replicas_listed(self, client: redis.Redis) -> bool:
+        """Whether ``client``'s node lists every slot range with its replicas (what cluster
+        clients learn the layout from), each replica's link to its primary being up."""
+        per_master = len(self.nodes) // self.masters
+        ranges = _command(client, "CLUSTER SLOTS")
+        if not all(len(entry) - 2 == per_master for entry in ranges):
+            return False
+        info = client.info("replication")
+        return info.get("role") == "master" or info.get("master_link_status") == "up"
 
     @staticmethod
     def _wait(clients: list[redis.Redis], ready: Any) -> None:

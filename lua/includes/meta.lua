@@ -34,9 +34,12 @@ end
 
 -- The recorded result of operation `op` if it was applied already ('' when it
 -- recorded none), else nil. Tokens are fixed-width hex, results have no spaces.
-local function replayed(m, op)
+-- A replay rewrites one field as it was: that write is replicated, so a WAIT on
+-- the retry's connection also covers the original write, which came before it.
+local function replayed(meta, m, op)
   local at = string.find(m.ops, ' ' .. op, 1, true)
   if not at then return nil end
+  redis.call('HSET', meta, 'opn', m.opn)
   local after = at + #op + 1
   if string.sub(m.ops, after, after) ~= '=' then return '' end
   return string.match(m.ops, '^[^ ]*', after + 1)
