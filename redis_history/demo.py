@@ -5,7 +5,7 @@ with ``advance_turn``, is written atomically with ``append_many``, reports the
 LLM's input tokens and ends with ``maybe_compact``. Real ``redis-history
 worker`` processes compact in the background meanwhile (one job in flight per
 conversation, fenced write-backs), and at the end a failed turn is rolled back
-with ``truncate``. The check at the end proves that every message a pod wrote
+with ``rollback``, by its message ids. The check at the end proves that every message a pod wrote
 is in the conversation or its archive exactly once, in the pod's order, with
 every turn contiguous and the live list well formed.
 """
@@ -255,12 +255,13 @@ _OUTCOME = re.compile(r"compaction job=\S+ conversation=\S+ (\w+)")
 
 
 def _roll_back_a_failed_turn(history: RedisHistory, report: DemoReport) -> None:
-    """Store a question, pretend the LLM call failed, and truncate back."""
+    """Store a question, pretend the LLM call failed, and roll exactly it back."""
     before = history.len()
-    history.append(Message.user("And the weather on Mars?", id="failed-turn"))
-    report.rolled_back = history.truncate(before)
+    question = Message.user("And the weather on Mars?", id="failed-turn")
+    history.append(question)
+    report.rolled_back = history.rollback([question])
     if history.len() != before or any(m.id == "failed-turn" for m in history.snapshot()):
-        report.problems.append("truncate did not roll back the failed turn")
+        report.problems.append("rollback did not remove the failed turn")
 
 
 def run_demo(
@@ -304,7 +305,7 @@ def run_demo(
     jobs = ", ".join(f"{n} {outcome}" for outcome, n in sorted(report.jobs.items()))
     say(f"done in {elapsed:.2f}s; compaction jobs: {jobs or 'none'}")
 
-    say(f"  a turn fails after its question was stored: truncate({histories[names[0]].len()})")
+    say("  a turn fails after its question was stored: rollback(['failed-turn'])")
     _roll_back_a_failed_turn(histories[names[0]], report)
     for name in names:
         written = {pod: by_conversation[name] for pod, by_conversation in reports.items()}
