@@ -81,9 +81,33 @@ def build_machine(client: Any) -> type[RuleBasedStateMachine]:
                     ids[0] = "spoiled"
             self.both(lambda h: h.splice_prefix(n, summary, expected_ids=ids))
 
-        @rule(n=st.integers(0, 10))
-        def truncate(self, n: int) -> None:
-            self.both(lambda h: h.truncate(n))
+        @rule(n=st.integers(0, 10), op=st.sampled_from([None, "t1", "t2"]))
+        def truncate(self, n: int, op: str | None) -> None:
+            self.both(lambda h: h.truncate(n, op_id=op))
+
+        @rule(picks=st.sets(st.integers(0, 12), min_size=1, max_size=4), gone=st.booleans())
+        def rollback(self, picks: set[int], gone: bool) -> None:
+            ids = [m.id for m in self.model.snapshot()]
+            chosen = [ids[-1 - i] for i in sorted(picks) if i < len(ids)] or ["missing"]
+            if gone:
+                chosen.append("never-stored")
+            self.both(lambda h: h.rollback(chosen))
+
+        @rule(batch=st.lists(specs, max_size=3), spoil=st.booleans())
+        def fenced_replace(self, batch: list[tuple[str, set[str], str, str]], spoil: bool) -> None:
+            messages = [self.message(spec) for spec in batch]
+            ids = [m.id for m in self.model.snapshot()]
+            if spoil:
+                ids = ids[1:] if ids else ["missing"]
+            self.both(lambda h: h.replace(messages, expected_ids=ids))
+
+        @rule(data=st.data())
+        def repeat_an_append(self, data: st.DataObject) -> None:
+            """A message already stored, appended again: a no-op on both, or refused on both."""
+            stored = self.model.snapshot()
+            if stored:
+                message = data.draw(st.sampled_from(stored))
+                self.both(lambda h: h.append(message))
 
         @rule(n=st.integers(0, 10_000))
         def record_input_tokens(self, n: int) -> None:
