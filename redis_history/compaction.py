@@ -5,22 +5,33 @@ and tested directly. The lock is redis-py's :class:`redis.lock.Lock` (random
 token, ``SET NX PX``, compare-and-delete release), extended by a heartbeat
 while the summarizer runs; the write-back passes the token to
 ``splice_prefix``, whose script refuses it if the lock changed hands.
+
+The heartbeat rides out short outages of the store: it retries a failed
+extension until less than a safety margin of the lock's time is left (counted
+from the last extension that got through), and only then gives the lock up. A
+compaction whose heartbeat gave up stops before its write-back and reports
+``lock_lost``: by then another worker may hold the lock, and the fencing in the
+write-back is the last line of defence, not the first.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from redis import exceptions as redis_errors
 from redis.exceptions import LockError
 
 from redis_history.errors import (
     InvalidTransition,
     LockLostError,
     StaleSnapshotError,
+    StoreUnavailableError,
     SummarizerError,
 )
 from redis_history.history import RedisHistory
@@ -33,6 +44,20 @@ from redis_history.tokens import message_tokens
 __all__ = ["CompactionResult", "Cut", "choose_cut", "run_compaction"]
 
 Status = Literal["compacted", "skipped", "busy", "exhausted", "stale", "lock_lost"]
+
+logger = logging.getLogger(__name__)
+
+_TRANSIENT: tuple[type[BaseException], ...] = (
+    redis_errors.ConnectionError,  # refused, reset, killed; also BusyLoadingError after a restart
+    redis_errors.TimeoutError,
+    TimeoutError,  # a socket timeout redis-py let through unwrapped
+    StoreUnavailableError,
+    redis_errors.ClusterDownError,  # a cluster failing over: unavailable, not wrong
+    redis_errors.TryAgainError,
+    redis_errors.ReadOnlyError,
+    redis_errors.RedisClusterException,  # "all nodes down"; not a RedisError
+)
+"""Errors an extension is retried after: the store may answer again before the lock expires."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,38 +116,155 @@ def _summary_message(messages: Sequence[Message], cut: Cut, text: str, tokens: i
 
 
 class _Heartbeat:
-    """Extends the lock every third of its TTL until stopped."""
+    """Extends the lock every third of its TTL, and knows when it can no longer be trusted.
 
-    def __init__(self, lock: Any, ttl: float) -> None:
-        self._lock, self._ttl = lock, ttl
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._beat, daemon=True)
+    The lock is held at least ``ttl`` past the moment the last successful extension
+    (or the acquisition) was *sent*: the server applied it no earlier. Until less
+    than :attr:`MARGIN` of that time is left, a transient error (the store unreachable,
+    timing out, failing over) is retried every ``ttl / 20``; then the lock is lost.
+    A refused extension (the token is no longer the lock's) loses it at once, as
+    does an unexpected error, which is logged whole. A lost lock stays lost.
 
-    def _beat(self) -> None:
-        while not self._stop.wait(self._ttl / 3):
+    ``clock`` and ``wait`` are injected so tests can drive :meth:`run` without a
+    thread or a real second passing: ``wait(stopped, seconds)`` returns whether
+    the heartbeat was stopped meanwhile, like :meth:`threading.Event.wait`.
+    """
+
+    INTERVAL = 1 / 3
+    """Fraction of the TTL between two extensions while all is well."""
+    RETRY = 1 / 20
+    """Fraction of the TTL between two attempts after a transient error."""
+    MARGIN = 1 / 6
+    """Fraction of the TTL that must be left for the lock to be trusted."""
+
+    def __init__(
+        self,
+        lock: Any,
+        ttl: float,
+        *,
+        since: float,
+        clock: Callable[[], float] = time.monotonic,
+        wait: Callable[[threading.Event, float], bool] = threading.Event.wait,
+    ) -> None:
+        self._lock, self._ttl, self._clock, self._wait = lock, ttl, clock, wait
+        self._margin = ttl * self.MARGIN
+        self._trusted_until = since + ttl - self._margin
+        self._reason: str | None = None
+        self._guard = threading.Lock()
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self.run, name=f"heartbeat {lock.name}", daemon=True)
+
+    @property
+    def lost(self) -> bool:
+        """Whether the lock can no longer be trusted: refused, or not extended in time.
+
+        Also true while an extension hangs past the margin (a paused store), so the
+        verdict never waits for the store.
+        """
+        with self._guard:
+            if self._reason is None and self._clock() >= self._trusted_until:
+                self._give_up("it was not extended in time")
+            return self._reason is not None
+
+    @property
+    def reason(self) -> str | None:
+        """Why the lock was given up, if it was."""
+        return self._reason
+
+    def _give_up(self, reason: str, *, exc_info: bool = False) -> None:
+        """Mark the lock lost (the first reason sticks); the caller holds ``_guard``."""
+        if self._reason is None:
+            self._reason = reason
+            if not self._stopped.is_set():
+                logger.warning(
+                    "gave up the compaction lock %s: %s", self._lock.name, reason, exc_info=exc_info
+                )
+
+    def _extended(self, sent: float) -> None:
+        with self._guard:
+            if self._reason is None:
+                self._trusted_until = max(self._trusted_until, sent + self._ttl - self._margin)
+
+    def run(self) -> None:
+        """Extend until stopped or lost (the heartbeat thread's body)."""
+        delay = self._ttl * self.INTERVAL
+        failing_since: float | None = None
+        while not self._wait(self._stopped, delay):
+            if self.lost:
+                return
+            sent = self._clock()
             try:
                 self._lock.extend(self._ttl, replace_ttl=True)
-            except LockError:
-                return  # lost: the fenced write-back will be refused
+            except LockError as exc:
+                with self._guard:
+                    self._give_up(f"its extension was refused ({exc})")
+                return
+            except _TRANSIENT as exc:
+                if failing_since is None:
+                    failing_since = sent
+                    logger.warning(
+                        "could not extend the compaction lock %s (%s: %s); retrying until "
+                        "less than %.1fs of it would be left",
+                        self._lock.name,
+                        type(exc).__name__,
+                        exc,
+                        self._margin,
+                    )
+                delay = self._ttl * self.RETRY
+            except Exception as exc:  # reported whole, and the compaction stops
+                with self._guard:
+                    reason = f"its extension failed ({type(exc).__name__}: {exc})"
+                    self._give_up(reason, exc_info=True)
+                return
+            else:
+                self._extended(sent)
+                if failing_since is not None:
+                    logger.info(
+                        "extended the compaction lock %s again after %.1fs of errors",
+                        self._lock.name,
+                        self._clock() - failing_since,
+                    )
+                    failing_since = None
+                delay = self._ttl * self.INTERVAL
 
     def __enter__(self) -> _Heartbeat:
         self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
+        self._stopped.set()
+        # An extension hanging on a paused store is not waited for long: the thread is
+        # a daemon, and the lock it would extend is released (or expired) by then.
+        self._thread.join(1.0)
 
 
 def run_compaction(
-    history: RedisHistory, summarizer: Summarizer, policy: CompactionPolicy
+    history: RedisHistory,
+    summarizer: Summarizer,
+    policy: CompactionPolicy,
+    *,
+    clock: Callable[[], float] = time.monotonic,
 ) -> CompactionResult:
     """Compact ``history`` once under its lock; never raises for a lost race, reports it.
 
     Under the lock, the policy is asked again whether compaction is due: a job
     that waited in the queue while another compacted the conversation, or a
     duplicate, finds nothing to do and reports ``skipped`` without touching the
-    state (only a compaction that is due and cannot help exhausts it).
+    state (only a compaction that is due and cannot help exhausts it). A heartbeat
+    extends the lock while the summarizer runs; if it had to give the lock up (its
+    extension refused, or the store unreachable until the lock's time ran short),
+    the compaction stops before its write-back and reports ``lock_lost``.
+
+    Args:
+        history: the conversation.
+        summarizer: writes the summary of the prefix that is cut.
+        policy: thresholds, the cut, and the lock's TTL.
+        clock: the monotonic clock the heartbeat measures the lock's time with (tests
+            inject one).
+
+    Returns:
+        What happened: ``compacted``, ``skipped``, ``busy``, ``exhausted``, ``stale``
+        or ``lock_lost``.
 
     Raises:
         InvalidMessageError: the stored log is malformed (role order, tool pairing).
@@ -131,17 +273,18 @@ def run_compaction(
     lock = history.client.lock(
         history.keys.lock, timeout=policy.lock_ttl_seconds, blocking=False, thread_local=False
     )
+    asked = clock()  # the lock's TTL runs from no earlier than this
     if not lock.acquire():
         return CompactionResult("busy")
     token = lock.local.token
     token = token.decode() if isinstance(token, bytes) else str(token)
     try:
-        with _Heartbeat(lock, policy.lock_ttl_seconds):
+        with _Heartbeat(lock, policy.lock_ttl_seconds, since=asked, clock=clock) as heartbeat:
             if not policy.should_compact(*history.compaction_status()):
                 return CompactionResult("skipped")
             for attempt in range(2):
                 try:
-                    return _compact_once(history, summarizer, policy, token)
+                    return _compact_once(history, summarizer, policy, token, heartbeat)
                 except StaleSnapshotError:
                     if attempt:
                         return CompactionResult("stale")
@@ -149,17 +292,34 @@ def run_compaction(
                     return CompactionResult("lock_lost")
             raise AssertionError("unreachable")
     finally:
-        with contextlib.suppress(LockError):  # expired: the write-back was fenced anyway
+        # Not ours any more, or the store is down: either way the lock expires by itself.
+        with contextlib.suppress(LockError, *_TRANSIENT):
             lock.release()
 
 
+def _lock_lost(history: RedisHistory, heartbeat: _Heartbeat) -> CompactionResult:
+    logger.warning(
+        "compaction of %s/%s stopped before its write-back: the lock was given up (%s)",
+        history.namespace,
+        history.conversation_id,
+        heartbeat.reason,
+    )
+    return CompactionResult("lock_lost")
+
+
 def _compact_once(
-    history: RedisHistory, summarizer: Summarizer, policy: CompactionPolicy, token: str
+    history: RedisHistory,
+    summarizer: Summarizer,
+    policy: CompactionPolicy,
+    token: str,
+    heartbeat: _Heartbeat,
 ) -> CompactionResult:
     entries = history.entries()
     messages = [e.message for e in entries]
     tokens = [e.tokens for e in entries]
     cut = choose_cut(messages, tokens, policy)
+    if heartbeat.lost:  # neither a state change nor a summary is worth making without it
+        return _lock_lost(history, heartbeat)
     if cut is None:
         _exhaust(history)
         return CompactionResult("exhausted")
@@ -172,6 +332,8 @@ def _compact_once(
             conversation_id=history.conversation_id,
             namespace=history.namespace,
         )
+    if heartbeat.lost:
+        return _lock_lost(history, heartbeat)
     summary = _summary_message(messages, cut, text, replaced)
     dropped = history.splice_prefix(
         cut.drop,

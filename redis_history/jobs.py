@@ -16,6 +16,13 @@ environment, never from the job payload:
 - ``REDIS_HISTORY_TOKEN_COUNTER``: prices the summaries; use the pods' counter
   (default: the library's exact o200k counter).
 
+Once started, a worker rides out outages of its queue's Redis (a restart, a
+failover, killed connections): it waits with a bounded backoff, logs the outage
+once when it starts and once when it ends, and goes on serving. An outage of
+the history store fails only the jobs that needed it. A worker that cannot
+reach its queue when it starts exits with :class:`StoreUnavailableError`, so a
+wrong URL is reported rather than waited on.
+
 A queue that anyone can write lets them enqueue any importable function with
 JSON arguments. :class:`CompactionWorker` therefore runs :class:`CompactionOnlyJob`,
 which refuses every function but :data:`~redis_history._core.COMPACTION_FUNCTION`
@@ -26,22 +33,24 @@ and the worker refuses to start with any serializer but ``JSONSerializer``
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import redis
 import rq
 from redis.cluster import RedisCluster
+from redis.exceptions import AuthenticationError
 from rq.job import Job
 from rq.logutils import setup_loghandlers
 from rq.serializers import JSONSerializer, resolve_serializer
 from rq.utils import import_job_class
-from rq.worker import BaseWorker, SimpleWorker, Worker
+from rq.worker import BaseWorker, SimpleWorker, Worker, WorkerStatus
 
 from redis_history._core import COMPACTION_FUNCTION
 from redis_history.compaction import CompactionResult, run_compaction
@@ -50,6 +59,10 @@ from redis_history.history import RedisHistory
 from redis_history.policy import CompactionPolicy
 from redis_history.summarizers import Summarizer, resolve_summarizer
 from redis_history.tokens import TokenCounter, resolve_counter
+
+if TYPE_CHECKING:
+    from redis.client import Pipeline, PubSub, PubSubWorkerThread
+    from rq.executions import Execution
 
 __all__ = [
     "COMPACTION_FUNCTION",
@@ -398,11 +411,196 @@ class _CompactionOnlyWorker(BaseWorker):
                 raise ValueError(f"queue {queue.name!r} does not use JSONSerializer")
 
 
-class CompactionWorker(_CompactionOnlyWorker, Worker):
+_OUTAGE = (redis.ConnectionError, redis.TimeoutError)
+"""What an unreachable, restarting or stalled Redis raises (``AuthenticationError`` aside)."""
+
+
+class _RidesOutOutages(BaseWorker):
+    """Keeps an RQ worker serving through outages of its queue's Redis.
+
+    RQ 3.0 retries only around its dequeue (with a backoff up to a minute); a
+    connection error or timeout from anywhere else in the work loop ends the worker
+    ("found an unhandled exception, quitting", or "Redis connection timeout,
+    quitting"), and one during its teardown turns a clean shutdown into a crash.
+    Each RQ hook that talks to Redis outside that retry is overridden here to note
+    the outage and go on: the worker
+    state and heartbeats (informational, with TTLs far longer than an outage), the
+    suspension check and maintenance (tried again on the next round), the
+    bookkeeping around a job (a job whose outcome RQ could not record is settled by
+    RQ's registry maintenance later; its claim expires), and registering the
+    worker's death (its key expires). While idle, the worker waits for its Redis in
+    :meth:`heartbeat`, with a backoff doubling up to :attr:`outage_max_delay`.
+    Wrong credentials (``AuthenticationError``) are not an outage and still end it.
+    """
+
+    max_connection_wait_time = 5.0
+    """Cap of RQ's own backoff in its dequeue loop (RQ's default is 60 s)."""
+    outage_first_delay: ClassVar[float] = 0.5
+    """The first pause between two attempts to reach the queue's Redis."""
+    outage_max_delay: ClassVar[float] = 5.0
+    """The longest pause between two attempts to reach the queue's Redis."""
+    listener_retry_delay: ClassVar[float] = 2.0
+    """The pause before RQ's command listener (a pubsub thread) reconnects, as in RQ."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._outage_since: float | None = None
+        self._outage_delay = self.outage_first_delay
+        self._outage_guard = threading.Lock()
+        super().__init__(*args, **kwargs)
+
+    # -- bookkeeping of one outage ----------------------------------------------------------
+
+    def _outage_begins(self, what: str, exc: Exception) -> None:
+        with self._outage_guard:
+            if self._outage_since is None:
+                self._outage_since = time.monotonic()
+                logger.warning(
+                    "worker %s: the queue's Redis is unavailable (%s: %s: %s); riding it out",
+                    self.name,
+                    what,
+                    type(exc).__name__,
+                    exc,
+                )
+
+    def _outage_ends(self) -> None:
+        with self._outage_guard:
+            if self._outage_since is not None:
+                logger.info(
+                    "worker %s: the queue's Redis is back after %.1fs",
+                    self.name,
+                    time.monotonic() - self._outage_since,
+                )
+                self._outage_since = None
+            self._outage_delay = self.outage_first_delay
+
+    def _outage_pause(self) -> None:
+        delay = self._outage_delay
+        self._outage_delay = min(self.outage_max_delay, delay * 2)
+        self._sleep(delay)
+
+    def _sleep(self, seconds: float) -> None:
+        """Wait before the next attempt (a SIGTERM meanwhile stops the worker, as in RQ)."""
+        time.sleep(seconds)
+
+    @contextlib.contextmanager
+    def _riding_out(self, what: str) -> Iterator[None]:
+        """Note an outage of the queue's Redis instead of letting it end the worker."""
+        try:
+            yield
+        except AuthenticationError:
+            raise  # wrong credentials: no outage to wait for
+        except _OUTAGE as exc:
+            self._outage_begins(what, exc)
+
+    # -- RQ's hooks -------------------------------------------------------------------------
+
+    def heartbeat(self, timeout: int | None = None, pipeline: Pipeline | None = None) -> None:
+        """RQ's heartbeat; an idle worker waits out an outage here.
+
+        RQ heartbeats first in every dequeue attempt and after every job, so this
+        is where an idle worker waits for its Redis. While a job runs the outage is
+        only noted: the worker must go on watching its work horse.
+        """
+        if pipeline is not None:  # only queued: whoever executes the pipeline sends it
+            super().heartbeat(timeout, pipeline)
+            return
+        while True:
+            with self._riding_out("heartbeat"):
+                super().heartbeat(timeout)
+                self._outage_ends()
+                return
+            if self.get_state() == WorkerStatus.BUSY:
+                return
+            self._outage_pause()
+
+    def set_state(self, state: str, pipeline: Pipeline | None = None) -> None:
+        """RQ's state update (kept in memory first); an outage leaves Redis's copy stale."""
+        if pipeline is not None:
+            super().set_state(state, pipeline)
+            return
+        with self._riding_out(f"setting its state to {state}"):
+            super().set_state(state)
+
+    def maintain_heartbeats(self, job: Job, execution: Execution) -> None:
+        """RQ's heartbeats while a horse works; an outage skips one, the horse goes on."""
+        with self._riding_out(f"heartbeat of job {job.id}"):
+            super().maintain_heartbeats(job, execution)
+            self._outage_ends()
+
+    def check_for_suspension(self, burst: bool) -> None:
+        """RQ's ``rq suspend`` check; during an outage the dequeue loop waits instead."""
+        with self._riding_out("checking for suspension"):
+            super().check_for_suspension(burst)
+
+    def run_maintenance_tasks(self) -> None:
+        """RQ's registry cleaning; an outage leaves it due, so the next round runs it."""
+        with self._riding_out("maintenance"):
+            super().run_maintenance_tasks()  # type: ignore[no-untyped-call]
+
+    def execute_job(self, job: Job, queue: rq.Queue) -> None:
+        """Run one job; an outage while RQ records it leaves the job to RQ's maintenance.
+
+        Only RQ's own bookkeeping can raise here: a job's errors are recorded by
+        ``perform_job``, and during the job the hooks above absorb outages, so no
+        work horse is still running when this catches one.
+        """
+        try:
+            super().execute_job(job, queue)
+        except AuthenticationError:
+            raise
+        except _OUTAGE as exc:
+            self._outage_begins(f"recording job {job.id}", exc)
+            logger.warning(
+                "worker %s: RQ could not record job %s; its registries settle it later",
+                self.name,
+                job.id,
+            )
+            self.executions.clear()  # else the next job's horse would be handed this one
+            self.set_state(WorkerStatus.IDLE)
+
+    def set_shutdown_requested_date(self) -> None:
+        """Recorded from the SIGTERM handler mid-job; an outage must not raise into the job."""
+        with self._riding_out("recording a shutdown request"):
+            super().set_shutdown_requested_date()  # type: ignore[no-untyped-call]
+
+    def register_death(self) -> None:
+        """RQ's farewell; during an outage the worker's key simply expires."""
+        with self._riding_out("registering its death"):
+            super().register_death()  # type: ignore[no-untyped-call]
+
+    def unsubscribe(self) -> None:
+        """Stop listening for RQ commands, also when UNSUBSCRIBE cannot be sent."""
+        try:
+            super().unsubscribe()  # type: ignore[no-untyped-call]
+        except AuthenticationError:
+            raise
+        except _OUTAGE as exc:
+            self._outage_begins("unsubscribing", exc)
+            if self.pubsub_thread is not None:
+                self.pubsub_thread.stop()
+                self.pubsub_thread.join(timeout=1)
+            if self.pubsub is not None:
+                self.pubsub.close()
+
+    def _pubsub_exception_handler(
+        self, exc: Exception, pubsub: PubSub, pubsub_thread: PubSubWorkerThread
+    ) -> None:
+        """Keep RQ's command listener through outages (timeouts too), reconnecting quietly.
+
+        The work loop reports the outage; redis-py resubscribes on reconnection.
+        """
+        if isinstance(exc, _OUTAGE) and not isinstance(exc, AuthenticationError):
+            logger.debug("worker %s: command listener: %s; reconnecting", self.name, exc)
+            time.sleep(self.listener_retry_delay)
+            return
+        super()._pubsub_exception_handler(exc, pubsub, pubsub_thread)
+
+
+class CompactionWorker(_CompactionOnlyWorker, _RidesOutOutages, Worker):
     """RQ's forking worker, limited to compaction jobs: ``rq worker --worker-class`` this."""
 
 
-class SimpleCompactionWorker(_CompactionOnlyWorker, SimpleWorker):
+class SimpleCompactionWorker(_CompactionOnlyWorker, _RidesOutOutages, SimpleWorker):
     """RQ's in-process worker, limited to compaction jobs (tests, or where fork is unsafe)."""
 
 
@@ -430,14 +628,16 @@ def run_worker(
         Whether any job was processed.
 
     Raises:
-        StoreUnavailableError: the queue's Redis cannot be reached.
+        StoreUnavailableError: the queue's Redis cannot be reached as the worker starts
+            (once it runs, outages are waited out).
         ValueError: unusable settings (summarizer, token counter).
         TypeError: a ``worker_class`` that does not enforce the allowlist.
     """
     if not issubclass(worker_class, _CompactionOnlyWorker):
         raise TypeError(f"{worker_class!r} does not enforce the compaction allowlist")
     settings = settings or WorkerSettings.from_env()
-    setup_loghandlers(logging_level, name=__name__)
+    for logger_name in (__name__, "redis_history.compaction"):  # the lock's heartbeat reports
+        setup_loghandlers(logging_level, name=logger_name)
     configure_worker(settings)
     try:
         _process()  # fail fast; a forked horse rebuilds the client and summarizer

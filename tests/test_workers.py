@@ -9,15 +9,11 @@ Summarizers come from tests/worker_doubles.py, loaded by the workers through
 
 from __future__ import annotations
 
-import contextlib
 import json
 import multiprocessing
-import os
 import signal
-import subprocess
-import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,86 +21,13 @@ import pytest
 import redis
 from rq import Queue, Worker
 from rq.registry import FailedJobRegistry, StartedJobRegistry
+from worker_processes import DEADLINE, Workers, wait_for
 
 from redis_history import CompactionPolicy, Message, RedisHistory, ToolCall
 from redis_history.jobs import compaction_queue
 from redis_history.roles import RoleState
 
 pytestmark = [pytest.mark.real_redis, pytest.mark.slow]
-
-TESTS = Path(__file__).resolve().parent
-DEADLINE = 90.0
-"""Seconds any awaited event may take before the test fails (never a timing assertion)."""
-
-
-def wait_for(condition: Callable[[], object], what: str, deadline: float = DEADLINE) -> Any:
-    """Poll ``condition`` until it is truthy; fail naming ``what`` if it never is."""
-    end = time.monotonic() + deadline
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > end:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.05)
-
-
-class Workers:
-    """``redis-history worker`` processes, each in its own process group, killed at teardown.
-
-    RQ runs each job in a work horse forked into a session of its own, so a
-    signal meant for "the worker" goes to the worker's group and to its horse.
-    """
-
-    def __init__(self, client: redis.Redis, url: str, directory: Path) -> None:
-        self.client = client
-        self.url = url
-        self.directory = directory
-        self.processes: list[subprocess.Popen[bytes]] = []
-
-    def start(self, summarizer: str, *, burst: bool = False) -> subprocess.Popen[bytes]:
-        """A worker running ``worker_doubles.<summarizer>``; its output goes to a log file."""
-        env = {
-            **os.environ,
-            "REDIS_HISTORY_URL": self.url,
-            "REDIS_HISTORY_SUMMARIZER": f"worker_doubles:{summarizer}",
-            "REDIS_HISTORY_TOKEN_COUNTER": "heuristic",
-            "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]),
-        }
-        log = (self.directory / f"worker-{len(self.processes)}.log").open("wb")
-        command = [sys.executable, "-m", "redis_history", "worker"]
-        process = subprocess.Popen(
-            command + (["--burst"] if burst else []),
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # the worker and its work horses share one process group
-        )
-        log.close()
-        self.processes.append(process)
-        return process
-
-    def log(self, process: subprocess.Popen[bytes]) -> str:
-        """What a worker has printed so far."""
-        index = self.processes.index(process)
-        return (self.directory / f"worker-{index}.log").read_text(errors="replace")
-
-    @staticmethod
-    def signal(process: subprocess.Popen[bytes], horse: int, signum: int) -> None:
-        """Send ``signum`` to the worker's process group and to its work horse ``horse``."""
-        os.kill(horse, signum)
-        os.killpg(process.pid, signum)
-
-    def stop_all(self) -> None:
-        """SIGKILL every worker process group and every blocked horse still alive."""
-        for horse in self.client.smembers("test:horses"):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(int(horse), signal.SIGKILL)
-        for process in self.processes:
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGCONT)
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
 
 
 @pytest.fixture

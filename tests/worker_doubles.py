@@ -11,7 +11,9 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Sequence
+import uuid
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 import redis
 
@@ -19,6 +21,8 @@ from redis_history import Message
 
 RELEASE_TIMEOUT = 120
 """How long a blocked summarizer waits for the test before it gives up on its own."""
+
+T = TypeVar("T")
 
 
 def _client() -> redis.Redis:
@@ -80,3 +84,55 @@ class Blocking:
         finally:
             client.close()
         return _text(messages, f"call {call}")
+
+
+def _steadily(call: Callable[[], T]) -> T:
+    """``call()``, retried through outages of the store until RELEASE_TIMEOUT runs out.
+
+    Only idempotent calls go through here: one whose reply was lost may have been applied.
+    """
+    end = time.monotonic() + RELEASE_TIMEOUT
+    while True:
+        try:
+            return call()
+        except (redis.ConnectionError, redis.TimeoutError):
+            if time.monotonic() > end:
+                raise
+            time.sleep(0.02)
+
+
+class Steady:
+    """Blocking's first-call-waits and Recording's in-flight count, through store outages.
+
+    Every Redis call is idempotent and retried, so killed connections or a paused
+    store during the summary fail neither the summary nor the bookkeeping: what
+    the test sees is the worker's behaviour, not the double's. The first call per
+    conversation waits until ``test:release:<conversation>`` exists; each call is
+    announced on ``test:started:<conversation>`` (possibly twice, same ``token``).
+    """
+
+    def summarize(self, messages: Sequence[Message]) -> str:
+        """Mark the compaction in flight, announce it, wait if first, and unmark it."""
+        name = conversation_of(messages)
+        token = uuid.uuid4().hex
+        client = _client()
+        try:
+            _steadily(lambda: client.sadd("test:horses", os.getpid()))
+            _steadily(lambda: client.sadd(f"test:inflight:{name}", token))
+            in_flight = _steadily(lambda: client.scard(f"test:inflight:{name}"))
+            if in_flight > 1:
+                note = f"{name} had {in_flight} compactions at once"
+                _steadily(lambda: client.sadd("test:overlaps", note))
+            _steadily(lambda: client.set(f"test:first:{name}", token, nx=True))
+            first = _steadily(lambda: client.get(f"test:first:{name}")) == token.encode()
+            record = {"pid": os.getpid(), "token": token, "first": first}
+            _steadily(lambda: client.rpush(f"test:started:{name}", json.dumps(record)))
+            end = time.monotonic() + RELEASE_TIMEOUT
+            while first and not _steadily(lambda: client.exists(f"test:release:{name}")):
+                if time.monotonic() > end:
+                    raise TimeoutError("the test never released the steady summarizer")
+                time.sleep(0.02)
+            _steadily(lambda: client.srem(f"test:inflight:{name}", token))
+        finally:
+            client.close()
+        return _text(messages, "steady" + (" first" if first else ""))
