@@ -171,7 +171,7 @@ def test_a_stop_request_during_an_outage_ends_the_worker_cleanly(
     history = due(store, queue, "first")
 
     def stop(worker: Worker) -> None:
-        worker.request_stop(signal.SIGTERM, None)
+        worker.request_stop(signal.SIGTERM, None)  # type: ignore[no-untyped-call]
 
     worker = Worker([queue], connection=queue.connection, on_pause=stop)
     worker.work(burst=False)  # returns, where RQ alone raised from its teardown
@@ -268,4 +268,4 @@ def test_errors_that_are_no_outage_still_end_the_worker(
     monkeypatch.setattr(worker, "clean_registries", refuse)
     for call in (lambda: worker.set_state(WorkerStatus.IDLE), worker.run_maintenance_tasks):
         with pytest.raises(type(error)):
-            call()
+            call()  # type: ignore[no-untyped-call]
