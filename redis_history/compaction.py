@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 from redis import exceptions as redis_errors
 from redis.exceptions import LockError
+from redis.lock import Lock
 
 from redis_history.errors import (
     InvalidTransition,
@@ -113,6 +114,20 @@ def _summary_message(messages: Sequence[Message], cut: Cut, text: str, tokens: i
             "tokens_replaced": tokens,
         },
     )
+
+
+class _RetrySafeLock(Lock):
+    """redis-py's lock, whose acquire survives its own retry: a ``SET NX`` re-sent after its
+    reply was lost finds the key holding this very token, and that is the lock taken."""
+
+    def do_acquire(self, token: str) -> bool:
+        if super().do_acquire(token):
+            return True
+        return bool(_as_bytes(self.redis.get(self.name)) == _as_bytes(token))
+
+
+def _as_bytes(value: Any) -> Any:
+    return value.encode() if isinstance(value, str) else value
 
 
 class _Heartbeat:
@@ -271,7 +286,11 @@ def run_compaction(
         HistoryError: Redis refused or was unreachable; the summarizer's own errors pass through.
     """
     lock = history.client.lock(
-        history.keys.lock, timeout=policy.lock_ttl_seconds, blocking=False, thread_local=False
+        history.keys.lock,
+        timeout=policy.lock_ttl_seconds,
+        blocking=False,
+        thread_local=False,
+        lock_class=_RetrySafeLock,
     )
     asked = clock()  # the lock's TTL runs from no earlier than this
     if not lock.acquire():
@@ -340,6 +359,8 @@ def _compact_once(
         summary,
         expected_ids=[m.id for m in messages[: cut.drop]],
         lock_token=token,
+        archive_max_messages=policy.archive_max_messages,
+        archive_max_bytes=policy.archive_max_bytes,
     )
     freed = max(0, replaced - message_tokens(summary, history.token_counter))
     with contextlib.suppress(InvalidTransition):  # state moved meanwhile; the splice stands

@@ -35,6 +35,10 @@ class CompactionPolicy(BaseModel):
     ``job_timeout_seconds`` only costs duplicate jobs: the lock still allows one at a time."""
     job_timeout_seconds: int = Field(default=300, gt=0)
     """RQ's limit on one job; above the summarizer's worst case (timeout x attempts + backoff)."""
+    archive_max_messages: int | None = Field(default=None, gt=0)
+    """Keep at most this many archived originals, dropping the oldest (``None``: keep all)."""
+    archive_max_bytes: int | None = Field(default=None, gt=0)
+    """Keep at most this many bytes of archived originals, dropping the oldest first."""
 
     @model_validator(mode="after")
     def _ordered(self) -> Self:

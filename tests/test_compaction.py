@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import fakeredis
 import pytest
 import redis
+from faults import FaultProxy
 from rq import Queue
 from rq.serializers import JSONSerializer
 from samples import turns
@@ -185,3 +186,32 @@ def test_an_exhausted_conversation_warns_once(
     assert "default/c is exhausted" in record.getMessage()
     assert history.compaction_state() == CompactionState.exhausted(warned=True)
     assert queue.count == 0
+
+
+def test_the_policy_caps_the_archive(client: redis.Redis) -> None:
+    """Compactions keep at most archive_max_messages archived originals, the newest."""
+    history = RedisHistory(client, "c", token_counter="heuristic")
+    capped = POLICY.model_copy(update={"archive_max_messages": 10, "cooldown_turns": 0})
+    history.append_many(turns(4))
+    assert run_compaction(history, Joiner(), capped).status == "compacted"
+    history.advance_turn()
+    history.append_many(turns(3)[1:])
+    assert run_compaction(history, Joiner(), capped).status == "compacted"
+    assert client.llen(history.keys.archive) == 10
+    live = {m.id for m in history.snapshot()}
+    archived = [m for m in history.transcript() if m.id not in live]
+    assert len(archived) == 10
+
+
+@pytest.mark.real_redis
+def test_a_lock_whose_reply_was_lost_is_still_taken(fault_proxy: FaultProxy) -> None:
+    """redis-py re-sends the lock's SET NX after its reply was lost; the retry finds the key
+    holding this worker's own token, so the compaction goes on instead of reporting busy."""
+    client = redis.Redis(host=fault_proxy.host, port=fault_proxy.port)
+    history = RedisHistory(client, "c", token_counter="heuristic")
+    history.append_many(turns(4))
+    fault_proxy.drop_reply(b"SET")  # the first command of a compaction takes the lock
+    assert run_compaction(history, Joiner(), POLICY).status == "compacted"
+    assert fault_proxy.dropped == 1
+    assert not client.exists(history.keys.lock)
+    client.close()
