@@ -52,7 +52,7 @@ from rq.serializers import JSONSerializer, resolve_serializer
 from rq.utils import import_job_class
 from rq.worker import BaseWorker, SimpleWorker, Worker, WorkerStatus
 
-from redis_history._core import COMPACTION_FUNCTION
+from redis_history._core import COMPACTION_FUNCTION, RedisFailure
 from redis_history.compaction import CompactionResult, run_compaction
 from redis_history.errors import HistoryError, JobRefusedError, StoreUnavailableError
 from redis_history.history import RedisHistory
@@ -193,9 +193,22 @@ class _Process:
 
     pid: int
     settings: WorkerSettings
-    store: Any
     summarizer: Summarizer
     counter: TokenCounter
+    _store: Any = None
+
+    @property
+    def store(self) -> Any:
+        """The store's client, made at first use: a cluster client connects when it is made,
+        and a store that is down must fail a job (typed), not the worker's start."""
+        if self._store is None:
+            try:
+                self._store = self.settings.store_client()
+            except RedisFailure as exc:
+                raise StoreUnavailableError(
+                    f"the history store at {self.settings.url} is unavailable: {exc}"
+                ) from exc
+        return self._store
 
 
 @dataclass(slots=True)
@@ -233,9 +246,9 @@ def _process() -> _Process:
             current = _config.process = _Process(
                 pid=os.getpid(),
                 settings=settings,
-                store=_config.store if _config.store is not None else settings.store_client(),
                 summarizer=resolve_summarizer(settings.summarizer),
                 counter=resolve_counter(settings.token_counter),
+                _store=_config.store,
             )
         return current
 

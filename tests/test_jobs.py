@@ -38,7 +38,7 @@ from redis_history.jobs import (
     run_worker,
 )
 from redis_history.policy import CompactionPolicy
-from redis_history.server import LocalCluster
+from redis_history.server import LocalCluster, free_port
 
 POLICY = CompactionPolicy(
     soft_tokens=50, hard_tokens=10_000, keep_last_turns=1, min_messages=2, cooldown_turns=0
@@ -480,3 +480,18 @@ def test_a_cluster_store_is_compacted_through_a_standalone_queue(
     assert live[0].content.startswith(f"be helpful\n\n{TAG}")
     assert len(live) == 5
     assert not claimed(history)
+
+
+def test_a_cluster_store_that_is_down_fails_the_job_typed_and_the_worker_goes_on(
+    queue: Queue,
+) -> None:
+    """With every node of the store's cluster unreachable, a job fails with
+    StoreUnavailableError (not a raw RedisClusterException) and the worker serves the next."""
+    dead = f"redis://127.0.0.1:{free_port()}/0"
+    configure_worker(WorkerSettings(url=dead, cluster=True, queue_url=dead, summarizer=TAGGING))
+    payload = {"namespace": "tenant", "conversation_id": "c", "prefix": "rh", "policy": {}}
+    first = queue.enqueue_call(COMPACTION_FUNCTION, kwargs=payload)
+    second = queue.enqueue_call(COMPACTION_FUNCTION, kwargs=payload)
+    work(queue)
+    for job in (first, second):
+        assert "StoreUnavailableError" in failure(queue, job.id)
