@@ -219,7 +219,9 @@ class HistoryCore:
         """The ``WAIT`` sent after every durable write on its connection, or ``None``."""
         self._data = self.keys.data
         self._append = script("append")
-        self._append_head = ("EVALSHA", self._append.sha, 3, *self._data)
+        if len(self._data) != self._append.nkeys:
+            raise AssertionError("append takes the conversation's data keys")
+        self._append_head = ("EVALSHA", self._append.sha, self._append.nkeys, *self._data)
 
     # -- errors -------------------------------------------------------------------------------
 
