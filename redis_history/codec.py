@@ -13,16 +13,31 @@ tool pairing without decoding JSON either.
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator, Sequence
+import re
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic_core import PydanticSerializationError, to_json
 
-from redis_history.errors import CorruptHistoryError, MessageTooLargeError
-from redis_history.models import Message
+from redis_history.errors import CorruptHistoryError, InvalidMessageError, MessageTooLargeError
+from redis_history.models import JSON_SCALARS, MAX_NESTING, Message
 from redis_history.tokens import TokenCounter, message_tokens
 
-__all__ = ["Entry", "batch_args", "decode_entries", "encode_message", "role_item"]
+__all__ = [
+    "ENVELOPE_NESTING",
+    "Entry",
+    "batch_args",
+    "decode_entries",
+    "encode_message",
+    "role_item",
+]
+
+ENVELOPE_NESTING = 5
+"""Levels a read adds above a tool call's ``arguments`` (one fewer above ``metadata``):
+the list ``decode_entries`` parses, the envelope, the message, ``tool_calls``, the call.
+``MAX_NESTING`` + this stays well under the JSON parser's limit."""
 
 
 class Entry(BaseModel):
@@ -51,22 +66,136 @@ def encode_message(
     summary: bool = False,
     index: int = 0,
 ) -> tuple[bytes, int]:
-    """One message's envelope and token count; raises ``MessageTooLargeError``."""
+    """One message's envelope and token count, refusing what would not read back as written.
+
+    Construction refused what is not JSON data (see ``redis_history.models``);
+    this refuses what only the stored form shows: the serializer raises on a lone
+    surrogate anywhere, and on objects it cannot write. The nesting, which only
+    Python input had checked (not ``model_validate_json``, ``model_construct`` or
+    a ``metadata`` changed afterwards), is checked again cheaply: only when
+    ``metadata`` or some ``arguments`` holds an object or an array are the
+    brackets of the output counted (fewer than :data:`MAX_NESTING` cannot nest
+    deeper), and only past that count, or when the serializer raised, is the
+    message walked, to name the field.
+
+    Args:
+        message: the message to store.
+        counter: prices the message.
+        max_bytes: the largest envelope allowed.
+        summary: mark the envelope as written by ``splice_prefix``.
+        index: the message's place in its batch, for error messages.
+
+    Returns:
+        The envelope and the token count.
+
+    Raises:
+        TypeError: ``message`` is not a ``Message``.
+        InvalidMessageError: a lone surrogate in any string; nesting deeper than
+            ``MAX_NESTING``; an object the serializer cannot write (possible only if
+            validation was skipped).
+        MessageTooLargeError: the envelope is longer than ``max_bytes``.
+    """
     if not isinstance(message, Message):
         raise TypeError(f"expected a Message at index {index}, got {type(message).__name__}")
+    try:
+        body = message.__pydantic_serializer__.to_json(message)
+    except PydanticSerializationError as exc:
+        raise _unstorable(message, index, _problem(message) or str(exc)) from exc
+    if (
+        _may_nest(message)
+        and body.count(b"{") + body.count(b"[") > MAX_NESTING
+        and (problem := _problem(message))
+    ):
+        raise _unstorable(message, index, problem)
     tokens = message_tokens(message, counter)
-    envelope = b'{"t":%d,"x":%d,"s":%d,"m":%s}' % (
-        tokens,
-        counter.exact,
-        summary,
-        message.__pydantic_serializer__.to_json(message),
-    )
+    envelope = b'{"t":%d,"x":%d,"s":%d,"m":%s}' % (tokens, counter.exact, summary, body)
     if len(envelope) > max_bytes:
         raise MessageTooLargeError(
             f"message {message.id} is {len(envelope)} bytes stored; the limit is {max_bytes}",
             index=index,
         )
     return envelope, tokens
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _may_nest(message: Message) -> bool:
+    """Whether ``metadata`` or any call's ``arguments`` holds something other than scalars."""
+    if message.metadata and not JSON_SCALARS.issuperset(map(type, message.metadata.values())):
+        return True
+    for call in message.tool_calls:
+        if call.arguments and not JSON_SCALARS.issuperset(map(type, call.arguments.values())):
+            return True
+    return False
+
+
+def _unstorable(message: Message, index: int, problem: str) -> InvalidMessageError:
+    return InvalidMessageError(
+        f"message {message.id!r} at index {index} cannot be stored: {problem}", index=index
+    )
+
+
+def _problem(message: Message) -> str | None:
+    """Where and why the write refuses ``message``, or ``None`` (the slow path: a walk)."""
+    for field in ("id", "content", "name", "tool_call_id"):
+        if problem := _text_problem(getattr(message, field), field):
+            return problem
+    for i, call in enumerate(message.tool_calls):
+        where = f"tool_calls[{i}]"
+        for field in ("id", "name"):
+            if problem := _text_problem(getattr(call, field), f"{where}.{field}"):
+                return problem
+        if problem := _json_problem(call.arguments, f"{where}.arguments"):
+            return problem
+    return _json_problem(message.metadata, "metadata")
+
+
+def _text_problem(value: object, where: str) -> str | None:
+    if value is None or (isinstance(value, str) and value.isascii()):
+        return None
+    if not isinstance(value, str):
+        return _scalar_problem(value, where)
+    if found := _SURROGATE.search(value):
+        return (
+            f"{where} holds a lone surrogate U+{ord(found.group()):04X} at position "
+            f"{found.start()}, which UTF-8 cannot encode"
+        )
+    return None
+
+
+def _json_problem(root: object, where: str) -> str | None:
+    """The first value under ``root`` that cannot be written, or where it nests too deep."""
+    stack: list[tuple[Any, int, str]] = [(root, 1, where)]
+    while stack:
+        node, depth, path = stack.pop()
+        if depth > MAX_NESTING:
+            return f"{where} nests deeper than MAX_NESTING = {MAX_NESTING} levels"
+        if isinstance(node, dict):
+            for key in node:
+                if problem := _text_problem(key, f"{path} key {key!r}"):
+                    return problem
+        items: Iterable[tuple[object, object]] = (
+            node.items() if isinstance(node, dict) else enumerate(node)
+        )
+        for key, value in items:
+            if isinstance(value, dict | list):
+                stack.append((value, depth + 1, f"{path}[{key!r}]"))
+            elif problem := _scalar_problem(value, f"{path}[{key!r}]"):
+                return problem
+    return None
+
+
+def _scalar_problem(value: object, where: str) -> str | None:
+    if isinstance(value, str):
+        return _text_problem(value, where)
+    if value is None or isinstance(value, int | float):
+        return None
+    try:  # written as pydantic writes it (a set as a list), unless it cannot be
+        to_json(value)
+    except PydanticSerializationError:
+        return f"{where} is {type(value).__name__}, which cannot be written as JSON"
+    return None
 
 
 def role_item(message: Message) -> tuple[str | int, ...]:

@@ -32,16 +32,28 @@ DEFAULT_NAMESPACE = "default"
 MAX_NAME_LENGTH = 200
 
 _FORBIDDEN = re.compile(r"[{}\x00-\x1f\x7f]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def validate_name(value: str, what: str, *, allow_colon: bool = True) -> str:
-    """Return ``value`` if it is usable inside a key, else raise ``ValueError`` saying why."""
+    """Return ``value`` if it is usable inside a key, else raise ``ValueError`` saying why.
+
+    Usable: a non-empty ``str`` of at most ``MAX_NAME_LENGTH`` characters, without
+    braces (they would move the hash tag), control characters or lone surrogates
+    (UTF-8 cannot encode them, so every command would fail), and without ``:``
+    where ``allow_colon`` is false.
+    """
     if not isinstance(value, str) or not value:
         raise ValueError(f"{what} must be a non-empty string, got {value!r}")
     if len(value) > MAX_NAME_LENGTH:
         raise ValueError(f"{what} is {len(value)} characters long; the limit is {MAX_NAME_LENGTH}")
     if _FORBIDDEN.search(value):
         raise ValueError(f"{what} {value!r} may not contain braces or control characters")
+    if found := _SURROGATE.search(value):
+        raise ValueError(
+            f"{what} {value!r} holds a lone surrogate U+{ord(found.group()):04X}, "
+            "which UTF-8 cannot encode"
+        )
     if not allow_colon and ":" in value:
         raise ValueError(f"{what} {value!r} may not contain ':'")
     return value

@@ -1,4 +1,34 @@
-"""Chat messages as immutable pydantic models, and their OpenAI wire format."""
+"""Chat messages as immutable pydantic models, and their OpenAI wire format.
+
+What a message may hold is checked in two places, each where the fact is known:
+
+- **When it is built**, pydantic refuses anything that is not JSON data, with a
+  ``ValidationError`` (a ``ValueError``) naming the field: text fields are
+  strict ``str`` (no bytes); ``metadata`` and tool-call ``arguments`` hold only
+  ``JsonValue`` data (dict with str keys, list, str, int, float, bool, None; no
+  sets, tuples, bytes, datetimes or other objects), finite floats (JSON has no
+  NaN or infinity) and nest at most :data:`MAX_NESTING` levels.
+- **When it is written**, :func:`redis_history.codec.encode_message` refuses
+  what only the stored form shows, with :class:`~redis_history.errors.InvalidMessageError`
+  naming the field and the index in the batch, before anything reaches Redis:
+  a lone surrogate in any string (UTF-8 cannot encode it; pydantic already
+  refuses one in the length-limited ids and tool names when built), and more
+  than ``max_message_bytes``.
+
+A message a history accepted therefore reads back equal to what was written.
+
+JSON input (``model_validate_json``, which is also how reads validate) is
+checked by the parser instead: it cannot hold bytes, sets or lone surrogates;
+nesting past ``MAX_NESTING`` is refused when it is written; but a ``NaN`` or
+``Infinity`` literal (not JSON, though Python's ``json.dumps`` writes it) is
+kept. A message built without validation (``model_construct``), or whose
+``metadata`` was changed afterwards, is written as pydantic serializes it: the
+write still refuses lone surrogates, what the serializer cannot write and
+nesting deeper than ``MAX_NESTING`` (which no read could parse), but a set
+becomes a list. Non-finite floats that got in either way are written as
+``NaN`` or ``Infinity``, which pydantic and the scripts' cjson read back,
+never as a silent ``null``.
+"""
 
 from __future__ import annotations
 
@@ -6,16 +36,103 @@ import json
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, Literal, Self
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    GetCoreSchemaHandler,
+    JsonValue,
+    TypeAdapter,
+    model_validator,
+)
+from pydantic_core import CoreSchema, core_schema
 
-__all__ = ["ROLES", "Message", "Role", "ToolCall", "new_message_id"]
+__all__ = [
+    "JSON_SCALARS",
+    "MAX_NESTING",
+    "ROLES",
+    "JsonObject",
+    "Message",
+    "Role",
+    "ToolCall",
+    "new_message_id",
+]
 
 Role = Literal["system", "user", "assistant", "tool"]
 """Who speaks: the four chat-completions roles."""
 
 ROLES: tuple[Role, ...] = ("system", "user", "assistant", "tool")
+
+MAX_NESTING = 128
+"""The deepest a message's ``metadata`` or a tool call's ``arguments`` may nest.
+
+Each object or array is one level: ``{}`` and ``{"a": 1}`` are 1 deep,
+``{"a": [1]}`` is 2. Reads must parse what writes stored, and pydantic-core's
+JSON parser refuses documents nested more than 200 levels (measured with
+pydantic 2.14 / pydantic-core 2.50; ``tests/test_nesting.py`` measures the
+installed one). A read parses a value ``codec.ENVELOPE_NESTING`` (5) levels
+down, so 128 leaves a margin of 67 levels.
+"""
+
+JSON_SCALARS = frozenset({str, int, float, bool, type(None)})
+"""The types of JSON values that do not nest."""
+_CONTAINERS = (dict, list)  # a tuple: isinstance is 2.5x slower with ``dict | list``
+
+
+def _within_nesting(value: Any) -> Any:
+    """``value`` if it nests at most ``MAX_NESTING`` levels (a walk of its objects and arrays)."""
+    if not isinstance(value, dict) or JSON_SCALARS.issuperset(map(type, value.values())):
+        return value
+    level: list[Any] = [value]
+    for _ in range(MAX_NESTING):
+        level = [
+            child
+            for node in level
+            for child in (node.values() if isinstance(node, dict) else node)
+            if isinstance(child, _CONTAINERS)
+        ]
+        if not level:
+            return value
+    raise ValueError(f"nests deeper than MAX_NESTING = {MAX_NESTING} levels")
+
+
+class _JsonObjectSchema:
+    """``dict[str, JsonValue]``, with the nesting checked before ``JsonValue`` recurses.
+
+    Only on Python input. On JSON input (every read) ``JsonValue`` is a plain
+    ``any`` and the nesting is bounded by the parser, so reads pay nothing; a
+    message validated from JSON that nests too deep for the margin is refused
+    when written. Serialized as ``any``: a ``dict[str, ...]`` serializer writes
+    U+FFFD for a lone surrogate in a key, where ``any`` raises.
+    """
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        schema = handler.generate_schema(dict[str, JsonValue])
+        return core_schema.json_or_python_schema(
+            json_schema=schema,
+            python_schema=core_schema.no_info_before_validator_function(_within_nesting, schema),
+            serialization=core_schema.simple_ser_schema("any"),
+        )
+
+
+# Type checkers see dict[str, Any], so readers need not narrow every value.
+if TYPE_CHECKING:
+    JsonObject = dict[str, Any]
+else:
+    JsonObject = Annotated[dict[str, Any], _JsonObjectSchema]
+
+_MESSAGE_CONFIG = ConfigDict(
+    frozen=True,
+    extra="forbid",
+    # NaN and infinity are not JSON: refused when built from Python. Should one get in
+    # anyway (JSON input, model_construct, a dict changed afterwards) it is written as
+    # NaN or Infinity, which pydantic and the scripts' cjson read back, not as null.
+    allow_inf_nan=False,
+    ser_json_inf_nan="constants",
+)
 
 
 def new_message_id() -> str:
@@ -30,14 +147,14 @@ def _now() -> datetime:
 class ToolCall(BaseModel):
     """One function call requested by an assistant message."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = _MESSAGE_CONFIG
 
-    id: str = Field(min_length=1, max_length=256)
+    id: str = Field(min_length=1, max_length=256, strict=True)
     """The call id a tool message answers with ``tool_call_id``."""
-    name: str = Field(min_length=1)
+    name: str = Field(min_length=1, strict=True)
     """The function's name."""
-    arguments: dict[str, Any] = Field(default_factory=dict)
-    """The decoded JSON arguments."""
+    arguments: JsonObject = Field(default_factory=dict)
+    """The decoded JSON arguments: JSON data, finite numbers, at most ``MAX_NESTING`` deep."""
 
     def to_openai(self) -> dict[str, Any]:
         """This call in the chat-completions ``tool_calls`` format."""
@@ -70,24 +187,33 @@ class ToolCall(BaseModel):
 
 
 class Message(BaseModel):
-    """One chat message: the unit a history stores, validates and counts."""
+    """One chat message: the unit a history stores, validates and counts.
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    Construction raises pydantic's ``ValidationError`` (a ``ValueError``) for
+    anything that is not JSON data: bytes in a text field, a set, tuple, bytes,
+    datetime or other object in ``metadata`` or tool-call ``arguments``, NaN or
+    infinity, nesting deeper than ``MAX_NESTING``. A write then raises
+    ``InvalidMessageError`` for what only the stored form shows (a lone
+    surrogate, the size); see this module's docstring.
+    """
 
-    id: str = Field(default_factory=new_message_id, min_length=1, max_length=256)
+    model_config = _MESSAGE_CONFIG
+
+    id: str = Field(default_factory=new_message_id, min_length=1, max_length=256, strict=True)
     """Unique id, assigned on creation when not given; compaction fences on it."""
     role: Role
     """Who speaks."""
-    content: str = ""
+    content: str = Field(default="", strict=True)
     """The text of the message (may be empty for an assistant that only calls tools)."""
     tool_calls: tuple[ToolCall, ...] = ()
     """Function calls requested by an assistant message."""
-    tool_call_id: str | None = None
+    tool_call_id: str | None = Field(default=None, strict=True)
     """For a tool message: the id of the assistant tool call it answers."""
-    name: str | None = None
+    name: str | None = Field(default=None, strict=True)
     """Optional participant or tool name."""
-    metadata: dict[str, Any] = Field(default_factory=dict)
-    """Free-form JSON data the application keeps with the message."""
+    metadata: JsonObject = Field(default_factory=dict)
+    """Free-form data the application keeps with the message: JSON data, finite numbers,
+    at most ``MAX_NESTING`` deep."""
     created_at: datetime = Field(default_factory=_now)
     """When the message was created (UTC)."""
 

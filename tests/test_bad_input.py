@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -11,6 +12,7 @@ import redis
 
 from redis_history import (
     CorruptHistoryError,
+    InvalidMessageError,
     LockLostError,
     Message,
     MessageTooLargeError,
@@ -210,3 +212,105 @@ def test_unreachable_redis_is_store_unavailable() -> None:
     assert isinstance(info.value, ConnectionError)
     with pytest.raises(StoreUnavailableError):
         history.snapshot()
+
+
+def _answer(content: str = "r", **fields: Any) -> Message:
+    return Message.tool(content, tool_call_id="c1", **fields)
+
+
+def _call(arguments: dict[str, Any]) -> list[Message]:
+    return [
+        Message.user("u"),
+        Message.assistant("", tool_calls=[ToolCall(id="c2", name="f", arguments=arguments)]),
+    ]
+
+
+SURROGATES: dict[str, tuple[Callable[[RedisHistory], Any], str, int]] = {
+    "content": (
+        lambda h: h.append(_answer("ok \ud800")),
+        r"content holds a lone surrogate U\+D800",
+        0,
+    ),
+    "name": (lambda h: h.append(_answer(name="f\udfff")), r"name holds a lone surrogate", 0),
+    "tool-call-id": (
+        lambda h: h.append(Message.tool("r", tool_call_id="c1\ud800")),
+        r"tool_call_id holds a lone surrogate",
+        0,
+    ),
+    "metadata-value": (
+        lambda h: h.append(_answer(metadata={"a": ["x", "\ud83d"]})),
+        r"metadata\['a'\]\[1\] holds a lone surrogate",
+        0,
+    ),
+    "metadata-key": (
+        lambda h: h.append(_answer(metadata={"k\udc80": 1})),
+        r"metadata key 'k\\udc80' holds a lone surrogate",
+        0,
+    ),
+    "nested-key": (
+        lambda h: h.append(_answer(metadata={"a": {"\udc80": 1}})),
+        r"metadata\['a'\] key '\\udc80'",
+        0,
+    ),
+    "arguments-value": (
+        lambda h: h.replace(_call({"q": "\ud800"})),
+        r"tool_calls\[0\]\.arguments\['q'\] holds a lone surrogate",
+        1,
+    ),
+    "arguments-key": (
+        lambda h: h.replace(_call({"\ud800": "q"})),
+        r"tool_calls\[0\]\.arguments key",
+        1,
+    ),
+    "second-in-batch": (
+        lambda h: h.append_many([_answer(), Message.user("fine"), Message.assistant("\ud800")]),
+        r"at index 2 .*content holds a lone surrogate",
+        2,
+    ),
+    "splice-summary": (
+        lambda h: h.splice_prefix(2, Message.system("summary \ud800")),
+        r"content holds a lone surrogate",
+        0,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(SURROGATES))
+def test_lone_surrogates_are_refused_when_written(client: redis.Redis, case: str) -> None:
+    """A lone surrogate anywhere in a message raises InvalidMessageError naming the field and
+    the index in the batch, and leaves every key as it was."""
+    history = seeded(client)
+    write, match, index = SURROGATES[case]
+    before = dump(client)
+    with pytest.raises(InvalidMessageError, match=match) as info:
+        write(history)
+    assert info.value.index == index
+    assert info.value.conversation_id == "conv"
+    assert dump(client) == before
+
+
+def test_values_that_skipped_validation_are_refused_if_unwritable(client: redis.Redis) -> None:
+    """An object the serializer cannot write, put into metadata after construction, raises
+    InvalidMessageError naming it, not a raw pydantic error; nothing is written."""
+    history = seeded(client)
+    message = _answer()
+    message.metadata["handle"] = object()
+    before = dump(client)
+    with pytest.raises(InvalidMessageError, match=r"metadata\['handle'\] is object"):
+        history.append(message)
+    assert dump(client) == before
+
+
+def test_nan_that_skipped_validation_reads_back_as_nan(client: redis.Redis) -> None:
+    """Construction refuses NaN; one put in afterwards is stored as NaN and reads back as
+    NaN and infinity, never silently as null."""
+    history = seeded(client)
+    message = _answer()
+    message.metadata.update(score=math.nan, bound=-math.inf)
+    history.append(message)
+    stored = history.snapshot()[-1].metadata
+    assert math.isnan(stored["score"])
+    assert stored["bound"] == -math.inf
+    history.append(Message.assistant("next"))
+    assert history.truncate(4) == 1, "the truncate script decodes that envelope with cjson"
+    assert math.isnan(history.snapshot()[-1].metadata["score"])

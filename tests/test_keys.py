@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fakeredis
 import pytest
 import redis
 
@@ -69,3 +70,22 @@ def test_meta_holds_the_documented_fields(client: redis.Redis) -> None:
         b"adropped",
     }
     assert client.hget(meta, "opn") == b"7"  # one record per write
+
+
+@pytest.mark.parametrize(
+    ("conversation", "namespace", "prefix", "what"),
+    [
+        ("conv-\ud800", "default", "rh", "conversation id"),
+        ("c", "tenant-\udfff", "rh", "namespace"),
+        ("c", "default", "\udc80rh", "key prefix"),
+    ],
+    ids=["conversation", "namespace", "prefix"],
+)
+def test_lone_surrogates_in_names_are_refused_up_front(
+    conversation: str, namespace: str, prefix: str, what: str
+) -> None:
+    """A name UTF-8 cannot encode raises ValueError when the history is built, not on every call."""
+    with pytest.raises(ValueError, match=f"{what} .* lone surrogate"):
+        ConversationKeys.build(conversation, namespace, prefix)
+    with pytest.raises(ValueError, match=f"{what} .* lone surrogate"):
+        RedisHistory(fakeredis.FakeRedis(), conversation, namespace=namespace, prefix=prefix)
