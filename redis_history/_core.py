@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Generic, NamedTuple, TypeVar
 
-from pydantic_core import to_json
+from pydantic_core import PydanticSerializationError, to_json
 from redis import exceptions as redis_errors
 
 from redis_history.codec import Entry, batch_args, decode_entries
@@ -153,7 +153,20 @@ def _fresh_token() -> str:
 
 def _json_id(message_id: str) -> bytes:
     """A message id as a stored envelope spells it (what the scripts compare)."""
-    return to_json(message_id)[1:-1]
+    if not isinstance(message_id, str) or not message_id:
+        raise ValueError(f"a message id must be a non-empty string, got {message_id!r}")
+    try:
+        return to_json(message_id)[1:-1]
+    except PydanticSerializationError:
+        raise ValueError(f"message id {message_id!r} is not valid UTF-8 text") from None
+
+
+def _utf8(value: str) -> bool:
+    """Whether ``value`` is a non-empty string UTF-8 can encode (no lone surrogates)."""
+    try:
+        return isinstance(value, str) and bool(value.encode())
+    except UnicodeEncodeError:
+        return False
 
 
 def _text(value: Any) -> str:
@@ -340,8 +353,8 @@ class HistoryCore:
             raise ValueError(
                 f"expected_ids names {len(expected_ids)} messages, drop_count is {drop_count}"
             )
-        if lock_token == "":
-            raise ValueError("lock_token must be a non-empty string or None")
+        if lock_token is not None and not _utf8(lock_token):
+            raise ValueError("lock_token must be a non-empty UTF-8 string or None")
         caps = (
             _cap(archive_max_messages, "archive_max_messages"),
             _cap(archive_max_bytes, "archive_max_bytes"),

@@ -314,3 +314,27 @@ def test_nan_that_skipped_validation_reads_back_as_nan(client: redis.Redis) -> N
     history.append(Message.assistant("next"))
     assert history.truncate(4) == 1, "the truncate script decodes that envelope with cjson"
     assert math.isnan(history.snapshot()[-1].metadata["score"])
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        pytest.param(
+            lambda h: h.splice_prefix(1, Message.system("s"), expected_ids=["\ud800"]),
+            id="splice-ids",
+        ),
+        pytest.param(
+            lambda h: h.splice_prefix(1, Message.system("s"), lock_token="\ud800"), id="lock-token"
+        ),
+        pytest.param(lambda h: h.replace([], expected_ids=["a", "\udfff"]), id="replace-ids"),
+        pytest.param(lambda h: h.rollback(["\ud800"]), id="rollback-ids"),
+    ],
+)
+def test_ids_and_tokens_utf8_cannot_encode_are_value_errors(client: redis.Redis, call: Any) -> None:
+    """A lone surrogate in an expected id, a rollback id or a lock token is a ValueError raised
+    before anything is sent, not a UnicodeEncodeError from the client."""
+    history = seeded(client)
+    before = dump(client)
+    with pytest.raises(ValueError, match="UTF-8"):
+        call(history)
+    assert dump(client) == before
