@@ -10,10 +10,14 @@ With prefix ``rh``, namespace ``NS`` and conversation ``C``::
 The meta hash's fields: ``total`` (tokens of the live messages), ``baseline``
 and ``mark`` (the LLM's reported input tokens and the total when it was
 recorded), ``role`` and ``open`` (the last role and the unanswered tool call
-ids), ``version`` (bumped by every rewrite: replace, splice, truncate; appends
-only grow the list, so version and length together name the content),
-``cstate``, ``compactions`` and ``tokens_freed`` (compaction), and ``queued``
-and ``queued_at`` (the pending-compaction claim).
+ids), ``version`` (bumped by every rewrite: replace, splice, truncate, rollback;
+appends only grow the list, so version and length together name the content),
+``ops`` and ``opn`` (the tokens and results of the last 64 writes, and how many,
+so a retried write is applied once), ``ttl`` (the conversation's TTL in ms, which
+every writer applies), ``abytes`` and ``adropped`` (the archive's size, and how
+many archived entries its caps dropped), ``cstate``, ``compactions`` and
+``tokens_freed`` (compaction), and ``queued`` and ``queued_at`` (the
+pending-compaction claim).
 
 The braces make the conversation id the hash tag, so every script touches one
 cluster slot; the namespace comes first so an ACL key pattern such as
