@@ -8,10 +8,11 @@ error. The front ends only execute calls, so no method's logic exists twice.
 from __future__ import annotations
 
 import hashlib
-import json
+import logging
 import os
+import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Generic, NamedTuple, TypeVar
@@ -36,29 +37,23 @@ from redis_history.state import CompactionState, Event
 from redis_history.tokens import TokenCounter, resolve_counter
 
 __all__ = [
-    "COMPACTION_FUNCTION",
     "DEFAULT_MAX_MESSAGE_BYTES",
     "MOVED_ON",
     "OPS_KEPT",
     "WAIT_ATTEMPTS",
     "Call",
-    "CompactionJob",
+    "CompactionRequest",
     "CompactionStats",
     "HistoryCore",
+    "Schedule",
     "TranscriptPage",
     "TranscriptPages",
     "op_token",
 ]
 
-COMPACTION_FUNCTION = "redis_history.jobs.compact_conversation"
-"""What workers run, named by path so that enqueueing needs neither rq nor the jobs module."""
-
 T = TypeVar("T")
 
-RESULT_TTL = 3600
-"""Seconds RQ keeps a finished job's small JSON result (status, dropped, tokens freed)."""
-FAILURE_TTL = 24 * 3600
-"""Seconds RQ keeps a failed job and its traceback."""
+logger = logging.getLogger("redis_history")
 
 DEFAULT_MAX_MESSAGE_BYTES = 1 << 20
 
@@ -563,19 +558,39 @@ class HistoryCore:
     def _flag(self, reply: Any) -> bool:
         return int(self._checked(reply)) == 1
 
-    def compaction_job(self, policy: CompactionPolicy) -> CompactionJob:
-        """The job to enqueue for this conversation: a fresh id and a plain-JSON payload."""
-        return CompactionJob(
+    def compaction_request(self, policy: CompactionPolicy) -> CompactionRequest:
+        """A compaction of this conversation to schedule, under a fresh job id."""
+        return CompactionRequest(
             job_id=f"rh-compact-{uuid.uuid4().hex}",
-            payload={
-                "namespace": self.namespace,
-                "conversation_id": self.conversation_id,
-                "prefix": self.prefix,
-                "policy": policy.model_dump(mode="json"),
-            },
-            claim_ms=round(policy.claim_ttl_seconds * 1000),
-            timeout=policy.job_timeout_seconds,
+            namespace=self.namespace,
+            conversation_id=self.conversation_id,
+            prefix=self.prefix,
+            policy=policy,
         )
+
+    def maybe_compact(self, policy: CompactionPolicy) -> Generator[Step, Any, bool]:
+        """The steps of ``maybe_compact``, for a front end to run: it sends back each
+        call's result (or throws its error) and hands each request to the scheduler.
+
+        Read the estimate and the state; give the one-shot exhaustion warning if this pod
+        wins it; if compaction is due, claim the conversation's one pending compaction and
+        schedule it, releasing the claim if scheduling fails. Returns whether it scheduled.
+        """
+        estimate, state = yield self.compaction_status()
+        if state.is_exhausted() and not state.warned and (yield self.take_warning()):
+            logger.warning(self.exhausted_warning(estimate, policy))
+        if not policy.should_compact(estimate, state):
+            return False
+        request = self.compaction_request(policy)
+        now_ms = time.time_ns() // 1_000_000
+        if not (yield self.claim_compaction(request.job_id, now_ms, request.claim_ms)):
+            return False
+        try:
+            yield request
+        except BaseException:
+            yield self.release_claim(request.job_id)
+            raise
+        return True
 
 
 def _fence(expected_ids: Sequence[str] | None) -> tuple[Any, ...]:
@@ -603,28 +618,33 @@ class CompactionStats(NamedTuple):
 
 
 @dataclass(frozen=True, slots=True)
-class CompactionJob:
-    """An RQ job request: its id (no ``:``) and its JSON-serializable keyword arguments."""
+class CompactionRequest:
+    """One compaction to run in the background: what a scheduler is handed."""
 
     job_id: str
-    payload: dict[str, Any]
-    claim_ms: int
-    timeout: int
+    """A fresh id (no ``:``), which the conversation's pending claim names."""
+    namespace: str
+    conversation_id: str
+    prefix: str
+    policy: CompactionPolicy
 
-    def enqueue(self, queue: Any) -> None:
-        """Enqueue on an RQ ``queue`` that uses ``JSONSerializer`` (checked: no pickle)."""
-        try:
-            json.loads(queue.serializer.dumps({"probe": 1}))
-        except (ValueError, UnicodeDecodeError, AttributeError) as exc:
-            raise ValueError(
-                "the compaction queue must use rq.serializers.JSONSerializer, so no pickle "
-                "crosses the queue"
-            ) from exc
-        queue.enqueue_call(
-            COMPACTION_FUNCTION,
-            kwargs=self.payload,
-            job_id=self.job_id,
-            timeout=self.timeout,
-            result_ttl=RESULT_TTL,
-            failure_ttl=FAILURE_TTL,
-        )
+    @property
+    def claim_ms(self) -> int:
+        """How long the claim blocks another compaction, should this one be lost."""
+        return round(self.policy.claim_ttl_seconds * 1000)
+
+    def payload(self) -> dict[str, Any]:
+        """The job's keyword arguments, plain JSON: the conversation and the policy."""
+        return {
+            "namespace": self.namespace,
+            "conversation_id": self.conversation_id,
+            "prefix": self.prefix,
+            "policy": self.policy.model_dump(mode="json"),
+        }
+
+
+Schedule = Callable[[CompactionRequest], object]
+"""Runs a compaction in the background, e.g. by enqueueing it (``jobs.compaction_queue()``)."""
+
+Step = Call[Any] | CompactionRequest
+"""What the ``maybe_compact`` flow asks its front end to do: run a call, or schedule."""

@@ -8,7 +8,7 @@ script arguments and reply decoding live in the core, written once.
 from __future__ import annotations
 
 import asyncio
-import logging
+import inspect
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from datetime import timedelta
@@ -26,9 +26,11 @@ from redis_history._core import (
     MOVED_ON,
     WAIT_ATTEMPTS,
     Call,
+    CompactionRequest,
     CompactionStats,
     HistoryCore,
     RedisFailure,
+    Schedule,
     TranscriptPage,
     TranscriptPages,
 )
@@ -42,12 +44,6 @@ from redis_history.tokens import TokenCounter
 __all__ = ["AsyncRedisHistory", "RedisHistory"]
 
 T = TypeVar("T")
-
-logger = logging.getLogger("redis_history")
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class _Base:
@@ -402,39 +398,48 @@ class RedisHistory(_Base):
         """
         return self._run(self.core.compaction_event(event, value, freed, op_id=op_id))
 
-    def maybe_compact(self, queue: Any, policy: CompactionPolicy | None = None) -> bool:
-        """Enqueue a background compaction if one is due and none is pending.
+    def maybe_compact(self, schedule: Schedule, policy: CompactionPolicy | None = None) -> bool:
+        """Schedule a background compaction if one is due and none is pending.
 
         Looks only at :meth:`token_estimate` and :meth:`compaction_state`; however
-        many pods call this at once, at most one job is enqueued per conversation.
-        When compaction is exhausted, one call (of all pods') logs a warning on
-        the ``redis_history`` logger.
+        many pods call this at once, at most one compaction is scheduled per
+        conversation. When compaction is exhausted, one call (of all pods') logs a
+        warning on the ``redis_history`` logger.
 
         Args:
-            queue: an ``rq.Queue`` using ``JSONSerializer`` (it may live on another Redis).
+            schedule: runs the compaction in the background, given a
+                :class:`~redis_history._core.CompactionRequest`: the RQ queue that
+                :func:`redis_history.jobs.compaction_queue` returns, or any callable.
             policy: thresholds and budgets; the defaults otherwise.
 
         Returns:
-            Whether this call enqueued a job.
+            Whether this call scheduled a compaction.
+
+        Raises:
+            StoreUnavailableError: the store, or the queue's Redis, could not be reached;
+                a claim taken is released.
         """
-        policy = policy or CompactionPolicy()
-        estimate, state = self.compaction_status()
-        if state.is_exhausted() and not state.warned and self._run(self.core.take_warning()):
-            logger.warning(self.core.exhausted_warning(estimate, policy))
-        if not policy.should_compact(estimate, state):
-            return False
-        job = self.core.compaction_job(policy)
-        if not self._run(self.core.claim_compaction(job.job_id, _now_ms(), job.claim_ms)):
-            return False
-        try:
+        flow = self.core.maybe_compact(policy or CompactionPolicy())
+        result: Any = None
+        error: BaseException | None = None
+        while True:
             try:
-                job.enqueue(queue)
-            except RedisFailure as exc:
-                raise self.core.wrap(exc) from exc
-        except BaseException:
-            self._run(self.core.release_claim(job.job_id))
-            raise
-        return True
+                step = flow.send(result) if error is None else flow.throw(error)
+            except StopIteration as done:
+                return bool(done.value)
+            result, error = None, None
+            try:
+                result = (
+                    self._run(step) if isinstance(step, Call) else self._schedule(schedule, step)
+                )
+            except BaseException as exc:  # handed to the flow, which releases its claim
+                error = exc
+
+    def _schedule(self, schedule: Schedule, request: CompactionRequest) -> object:
+        try:
+            return schedule(request)
+        except RedisFailure as exc:
+            raise self.core.wrap(exc) from exc
 
     def release_compaction_claim(self, job_id: str) -> bool:
         """Drop the pending-compaction claim so the next :meth:`maybe_compact` may enqueue.
@@ -648,26 +653,34 @@ class AsyncRedisHistory(_Base):
         """See :meth:`RedisHistory.compaction_event`."""
         return await self._run(self.core.compaction_event(event, value, freed, op_id=op_id))
 
-    async def maybe_compact(self, queue: Any, policy: CompactionPolicy | None = None) -> bool:
-        """See :meth:`RedisHistory.maybe_compact` (the blocking RQ enqueue runs in a thread)."""
-        policy = policy or CompactionPolicy()
-        estimate, state = await self.compaction_status()
-        if state.is_exhausted() and not state.warned and await self._run(self.core.take_warning()):
-            logger.warning(self.core.exhausted_warning(estimate, policy))
-        if not policy.should_compact(estimate, state):
-            return False
-        job = self.core.compaction_job(policy)
-        if not await self._run(self.core.claim_compaction(job.job_id, _now_ms(), job.claim_ms)):
-            return False
-        try:
+    async def maybe_compact(
+        self, schedule: Schedule, policy: CompactionPolicy | None = None
+    ) -> bool:
+        """See :meth:`RedisHistory.maybe_compact`; a blocking ``schedule`` runs in a thread,
+        and one that returns an awaitable is awaited."""
+        flow = self.core.maybe_compact(policy or CompactionPolicy())
+        result: Any = None
+        error: BaseException | None = None
+        while True:
             try:
-                await asyncio.to_thread(job.enqueue, queue)
-            except RedisFailure as exc:
-                raise self.core.wrap(exc) from exc
-        except BaseException:
-            await self._run(self.core.release_claim(job.job_id))
-            raise
-        return True
+                step = flow.send(result) if error is None else flow.throw(error)
+            except StopIteration as done:
+                return bool(done.value)
+            result, error = None, None
+            try:
+                if isinstance(step, Call):
+                    result = await self._run(step)
+                else:
+                    result = await self._schedule(schedule, step)
+            except BaseException as exc:  # handed to the flow, which releases its claim
+                error = exc
+
+    async def _schedule(self, schedule: Schedule, request: CompactionRequest) -> object:
+        try:
+            scheduled = await asyncio.to_thread(schedule, request)
+            return await scheduled if inspect.isawaitable(scheduled) else scheduled
+        except RedisFailure as exc:
+            raise self.core.wrap(exc) from exc
 
     async def release_compaction_claim(self, job_id: str) -> bool:
         """See :meth:`RedisHistory.release_compaction_claim`."""

@@ -25,7 +25,7 @@ wrong URL is reported rather than waited on.
 
 A queue that anyone can write lets them enqueue any importable function with
 JSON arguments. :class:`CompactionWorker` therefore runs :class:`CompactionOnlyJob`,
-which refuses every function but :data:`~redis_history._core.COMPACTION_FUNCTION`
+which refuses every function but :data:`COMPACTION_FUNCTION`
 before importing it, never imports a callback a job names, sends no webhooks,
 and the worker refuses to start with any serializer but ``JSONSerializer``
 (pickle would run code while merely fetching a job).
@@ -52,7 +52,7 @@ from rq.serializers import JSONSerializer, resolve_serializer
 from rq.utils import import_job_class
 from rq.worker import BaseWorker, SimpleWorker, Worker, WorkerStatus
 
-from redis_history._core import COMPACTION_FUNCTION, RedisFailure
+from redis_history._core import CompactionRequest, RedisFailure
 from redis_history.compaction import CompactionResult, run_compaction
 from redis_history.errors import HistoryError, JobRefusedError, StoreUnavailableError
 from redis_history.history import RedisHistory
@@ -68,7 +68,10 @@ __all__ = [
     "COMPACTION_FUNCTION",
     "DEFAULT_QUEUE",
     "DEFAULT_URL",
+    "FAILURE_TTL",
+    "RESULT_TTL",
     "CompactionOnlyJob",
+    "CompactionQueue",
     "CompactionWorker",
     "JobRefusedError",
     "SimpleCompactionWorker",
@@ -162,7 +165,36 @@ class WorkerSettings:
         return redis.Redis.from_url(self.queue_redis_url)
 
 
-def compaction_queue(connection: redis.Redis | None = None, name: str | None = None) -> rq.Queue:
+COMPACTION_FUNCTION = "redis_history.jobs.compact_conversation"
+"""The one function compaction workers run."""
+RESULT_TTL = 3600
+"""Seconds RQ keeps a finished job's small JSON result (status, dropped, tokens freed)."""
+FAILURE_TTL = 24 * 3600
+"""Seconds RQ keeps a failed job and its traceback."""
+
+
+class CompactionQueue(rq.Queue):
+    """An RQ queue of compaction jobs, JSON only, that schedules what ``maybe_compact`` asks:
+    call it with a :class:`~redis_history._core.CompactionRequest`."""
+
+    def __init__(self, name: str, connection: redis.Redis) -> None:
+        super().__init__(name, connection=connection, serializer=JSONSerializer)
+
+    def __call__(self, request: CompactionRequest) -> Job:
+        """Enqueue ``request`` as a job of ``COMPACTION_FUNCTION`` under the request's id."""
+        return self.enqueue_call(
+            COMPACTION_FUNCTION,
+            kwargs=request.payload(),
+            job_id=request.job_id,
+            timeout=request.policy.job_timeout_seconds,
+            result_ttl=RESULT_TTL,
+            failure_ttl=FAILURE_TTL,
+        )
+
+
+def compaction_queue(
+    connection: redis.Redis | None = None, name: str | None = None
+) -> CompactionQueue:
     """The RQ queue pods pass to ``maybe_compact``, using ``JSONSerializer``.
 
     Args:
@@ -181,7 +213,7 @@ def compaction_queue(connection: redis.Redis | None = None, name: str | None = N
         settings = WorkerSettings.from_env()
         connection = settings.queue_client() if connection is None else connection
         name = settings.queue if name is None else name
-    return rq.Queue(name, connection=connection, serializer=JSONSerializer)
+    return CompactionQueue(name, connection)
 
 
 # -- the job function -------------------------------------------------------------------------

@@ -9,11 +9,12 @@ import pytest
 import redis
 from faults import FaultProxy
 from rq import Queue
-from rq.serializers import JSONSerializer
 from samples import turns
 
 from redis_history import Message, RedisHistory, SummarizerError
+from redis_history._core import CompactionRequest
 from redis_history.compaction import choose_cut, run_compaction
+from redis_history.jobs import compaction_queue
 from redis_history.policy import CompactionPolicy
 from redis_history.state import CompactionState
 from redis_history.testing import FakeSummarizer
@@ -88,7 +89,7 @@ def test_maybe_compact_enqueues_once_with_a_json_payload(client: redis.Redis) ->
     """Many calls enqueue one job whose payload is plain JSON and whose id has no colon."""
     history = RedisHistory(client, "user:1", token_counter="heuristic")
     history.append_many(turns(6))
-    queue = Queue("redis-history", connection=fakeredis.FakeRedis(), serializer=JSONSerializer)
+    queue = compaction_queue(fakeredis.FakeRedis(), "redis-history")
     assert [history.maybe_compact(queue, POLICY) for _ in range(5)].count(True) == 1
     (job,) = queue.get_jobs()
     assert ":" not in job.id
@@ -98,21 +99,30 @@ def test_maybe_compact_enqueues_once_with_a_json_payload(client: redis.Redis) ->
     assert job.kwargs["policy"]["soft_tokens"] == 50
 
 
-def test_maybe_compact_refuses_a_pickling_queue(client: redis.Redis) -> None:
-    """A queue with the default pickle serializer is refused and the claim released."""
-    history = RedisHistory(client, "c", token_counter="heuristic")
+def test_maybe_compact_hands_the_request_to_any_scheduler(client: redis.Redis) -> None:
+    """Any callable schedules; one that fails (a plain rq.Queue is not callable) releases the
+    claim, so the next call may schedule; the request is the conversation and the policy."""
+    history = RedisHistory(client, "c", namespace="t", token_counter="heuristic")
     history.append_many(turns(6))
-    with pytest.raises(ValueError, match="JSONSerializer"):
-        history.maybe_compact(Queue(connection=fakeredis.FakeRedis()), POLICY)
-    queue = Queue("q", connection=fakeredis.FakeRedis(), serializer=JSONSerializer)
-    assert history.maybe_compact(queue, POLICY)
+    with pytest.raises(TypeError):
+        history.maybe_compact(Queue(connection=fakeredis.FakeRedis()), POLICY)  # type: ignore[arg-type]
+    scheduled: list[CompactionRequest] = []
+    assert history.maybe_compact(scheduled.append, POLICY)
+    (request,) = scheduled
+    assert request.payload() == {
+        "namespace": "t",
+        "conversation_id": "c",
+        "prefix": "rh",
+        "policy": POLICY.model_dump(mode="json"),
+    }
+    assert client.hget(history.keys.meta, "queued") == request.job_id.encode()
 
 
 def test_maybe_compact_respects_thresholds_and_state(client: redis.Redis) -> None:
     """Below the soft threshold, or compacted this turn, nothing is enqueued."""
     history = RedisHistory(client, "c", token_counter="heuristic")
     history.append_many(turns(1))
-    queue = Queue("q", connection=fakeredis.FakeRedis(), serializer=JSONSerializer)
+    queue = compaction_queue(fakeredis.FakeRedis(), "q")
     assert not history.maybe_compact(
         queue, CompactionPolicy(soft_tokens=10_000, hard_tokens=20_000)
     )
@@ -179,7 +189,7 @@ def test_an_exhausted_conversation_warns_once(
     history.append_many(turns(1))
     due = POLICY.model_copy(update={"soft_tokens": 1, "hard_tokens": 2})
     assert run_compaction(history, FakeSummarizer(), due).status == "exhausted"
-    queue = Queue("q", connection=fakeredis.FakeRedis(), serializer=JSONSerializer)
+    queue = compaction_queue(fakeredis.FakeRedis(), "q")
     with caplog.at_level("WARNING", logger="redis_history"):
         assert [history.maybe_compact(queue, due) for _ in range(3)] == [False] * 3
     (record,) = caplog.records

@@ -29,6 +29,7 @@ from redis_history.cli import main
 from redis_history.jobs import (
     COMPACTION_FUNCTION,
     CompactionOnlyJob,
+    CompactionQueue,
     CompactionWorker,
     SimpleCompactionWorker,
     WorkerSettings,
@@ -71,7 +72,7 @@ def store(server: fakeredis.FakeServer) -> fakeredis.FakeRedis:
 
 
 @pytest.fixture
-def queue() -> Queue:
+def queue() -> CompactionQueue:
     """A JSON queue on its own (fake) Redis, as in a deployment with a separate queue."""
     return compaction_queue(fakeredis.FakeRedis(server=fakeredis.FakeServer()), "compaction")
 
@@ -106,12 +107,12 @@ def signal_handlers() -> Iterator[None]:
         signal.signal(sig, handler)
 
 
-def work(queue: Queue) -> None:
+def work(queue: CompactionQueue) -> None:
     """Run every queued job in this process through the allowlisting worker."""
     InProcessWorker([queue], connection=queue.connection).work(burst=True)
 
 
-def failure(queue: Queue, job_id: str) -> str:
+def failure(queue: CompactionQueue, job_id: str) -> str:
     """The traceback of a job that must have failed."""
     job = Job.fetch(job_id, connection=queue.connection, serializer=JSONSerializer)
     assert job.get_status() == JobStatus.FAILED
@@ -175,7 +176,9 @@ def test_the_queue_uses_json_and_the_configured_name(monkeypatch: pytest.MonkeyP
     assert named.serializer is JSONSerializer
 
 
-def test_a_job_compacts_and_releases_its_claim(store: fakeredis.FakeRedis, queue: Queue) -> None:
+def test_a_job_compacts_and_releases_its_claim(
+    store: fakeredis.FakeRedis, queue: CompactionQueue
+) -> None:
     """maybe_compact enqueues; the worker compacts with its own summarizer and frees the claim."""
     history = conversation(store)
     messages = history.snapshot()
@@ -194,7 +197,7 @@ def test_a_job_compacts_and_releases_its_claim(store: fakeredis.FakeRedis, queue
 
 
 def test_a_failing_summarizer_fails_the_job_and_writes_nothing(
-    store: fakeredis.FakeRedis, queue: Queue, worker_settings: WorkerSettings
+    store: fakeredis.FakeRedis, queue: CompactionQueue, worker_settings: WorkerSettings
 ) -> None:
     """When the summarizer raises, the job fails, nothing changes, and lock and claim are gone."""
     configure_worker(WorkerSettings(summarizer=FAILING, token_counter="heuristic"), store=store)
@@ -221,7 +224,7 @@ def test_a_failing_summarizer_fails_the_job_and_writes_nothing(
 )
 def test_an_llm_endpoint_failure_fails_the_job_and_writes_nothing(  # noqa: PLR0917  (fixtures)
     store: fakeredis.FakeRedis,
-    queue: Queue,
+    queue: CompactionQueue,
     chat_server: ChatServer,
     monkeypatch: pytest.MonkeyPatch,
     reply: Reply,
@@ -253,7 +256,7 @@ def test_an_llm_endpoint_failure_fails_the_job_and_writes_nothing(  # noqa: PLR0
 
 def test_an_llm_summary_is_written_back(
     store: fakeredis.FakeRedis,
-    queue: Queue,
+    queue: CompactionQueue,
     chat_server: ChatServer,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -274,7 +277,7 @@ def test_an_llm_summary_is_written_back(
 
 
 def test_release_compaction_claim_drops_only_its_own_claim(
-    server: fakeredis.FakeServer, store: fakeredis.FakeRedis, queue: Queue
+    server: fakeredis.FakeServer, store: fakeredis.FakeRedis, queue: CompactionQueue
 ) -> None:
     """A claim is released by its own job id only, from the sync and the asyncio history alike."""
     history = conversation(store)
@@ -301,7 +304,7 @@ def test_release_compaction_claim_drops_only_its_own_claim(
     assert not claimed(history)
 
 
-def test_the_worker_refuses_any_other_function(tmp_path: Path, queue: Queue) -> None:
+def test_the_worker_refuses_any_other_function(tmp_path: Path, queue: CompactionQueue) -> None:
     """A job naming another importable function fails without running it."""
     marker = tmp_path / "ran"
     job = queue.enqueue_call("test_jobs.create_marker", kwargs={"path": str(marker)})
@@ -316,7 +319,7 @@ def test_the_worker_refuses_any_other_function(tmp_path: Path, queue: Queue) -> 
 
 
 def test_callbacks_and_webhooks_a_job_names_are_never_used(
-    queue: Queue, monkeypatch: pytest.MonkeyPatch
+    queue: CompactionQueue, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A failing compaction job's failure callback is not imported and its webhooks are not sent."""
     sent: list[str] = []
@@ -334,7 +337,7 @@ def test_callbacks_and_webhooks_a_job_names_are_never_used(
 
 
 def test_a_bad_conversation_id_fails_the_job_cleanly(
-    store: fakeredis.FakeRedis, queue: Queue
+    store: fakeredis.FakeRedis, queue: CompactionQueue
 ) -> None:
     """A conversation id that cannot be a key fails the job with a ValueError, touching nothing."""
     job = queue.enqueue_call(
@@ -347,7 +350,7 @@ def test_a_bad_conversation_id_fails_the_job_cleanly(
 
 
 def test_a_bad_policy_fails_the_job_and_releases_its_claim(
-    store: fakeredis.FakeRedis, queue: Queue
+    store: fakeredis.FakeRedis, queue: CompactionQueue
 ) -> None:
     """A policy that does not validate fails the job, writes nothing, and frees the claim."""
     history = conversation(store)
@@ -363,7 +366,9 @@ def test_a_bad_policy_fails_the_job_and_releases_its_claim(
     assert not claimed(history)
 
 
-def test_a_summarizer_in_the_payload_is_rejected(store: fakeredis.FakeRedis, queue: Queue) -> None:
+def test_a_summarizer_in_the_payload_is_rejected(
+    store: fakeredis.FakeRedis, queue: CompactionQueue
+) -> None:
     """The worker's summarizer comes from its settings: a payload naming one fails the job."""
     history = conversation(store)
     before = history.entries()
@@ -483,7 +488,7 @@ def test_a_cluster_store_is_compacted_through_a_standalone_queue(
 
 
 def test_a_cluster_store_that_is_down_fails_the_job_typed_and_the_worker_goes_on(
-    queue: Queue,
+    queue: CompactionQueue,
 ) -> None:
     """With every node of the store's cluster unreachable, a job fails with
     StoreUnavailableError (not a raw RedisClusterException) and the worker serves the next."""

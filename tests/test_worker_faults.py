@@ -134,7 +134,7 @@ def test_killed_connections_mid_summary_keep_the_lock_and_the_worker(
     watch = lock_watch(store, history.keys.lock)
     assert wait_for(watch, "the lock's fate") == "extended", "the heartbeat gave up"
     assert store.get(history.keys.lock) == token
-    history.core.compaction_job(locked).enqueue(queue)
+    queue(history.core.compaction_request(locked))
     second = workers.start("Steady", burst=True)
     assert second.wait(DEADLINE) == 0, workers.log(second)
     assert "busy" in workers.log(second), workers.log(second)
@@ -181,7 +181,7 @@ def test_a_store_paused_past_a_heartbeat_but_within_the_ttl_keeps_the_lock(
     watch = lock_watch(store, history.keys.lock)
     assert wait_for(watch, "the lock's fate") == "extended", "the heartbeat gave up"
     assert store.get(history.keys.lock) == token
-    history.core.compaction_job(locked).enqueue(queue)
+    queue(history.core.compaction_request(locked))
     second = workers.start("Steady", burst=True)
     assert second.wait(DEADLINE) == 0, workers.log(second)
     assert "busy" in workers.log(second), workers.log(second)

@@ -17,7 +17,6 @@ import fakeredis
 import pytest
 import redis
 from redis.exceptions import AuthenticationError, ResponseError
-from rq import Queue
 from rq.timeouts import TimerDeathPenalty
 from rq.utils import now
 from rq.worker import WorkerStatus
@@ -25,6 +24,7 @@ from samples import turns
 
 from redis_history import Message, RedisHistory
 from redis_history.jobs import (
+    CompactionQueue,
     SimpleCompactionWorker,
     WorkerSettings,
     compaction_queue,
@@ -79,7 +79,7 @@ def queue_server() -> Iterator[fakeredis.FakeServer]:
 
 
 @pytest.fixture
-def queue(queue_server: fakeredis.FakeServer) -> Queue:
+def queue(queue_server: fakeredis.FakeServer) -> CompactionQueue:
     """The JSON compaction queue on that server."""
     return compaction_queue(fakeredis.FakeRedis(server=queue_server), "compaction")
 
@@ -118,7 +118,7 @@ def outages() -> Iterator[list[str]]:
     log.setLevel(level)
 
 
-def due(store: fakeredis.FakeRedis, queue: Queue, name: str) -> RedisHistory:
+def due(store: fakeredis.FakeRedis, queue: CompactionQueue, name: str) -> RedisHistory:
     """A conversation long enough to compact, its job enqueued."""
     history = RedisHistory(store, name, token_counter="heuristic")
     history.append_many(turns(6))
@@ -143,7 +143,7 @@ def reconnect_after(pauses: int) -> Callable[[Worker], None]:
 
 def test_an_outage_across_the_end_of_a_job_does_not_end_the_worker(
     store: fakeredis.FakeRedis,
-    queue: Queue,
+    queue: CompactionQueue,
     queue_server: fakeredis.FakeServer,
     outages: list[str],
 ) -> None:
@@ -162,7 +162,7 @@ def test_an_outage_across_the_end_of_a_job_does_not_end_the_worker(
 
 def test_a_stop_request_during_an_outage_ends_the_worker_cleanly(
     store: fakeredis.FakeRedis,
-    queue: Queue,
+    queue: CompactionQueue,
     queue_server: fakeredis.FakeServer,
     outages: list[str],
 ) -> None:
@@ -183,7 +183,7 @@ def test_a_stop_request_during_an_outage_ends_the_worker_cleanly(
 
 
 def test_the_idle_wait_backs_off_to_a_bound(
-    queue: Queue, queue_server: fakeredis.FakeServer, outages: list[str]
+    queue: CompactionQueue, queue_server: fakeredis.FakeServer, outages: list[str]
 ) -> None:
     """An idle worker's heartbeat waits for its Redis, doubling the pause up to five seconds."""
     worker = Worker([queue], connection=queue.connection, on_pause=reconnect_after(7))
@@ -199,7 +199,7 @@ def test_the_idle_wait_backs_off_to_a_bound(
     assert worker.pauses[7:] == worker.pauses[:7], "the next outage starts over"
 
 
-def hooks(worker: Worker, queue: Queue) -> dict[str, Callable[[], object]]:
+def hooks(worker: Worker, queue: CompactionQueue) -> dict[str, Callable[[], object]]:
     """Every RQ hook the worker overrides to ride out outages, ready to call."""
     job = queue.enqueue("redis_history.jobs.compact_conversation", "ns", "c", "rh", {})
     execution = worker.prepare_execution(job)
@@ -217,7 +217,7 @@ def hooks(worker: Worker, queue: Queue) -> dict[str, Callable[[], object]]:
 
 
 def test_every_hook_rides_out_an_outage(
-    queue: Queue, queue_server: fakeredis.FakeServer, outages: list[str]
+    queue: CompactionQueue, queue_server: fakeredis.FakeServer, outages: list[str]
 ) -> None:
     """With the queue unreachable, no hook raises, a busy worker never pauses, and the
     outage is logged once."""
@@ -240,7 +240,7 @@ def handled(worker: Worker, error: Exception) -> None:
         worker._pubsub_exception_handler(error, None, None)  # type: ignore[arg-type]
 
 
-def test_the_command_listener_survives_outages_and_timeouts(queue: Queue) -> None:
+def test_the_command_listener_survives_outages_and_timeouts(queue: CompactionQueue) -> None:
     """RQ's pubsub thread reconnects after a connection error or a timeout (RQ alone let a
     timeout end it); anything else still ends it."""
     worker = Worker([queue], connection=queue.connection, on_pause=reconnect_after(1))
@@ -256,7 +256,7 @@ def test_the_command_listener_survives_outages_and_timeouts(queue: Queue) -> Non
     ids=["wrong-credentials", "refused-command"],
 )
 def test_errors_that_are_no_outage_still_end_the_worker(
-    queue: Queue, error: redis.RedisError, monkeypatch: pytest.MonkeyPatch
+    queue: CompactionQueue, error: redis.RedisError, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Wrong credentials or a refused command are not waited out: they reach RQ's loop."""
     worker = Worker([queue], connection=queue.connection, on_pause=reconnect_after(1))

@@ -19,12 +19,12 @@ from typing import Any
 
 import pytest
 import redis
-from rq import Queue, Worker
+from rq import Worker
 from rq.registry import FailedJobRegistry, StartedJobRegistry
 from worker_processes import DEADLINE, Workers, wait_for
 
 from redis_history import CompactionPolicy, Message, RedisHistory, ToolCall
-from redis_history.jobs import compaction_queue
+from redis_history.jobs import CompactionQueue, compaction_queue
 from redis_history.roles import RoleState
 
 pytestmark = [pytest.mark.real_redis, pytest.mark.slow]
@@ -39,7 +39,7 @@ def workers(redis_url: str, real_redis: redis.Redis, tmp_path: Path) -> Iterator
 
 
 @pytest.fixture
-def queue(real_redis: redis.Redis) -> Queue:
+def queue(real_redis: redis.Redis) -> CompactionQueue:
     """The compaction queue, JSON only, on the same Redis as the history."""
     return compaction_queue(connection=real_redis, name="redis-history")
 
@@ -105,7 +105,7 @@ def _pod(  # noqa: PLR0917  (a multiprocessing target takes positional arguments
         history.maybe_compact(queue, CONCURRENT_POLICY)
         time.sleep(0.03)  # the agent's LLM call, during which workers catch up
         if n % 3 == 0:  # also a job past the one-pending claim: only the lock keeps order now
-            history.core.compaction_job(CONCURRENT_POLICY).enqueue(queue)
+            queue(history.core.compaction_request(CONCURRENT_POLICY))
     out.put((pod, written))
     client.close()
 
@@ -121,7 +121,7 @@ CONCURRENT_POLICY = CompactionPolicy(
 
 
 def test_pods_and_two_workers_lose_nothing_and_never_overlap(
-    workers: Workers, real_redis: redis.Redis, queue: Queue
+    workers: Workers, real_redis: redis.Redis, queue: CompactionQueue
 ) -> None:
     """Four pods append while two real workers compact the same conversations repeatedly:
     nothing lost or reordered, no turn or tool pair split, never two compactions at once."""
@@ -176,7 +176,7 @@ def started_calls(client: redis.Redis, name: str) -> list[dict[str, Any]]:
 
 
 def test_a_worker_killed_mid_summary_leaves_the_lock_to_expire(
-    workers: Workers, real_redis: redis.Redis, queue: Queue
+    workers: Workers, real_redis: redis.Redis, queue: CompactionQueue
 ) -> None:
     """SIGKILL during a summary writes nothing; the lock expires and a later compaction works."""
     history = seeded(real_redis, "conv", 6)
@@ -200,18 +200,18 @@ def test_a_worker_killed_mid_summary_leaves_the_lock_to_expire(
 
 
 def test_a_paused_worker_that_lost_its_lock_cannot_write_back(
-    workers: Workers, real_redis: redis.Redis, queue: Queue
+    workers: Workers, real_redis: redis.Redis, queue: CompactionQueue
 ) -> None:
     """A worker stopped past its lock's TTL while another compacts is refused on waking;
     the conversation stays exactly as the other worker left it."""
     history = seeded(real_redis, "conv", 6)
     sleeper = workers.start("Blocking")
-    history.core.compaction_job(FAULT_POLICY).enqueue(queue)
+    queue(history.core.compaction_request(FAULT_POLICY))
     (call,) = wait_for(lambda: started_calls(real_redis, "conv"), "the summary to start")
     workers.signal(sleeper, call["pid"], signal.SIGSTOP)  # the heartbeat stops with it
     wait_for(lambda: not real_redis.exists(history.keys.lock), "the paused worker's lock to expire")
 
-    history.core.compaction_job(FAULT_POLICY).enqueue(queue)
+    queue(history.core.compaction_request(FAULT_POLICY))
     other = workers.start("Recording", burst=True)
     assert other.wait(DEADLINE) == 0, workers.log(other)
     after_other = history.entries()
@@ -225,14 +225,14 @@ def test_a_paused_worker_that_lost_its_lock_cannot_write_back(
 
 
 def test_a_truncate_during_the_summary_makes_the_write_back_stale(
-    workers: Workers, real_redis: redis.Redis, queue: Queue
+    workers: Workers, real_redis: redis.Redis, queue: CompactionQueue
 ) -> None:
     """Truncating into the prefix being summarized refuses that write-back; the retry
     summarizes the fresh prefix, and the truncated messages appear nowhere."""
     history = seeded(real_redis, "conv", 10)
     messages = history.snapshot()
     workers.start("Blocking")
-    history.core.compaction_job(FAULT_POLICY).enqueue(queue)
+    queue(history.core.compaction_request(FAULT_POLICY))
     (first,) = wait_for(lambda: started_calls(real_redis, "conv"), "the summary to start")
     assert first["ids"] == [m.id for m in messages[:37]], "all but the last turn"
 
