@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Callable
+from enum import IntEnum
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -31,15 +32,35 @@ from redis_history.errors import (
     ToolPairingError,
 )
 
-__all__ = ["ERRORS", "Script", "expand_includes", "script", "script_names", "script_source"]
+__all__ = [
+    "ERRORS",
+    "Refusal",
+    "Script",
+    "expand_includes",
+    "script",
+    "script_names",
+    "script_source",
+]
+
+
+class Refusal(IntEnum):
+    """Why a script refused, the codes of ``lua/includes/codes.lua`` (a test keeps them equal)."""
+
+    ROLE_ORDER = 1
+    TOOL_PAIRING = 2
+    STALE = 3
+    LOCK_LOST = 4
+    CORRUPT = 5
+    INVALID_TRANSITION = 6
+
 
 ERRORS: dict[int, type[HistoryError]] = {
-    1: RoleOrderError,
-    2: ToolPairingError,
-    3: StaleSnapshotError,
-    4: LockLostError,
-    5: CorruptHistoryError,
-    6: InvalidTransition,
+    Refusal.ROLE_ORDER: RoleOrderError,
+    Refusal.TOOL_PAIRING: ToolPairingError,
+    Refusal.STALE: StaleSnapshotError,
+    Refusal.LOCK_LOST: LockLostError,
+    Refusal.CORRUPT: CorruptHistoryError,
+    Refusal.INVALID_TRANSITION: InvalidTransition,
 }
 """Refusal codes mapped to the exceptions they raise.
 

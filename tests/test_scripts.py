@@ -17,7 +17,14 @@ import redis.asyncio
 
 from redis_history import AsyncRedisHistory, Message, RedisHistory
 from redis_history._core import _call
-from redis_history.scripts import ERRORS, expand_includes, script, script_names, script_source
+from redis_history.scripts import (
+    ERRORS,
+    Refusal,
+    expand_includes,
+    script,
+    script_names,
+    script_source,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 LUA_FILES = sorted(p.name for p in (ROOT / "lua").glob("*.lua"))
@@ -64,6 +71,15 @@ def test_includes_resolve_nested_once_each_and_refuse_cycles() -> None:
     assert expand_includes(source, files.__getitem__) == "c()\nb()\na()\nmain()\n"
     with pytest.raises(ValueError, match="circular include: loop -> back -> loop"):
         expand_includes('--- @include "loop"\n', files.__getitem__)
+
+
+def test_the_refusal_codes_are_the_ones_the_scripts_use() -> None:
+    """lua/includes/codes.lua names the same codes, with the same numbers, as Refusal."""
+    source = (ROOT / "lua" / "includes" / "codes.lua").read_text()
+    (names, values) = re.search(r"^local ([A-Z_, ]+) = ([0-9, ]+)$", source, re.MULTILINE).groups()  # type: ignore[union-attr]
+    in_lua = dict(zip(names.split(", "), map(int, values.split(", ")), strict=True))
+    assert in_lua == {code.name: code.value for code in Refusal}
+    assert set(ERRORS) == set(Refusal)
 
 
 def test_result_codes_map_to_distinct_exceptions() -> None:
