@@ -269,10 +269,7 @@ class HistoryCore:
         if error is None:
             raise self._context(HistoryError(f"unknown script result code {code}: {reply!r}"))
         index = int(reply[1])
-        reason = _text(reply[2])
-        if issubclass(error, InvalidMessageError | CorruptHistoryError):
-            raise self._context(error(reason, index=index if index >= 0 else None))
-        raise self._context(error(reason))
+        raise self._context(error(_text(reply[2]), index=index if index >= 0 else None))
 
     def _decode(self, raw: Sequence[bytes | str]) -> list[Entry]:
         try:

@@ -43,13 +43,20 @@ __all__ = [
 
 
 class HistoryError(Exception):
-    """Root of every error redis-history raises; carries the conversation it concerns."""
+    """Root of every error redis-history raises; carries the conversation it concerns and,
+    for a message or stored entry, its index (in the batch, or in the stored list)."""
 
     def __init__(
-        self, message: str, *, conversation_id: str | None = None, namespace: str | None = None
+        self,
+        message: str,
+        *,
+        index: int | None = None,
+        conversation_id: str | None = None,
+        namespace: str | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
+        self.index = index
         self.conversation_id = conversation_id
         self.namespace = namespace
 
@@ -61,17 +68,6 @@ class HistoryError(Exception):
 
 class InvalidMessageError(HistoryError, ValueError):
     """A message (or batch) was refused by validation; Redis was left unchanged."""
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        index: int | None = None,
-        conversation_id: str | None = None,
-        namespace: str | None = None,
-    ) -> None:
-        super().__init__(message, conversation_id=conversation_id, namespace=namespace)
-        self.index = index
 
 
 class RoleOrderError(InvalidMessageError):
@@ -107,17 +103,6 @@ class ConversationNotFound(HistoryError, KeyError):
 
 class CorruptHistoryError(HistoryError):
     """Stored data is not what redis-history wrote: a bad envelope, meta field or key type."""
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        index: int | None = None,
-        conversation_id: str | None = None,
-        namespace: str | None = None,
-    ) -> None:
-        super().__init__(message, conversation_id=conversation_id, namespace=namespace)
-        self.index = index
 
 
 class EncodingUnavailableError(HistoryError, RuntimeError):
