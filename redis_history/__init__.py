@@ -6,7 +6,7 @@ unless documented.
 
 from __future__ import annotations
 
-from redis_history._core import CompactionStats
+from redis_history._core import CompactionRequest, CompactionStats, TranscriptPage
 from redis_history.codec import Entry
 from redis_history.compaction import CompactionResult, run_compaction
 from redis_history.errors import (
@@ -29,6 +29,7 @@ from redis_history.errors import (
 from redis_history.history import AsyncRedisHistory, RedisHistory
 from redis_history.models import Message, Role, ToolCall
 from redis_history.policy import CompactionPolicy
+from redis_history.protocol import History
 from redis_history.state import CompactionState
 from redis_history.summarizers import (
     AsyncSummarizer,
@@ -43,6 +44,7 @@ __all__ = [
     "AsyncRedisHistory",
     "AsyncSummarizer",
     "CompactionPolicy",
+    "CompactionRequest",
     "CompactionResult",
     "CompactionState",
     "CompactionStats",
@@ -52,6 +54,7 @@ __all__ = [
     "Entry",
     "ExtractiveSummarizer",
     "HeuristicCounter",
+    "History",
     "HistoryError",
     "InvalidMessageError",
     "InvalidTransition",
@@ -72,6 +75,7 @@ __all__ = [
     "TokenCounter",
     "ToolCall",
     "ToolPairingError",
+    "TranscriptPage",
     "resolve_summarizer",
     "run_compaction",
 ]

@@ -523,11 +523,7 @@ class HistoryCore:
 
     def exhausted_warning(self, estimate: int | None, policy: CompactionPolicy) -> str:
         """The one-shot warning for a conversation compaction can no longer shrink."""
-        return (
-            f"conversation {self.namespace}/{self.conversation_id} is exhausted: compaction "
-            f"cannot bring it below the hard limit ({estimate} tokens, hard limit "
-            f"{policy.hard_tokens}); start a new conversation or raise the model's budget"
-        )
+        return exhausted_warning(self.namespace, self.conversation_id, estimate, policy)
 
     def compaction_stats(self) -> Call[CompactionStats]:
         """How many compactions the conversation has had and the tokens they freed."""
@@ -557,13 +553,7 @@ class HistoryCore:
 
     def compaction_request(self, policy: CompactionPolicy) -> CompactionRequest:
         """A compaction of this conversation to schedule, under a fresh job id."""
-        return CompactionRequest(
-            job_id=f"rh-compact-{uuid.uuid4().hex}",
-            namespace=self.namespace,
-            conversation_id=self.conversation_id,
-            prefix=self.prefix,
-            policy=policy,
-        )
+        return CompactionRequest.new(self.namespace, self.conversation_id, self.prefix, policy)
 
     def maybe_compact(self, policy: CompactionPolicy) -> Generator[Step, Any, bool]:
         """The steps of ``maybe_compact``, for a front end to run: it sends back each
@@ -588,6 +578,17 @@ class HistoryCore:
             yield self.release_claim(request.job_id)
             raise
         return True
+
+
+def exhausted_warning(
+    namespace: str, conversation_id: str, estimate: int | None, policy: CompactionPolicy
+) -> str:
+    """The one-shot warning for a conversation compaction can no longer shrink."""
+    return (
+        f"conversation {namespace}/{conversation_id} is exhausted: compaction cannot bring "
+        f"it below the hard limit ({estimate} tokens, hard limit {policy.hard_tokens}); "
+        "start a new conversation or raise the model's budget"
+    )
 
 
 def _fence(expected_ids: Sequence[str] | None) -> tuple[Any, ...]:
@@ -624,6 +625,13 @@ class CompactionRequest:
     conversation_id: str
     prefix: str
     policy: CompactionPolicy
+
+    @classmethod
+    def new(
+        cls, namespace: str, conversation_id: str, prefix: str, policy: CompactionPolicy
+    ) -> CompactionRequest:
+        """A request under a fresh job id."""
+        return cls(f"rh-compact-{uuid.uuid4().hex}", namespace, conversation_id, prefix, policy)
 
     @property
     def claim_ms(self) -> int:

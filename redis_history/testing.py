@@ -9,16 +9,23 @@ summarizer: it records what it was given and answers (or fails) as told.
 
 from __future__ import annotations
 
+import logging
+import time
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from redis_history._core import (
     DEFAULT_MAX_MESSAGE_BYTES,
     OPS_KEPT,
+    CompactionRequest,
+    CompactionStats,
     HistoryCore,
+    Schedule,
     TranscriptPage,
     TranscriptPages,
+    exhausted_warning,
     op_token,
 )
 from redis_history.codec import Entry, encode_message
@@ -27,12 +34,16 @@ from redis_history.errors import (
     LockLostError,
     StaleSnapshotError,
 )
-from redis_history.keys import DEFAULT_NAMESPACE, ConversationKeys
+from redis_history.keys import DEFAULT_NAMESPACE, DEFAULT_PREFIX, ConversationKeys
 from redis_history.models import Message
+from redis_history.policy import CompactionPolicy
 from redis_history.roles import RoleState
+from redis_history.state import CompactionState, Event
 from redis_history.tokens import TokenCounter, resolve_counter
 
 __all__ = ["FakeSummarizer", "InMemoryHistory"]
+
+logger = logging.getLogger("redis_history")
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,14 +92,18 @@ class InMemoryHistory:
         self._baseline: int | None = None
         self._since = 0
         self._exists = False
-        self._ops: OrderedDict[str, int] = OrderedDict()
+        self._ops: OrderedDict[str, Any] = OrderedDict()
         """The last ``OPS_KEPT`` operations applied, and what each returned."""
+        self._cstate = CompactionState()
+        self._stats = CompactionStats(0, 0)
+        self._claim: tuple[str, int] | None = None
+        """The pending compaction's job id and when it was claimed (ms)."""
 
-    def _replayed(self, token: str) -> int | None:
+    def _replayed(self, token: str) -> Any:
         """What operation ``token`` returned if it was applied already, else ``None``."""
         return self._ops.get(token)
 
-    def _record(self, token: str, result: int = 0) -> None:
+    def _record(self, token: str, result: Any = 0) -> None:
         self._ops[token] = result
         while len(self._ops) > OPS_KEPT:
             self._ops.popitem(last=False)
@@ -188,7 +203,7 @@ class InMemoryHistory:
         token = HistoryCore._token("splice", op_id, (str(drop_count), *(m.id for m in summaries)))
         done = self._replayed(token)
         if done is not None:
-            return done
+            return int(done)
         if lock_token is not None and lock_token != self.lock_token:
             raise LockLostError("the compaction lock is not held by this token")
         n = min(drop_count, len(self._items))
@@ -225,7 +240,7 @@ class InMemoryHistory:
         token = HistoryCore._token("truncate", op_id)
         done = self._replayed(token)
         if done is not None:
-            return done
+            return int(done)
         removed = len(self._items) - n
         if removed <= 0:
             return 0
@@ -243,7 +258,7 @@ class InMemoryHistory:
         token = HistoryCore._token("rollback", op_id, ids)
         done = self._replayed(token)
         if done is not None:
-            return done
+            return int(done)
         positions = [i for i, s in enumerate(self._items) if s.message.id in set(ids)]
         present = {self._items[i].message.id for i in positions}
         missing = [i for i in ids if i not in present]
@@ -334,6 +349,73 @@ class InMemoryHistory:
             page = self.transcript_page(start, page_size)
             yield from pages.fresh(page)
             start = page.next
+
+    def compaction_state(self) -> CompactionState:
+        """The compaction state (``Ready`` when never set)."""
+        return self._cstate
+
+    def compaction_status(self) -> tuple[int | None, CompactionState]:
+        """:meth:`token_estimate` and :meth:`compaction_state` together."""
+        return self.token_estimate(), self._cstate
+
+    def compaction_stats(self) -> CompactionStats:
+        """How many compactions this conversation has had, and the tokens they freed."""
+        return self._stats
+
+    def advance_turn(self, *, op_id: str | None = None) -> CompactionState:
+        """Move the compaction state to the next turn."""
+        return self.compaction_event("advance_turn", op_id=op_id)
+
+    def compaction_event(
+        self, event: Event, value: int = 0, freed: int = 0, *, op_id: str | None = None
+    ) -> CompactionState:
+        """Apply a compaction-state event; a conversation that does not exist is left alone."""
+        token = HistoryCore._token("state", op_id)
+        done = self._replayed(token)
+        if done is not None:
+            return done  # type: ignore[no-any-return]
+        state = self._cstate.apply(event, value)
+        if not self._exists or (state == self._cstate and event != "compacted"):
+            return state
+        self._cstate = state
+        if event == "compacted":
+            self._stats = CompactionStats(
+                self._stats.compactions + 1, self._stats.tokens_freed + freed
+            )
+        self._record(token, state)
+        return state
+
+    def maybe_compact(self, schedule: Schedule, policy: CompactionPolicy | None = None) -> bool:
+        """Schedule a compaction if one is due and none is pending (see ``RedisHistory``)."""
+        policy = policy or CompactionPolicy()
+        estimate, state = self.compaction_status()
+        if state.is_exhausted() and not state.warned:
+            self._cstate = state.on_warned()
+            logger.warning(
+                exhausted_warning(self.namespace, self.conversation_id, estimate, policy)
+            )
+        if not policy.should_compact(estimate, state):
+            return False
+        request = CompactionRequest.new(
+            self.namespace, self.conversation_id, DEFAULT_PREFIX, policy
+        )
+        now = time.time_ns() // 1_000_000
+        if self._claim and now - self._claim[1] < request.claim_ms:
+            return False
+        self._claim = (request.job_id, now)
+        try:
+            schedule(request)
+        except BaseException:
+            self.release_compaction_claim(request.job_id)
+            raise
+        return True
+
+    def release_compaction_claim(self, job_id: str) -> bool:
+        """Drop the pending-compaction claim if it is still ``job_id``'s."""
+        if self._claim is None or self._claim[0] != job_id:
+            return False
+        self._claim = None
+        return True
 
     def len(self) -> int:
         """Number of live messages."""

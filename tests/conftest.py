@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import fakeredis
 import pytest
@@ -42,6 +43,20 @@ def client(request: pytest.FixtureRequest) -> redis.Redis:
     if request.param == "fakeredis":
         return fakeredis.FakeRedis()
     return request.getfixturevalue("real_redis")  # type: ignore[no-any-return]
+
+
+@pytest.fixture(
+    params=[
+        "fakeredis",
+        pytest.param("redis", marks=pytest.mark.real_redis),
+        pytest.param("cluster", marks=pytest.mark.real_redis),
+    ]
+)
+def sync_client(request: pytest.FixtureRequest) -> Any:
+    """Every synchronous client a worker may hold: fakeredis, real Redis, a Redis Cluster."""
+    if request.param == "fakeredis":
+        return fakeredis.FakeRedis()
+    return request.getfixturevalue("real_redis" if request.param == "redis" else "cluster_client")
 
 
 @pytest.fixture(scope="session")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import fakeredis
 import pytest
@@ -18,6 +19,13 @@ from redis_history.jobs import compaction_queue
 from redis_history.policy import CompactionPolicy
 from redis_history.state import CompactionState
 from redis_history.testing import FakeSummarizer
+
+
+@pytest.fixture
+def client(sync_client: Any) -> Any:
+    """Compaction runs on every synchronous client a worker may hold, a cluster's included."""
+    return sync_client
+
 
 POLICY = CompactionPolicy(soft_tokens=50, hard_tokens=10_000, keep_last_turns=1, min_messages=2)
 
@@ -45,7 +53,7 @@ def test_cut_is_at_a_turn_boundary_keeping_the_tail() -> None:
     assert cut_with_floor.drop == 5, "9 would keep only 80 tokens"
 
 
-def test_compaction_replaces_the_prefix_and_keeps_the_system_prompt(client: redis.Redis) -> None:
+def test_compaction_replaces_the_prefix_and_keeps_the_system_prompt(client: Any) -> None:
     """The summary starts with the system prompt verbatim and records what it covers."""
     history = RedisHistory(client, "c", token_counter="heuristic")
     messages = turns(4)
@@ -65,7 +73,7 @@ def test_compaction_replaces_the_prefix_and_keeps_the_system_prompt(client: redi
     assert result.tokens_freed > 0
 
 
-def test_a_held_lock_means_busy_and_nothing_written(client: redis.Redis) -> None:
+def test_a_held_lock_means_busy_and_nothing_written(client: Any) -> None:
     """With another worker holding the lock, the job reports busy and writes nothing."""
     history = RedisHistory(client, "c", token_counter="heuristic")
     history.append_many(turns(4))
@@ -75,7 +83,7 @@ def test_a_held_lock_means_busy_and_nothing_written(client: redis.Redis) -> None
     assert history.entries() == before
 
 
-def test_too_little_history_exhausts(client: redis.Redis) -> None:
+def test_too_little_history_exhausts(client: Any) -> None:
     """When no cut is worth making, the state becomes Exhausted and nothing is written."""
     history = RedisHistory(client, "c", token_counter="heuristic")
     history.append_many(turns(1))
@@ -85,7 +93,7 @@ def test_too_little_history_exhausts(client: redis.Redis) -> None:
     assert len(history) == 5
 
 
-def test_maybe_compact_enqueues_once_with_a_json_payload(client: redis.Redis) -> None:
+def test_maybe_compact_enqueues_once_with_a_json_payload(client: Any) -> None:
     """Many calls enqueue one job whose payload is plain JSON and whose id has no colon."""
     history = RedisHistory(client, "user:1", token_counter="heuristic")
     history.append_many(turns(6))
@@ -99,7 +107,7 @@ def test_maybe_compact_enqueues_once_with_a_json_payload(client: redis.Redis) ->
     assert job.kwargs["policy"]["soft_tokens"] == 50
 
 
-def test_maybe_compact_hands_the_request_to_any_scheduler(client: redis.Redis) -> None:
+def test_maybe_compact_hands_the_request_to_any_scheduler(client: Any) -> None:
     """Any callable schedules; one that fails (a plain rq.Queue is not callable) releases the
     claim, so the next call may schedule; the request is the conversation and the policy."""
     history = RedisHistory(client, "c", namespace="t", token_counter="heuristic")
@@ -118,7 +126,7 @@ def test_maybe_compact_hands_the_request_to_any_scheduler(client: redis.Redis) -
     assert client.hget(history.keys.meta, "queued") == request.job_id.encode()
 
 
-def test_maybe_compact_respects_thresholds_and_state(client: redis.Redis) -> None:
+def test_maybe_compact_respects_thresholds_and_state(client: Any) -> None:
     """Below the soft threshold, or compacted this turn, nothing is enqueued."""
     history = RedisHistory(client, "c", token_counter="heuristic")
     history.append_many(turns(1))
@@ -133,7 +141,7 @@ def test_maybe_compact_respects_thresholds_and_state(client: redis.Redis) -> Non
 
 @pytest.mark.parametrize("bad", [None, "", "   "])
 def test_a_summarizer_without_text_fails_the_job_and_writes_nothing(
-    client: redis.Redis, bad: object
+    client: Any, bad: object
 ) -> None:
     """A summary that is not text raises SummarizerError; nothing is written, the lock is freed."""
 
@@ -151,7 +159,7 @@ def test_a_summarizer_without_text_fails_the_job_and_writes_nothing(
     assert not client.exists(history.keys.lock)
 
 
-def test_a_failing_summarizer_propagates_and_writes_nothing(client: redis.Redis) -> None:
+def test_a_failing_summarizer_propagates_and_writes_nothing(client: Any) -> None:
     """The summarizer's own error reaches the caller; the conversation and state are untouched."""
     history = RedisHistory(client, "c", token_counter="heuristic")
     history.append_many(turns(4))
@@ -165,7 +173,7 @@ def test_a_failing_summarizer_propagates_and_writes_nothing(client: redis.Redis)
     assert not client.exists(history.keys.lock)
 
 
-def test_a_job_that_is_no_longer_due_is_skipped(client: redis.Redis) -> None:
+def test_a_job_that_is_no_longer_due_is_skipped(client: Any) -> None:
     """A duplicate or late job (below the threshold, or compacted this turn) changes nothing."""
     history = RedisHistory(client, "c", token_counter="heuristic")
     history.append_many(turns(4))
@@ -182,7 +190,7 @@ def test_a_job_that_is_no_longer_due_is_skipped(client: redis.Redis) -> None:
 
 
 def test_an_exhausted_conversation_warns_once(
-    client: redis.Redis, caplog: pytest.LogCaptureFixture
+    client: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Once compaction cannot help, maybe_compact enqueues nothing and warns exactly once."""
     history = RedisHistory(client, "c", token_counter="heuristic")
@@ -198,7 +206,7 @@ def test_an_exhausted_conversation_warns_once(
     assert queue.count == 0
 
 
-def test_the_policy_caps_the_archive(client: redis.Redis) -> None:
+def test_the_policy_caps_the_archive(client: Any) -> None:
     """Compactions keep at most archive_max_messages archived originals, the newest."""
     history = RedisHistory(client, "c", token_counter="heuristic")
     capped = POLICY.model_copy(update={"archive_max_messages": 10, "cooldown_turns": 0})

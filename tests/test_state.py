@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 import pytest
-import redis
 
 from redis_history import Message, RedisHistory
 from redis_history.errors import CorruptHistoryError, InvalidTransition
@@ -86,7 +86,13 @@ def test_encoding_round_trips_and_refuses_garbage() -> None:
         CompactionState.decode("sleepy:1")
 
 
-def test_the_script_implements_the_same_map(client: redis.Redis) -> None:
+@pytest.fixture
+def client(sync_client: Any) -> Any:
+    """The stored state on every synchronous client, a cluster's included."""
+    return sync_client
+
+
+def test_the_script_implements_the_same_map(client: Any) -> None:
     """For every state and event, the Lua script and the pure type agree (or both refuse)."""
     history = RedisHistory(client, "c", token_counter="heuristic")
     for state, (event, value) in itertools.product(STATES, EVENTS):
@@ -104,7 +110,7 @@ def test_the_script_implements_the_same_map(client: redis.Redis) -> None:
             assert CompactionState.decode(client.hget(history.keys.meta, "cstate")) == state
 
 
-def test_history_reads_and_advances_the_stored_state(client: redis.Redis) -> None:
+def test_history_reads_and_advances_the_stored_state(client: Any) -> None:
     """compaction_state() starts Ready; advance_turn() applies the map in Redis."""
     history = RedisHistory(client, "c", token_counter="heuristic")
     assert history.compaction_state() == READY
@@ -116,7 +122,7 @@ def test_history_reads_and_advances_the_stored_state(client: redis.Redis) -> Non
     assert client.hget(history.keys.meta, "tokens_freed") == b"500"
 
 
-def test_a_corrupt_stored_state_is_reported(client: redis.Redis) -> None:
+def test_a_corrupt_stored_state_is_reported(client: Any) -> None:
     """A cstate field we did not write raises CorruptHistoryError."""
     history = RedisHistory(client, "c", token_counter="heuristic")
     client.hset(history.keys.meta, "cstate", "weird")
@@ -126,7 +132,7 @@ def test_a_corrupt_stored_state_is_reported(client: redis.Redis) -> None:
         history.compaction_status()
 
 
-def test_status_reads_the_estimate_and_the_state_together(client: redis.Redis) -> None:
+def test_status_reads_the_estimate_and_the_state_together(client: Any) -> None:
     """compaction_status equals token_estimate and compaction_state read apart."""
     history = RedisHistory(client, "c", token_counter="heuristic")
     assert history.compaction_status() == (None, READY)

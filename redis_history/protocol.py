@@ -1,0 +1,121 @@
+"""The ``History`` contract every synchronous backend keeps (Redis, Redis Cluster, in memory)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Protocol, runtime_checkable
+
+from redis_history._core import CompactionStats, Schedule, TranscriptPage
+from redis_history.codec import Entry
+from redis_history.models import Message
+from redis_history.policy import CompactionPolicy
+from redis_history.state import CompactionState, Event
+
+__all__ = ["History"]
+
+
+@runtime_checkable
+class History(Protocol):
+    """One conversation's history: what code built on redis-history may rely on.
+
+    :class:`~redis_history.RedisHistory` and
+    :class:`~redis_history.testing.InMemoryHistory` both satisfy it (a test checks
+    it, and mypy checks the signatures), so the reference model can stand in for
+    Redis in a caller's own tests.
+    """
+
+    def append(self, message: Message) -> None:
+        """Add one message at the tail, checked; applied once per message id."""
+
+    def append_many(self, messages: Sequence[Message]) -> None:
+        """Add a whole turn, all or nothing."""
+
+    def replace(
+        self,
+        messages: Sequence[Message],
+        *,
+        expected_ids: Sequence[str] | None = None,
+        op_id: str | None = None,
+    ) -> None:
+        """Replace every message, fenced on ``expected_ids`` when given."""
+
+    def splice_prefix(
+        self,
+        drop_count: int,
+        summary: Message | Sequence[Message],
+        *,
+        expected_ids: Sequence[str] | None = None,
+        lock_token: str | None = None,
+        archive_max_messages: int | None = None,
+        archive_max_bytes: int | None = None,
+        op_id: str | None = None,
+    ) -> int:
+        """Replace the oldest messages by a summary, keeping the rest; how many were dropped."""
+
+    def truncate(self, n: int, *, op_id: str | None = None) -> int:
+        """Keep at most ``n`` messages (single writer); how many were removed."""
+
+    def rollback(self, messages: Sequence[str | Message], *, op_id: str | None = None) -> int:
+        """Remove exactly these messages, wherever they are; how many were removed."""
+
+    def record_input_tokens(self, n: int, *, op_id: str | None = None) -> None:
+        """Make the LLM's reported input tokens the baseline."""
+
+    def token_estimate(self) -> int | None:
+        """Baseline plus tokens since, else the total; ``None`` when empty."""
+
+    def snapshot(self) -> list[Message]:
+        """Every live message, in order."""
+
+    def entries(self) -> list[Entry]:
+        """Every live message with its token count and summary flag."""
+
+    def tail(self, n: int) -> list[Message]:
+        """The last ``n`` messages."""
+
+    def range(self, start: int = 0, stop: int | None = None) -> list[Message]:
+        """Messages ``[start:stop]``."""
+
+    def transcript(self) -> list[Message]:
+        """Archived originals then live messages, without summaries."""
+
+    def transcript_page(self, start: int = 0, count: int = 500) -> TranscriptPage:
+        """A page of the full record from position ``start``."""
+
+    def iter_transcript(self, page_size: int = 500) -> Iterator[Message]:
+        """The full record, a page at a time."""
+
+    def compaction_state(self) -> CompactionState:
+        """The compaction state."""
+
+    def compaction_status(self) -> tuple[int | None, CompactionState]:
+        """The token estimate and the compaction state together."""
+
+    def compaction_stats(self) -> CompactionStats:
+        """Compactions so far and the tokens they freed."""
+
+    def advance_turn(self, *, op_id: str | None = None) -> CompactionState:
+        """Move the compaction state to the next turn."""
+
+    def compaction_event(
+        self, event: Event, value: int = 0, freed: int = 0, *, op_id: str | None = None
+    ) -> CompactionState:
+        """Apply a compaction-state event."""
+
+    def maybe_compact(self, schedule: Schedule, policy: CompactionPolicy | None = None) -> bool:
+        """Schedule a compaction if one is due and none is pending."""
+
+    def release_compaction_claim(self, job_id: str) -> bool:
+        """Drop the pending-compaction claim if it is still ``job_id``'s."""
+
+    def len(self) -> int:
+        """Number of live messages."""
+
+    def __len__(self) -> int:
+        """Number of live messages."""
+
+    def is_empty(self) -> bool:
+        """Whether there are no messages."""
+
+    def delete(self) -> bool:
+        """Forget the conversation; whether it existed."""
