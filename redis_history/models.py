@@ -44,7 +44,6 @@ from pydantic import (
     Field,
     GetCoreSchemaHandler,
     JsonValue,
-    TypeAdapter,
     model_validator,
 )
 from pydantic_core import CoreSchema, core_schema
@@ -297,6 +296,3 @@ def _text_content(content: str | Sequence[Mapping[str, Any]] | None) -> str:
         texts.append(str(part.get("text", "")))
     return "".join(texts)
 
-
-MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
-"""Validates a whole list of messages in one call."""
