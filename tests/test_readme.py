@@ -29,6 +29,17 @@ def test_ci_runs_exactly_the_readme_test_command() -> None:
     assert ci[-1] == bash_blocks()[1]
 
 
+def test_ci_lints_and_type_checks_before_the_tests() -> None:
+    """.ci/run runs ruff, ruff format and strict mypy on the package and the tests, before them."""
+    ci = (ROOT / ".ci" / "run").read_text().strip().splitlines()
+    commands = [line.strip() for line in ci[:-1]]
+    assert "python3 -m ruff check ." in commands
+    assert "python3 -m ruff format --check ." in commands
+    mypy = [c for c in commands if c.startswith("python3 -m mypy ")]
+    assert mypy, "mypy runs"
+    assert {"redis_history", "tests"} <= set(mypy[0].split()[3:])
+
+
 @pytest.mark.real_redis
 def test_usage_example_runs(real_redis: redis.Redis) -> None:
     """The README's Python examples run as written, one after another, against a real Redis."""

