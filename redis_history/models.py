@@ -295,4 +295,3 @@ def _text_content(content: str | Sequence[Mapping[str, Any]] | None) -> str:
             raise ValueError(f"content part of type {part.get('type')!r} is not supported")
         texts.append(str(part.get("text", "")))
     return "".join(texts)
-
