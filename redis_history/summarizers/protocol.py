@@ -1,0 +1,134 @@
+"""The Summarizer protocols, and resolve_summarizer: a summarizer from an object, alias or path."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
+from typing import Protocol, runtime_checkable
+
+from redis_history._plugins import PluginKind
+from redis_history.models import Message
+from redis_history.summarizers.extractive import ExtractiveSummarizer
+from redis_history.summarizers.openai_compatible import OpenAICompatibleSummarizer
+
+__all__ = ["ALIASES", "AsyncSummarizer", "Summarizer", "resolve_summarizer", "summarize_async"]
+
+
+@runtime_checkable
+class Summarizer(Protocol):
+    """Turns messages into summary text."""
+
+    def summarize(self, messages: Sequence[Message]) -> str:
+        """The summary of ``messages``."""
+        ...
+
+
+@runtime_checkable
+class AsyncSummarizer(Protocol):
+    """Turns messages into summary text, from asyncio."""
+
+    async def asummarize(self, messages: Sequence[Message]) -> str:
+        """The summary of ``messages``."""
+        ...
+
+
+async def summarize_async(
+    summarizer: Summarizer | AsyncSummarizer, messages: Sequence[Message]
+) -> str:
+    """Summarize from asyncio without blocking the event loop.
+
+    Args:
+        summarizer: awaited through ``asummarize`` when it has one; otherwise
+            its ``summarize`` runs in a worker thread.
+        messages: the messages to summarize.
+
+    Returns:
+        The summary text.
+
+    Raises:
+        TypeError: ``summarizer`` has neither ``asummarize`` nor ``summarize``.
+    """
+    if isinstance(summarizer, AsyncSummarizer) and callable(summarizer.asummarize):
+        return await summarizer.asummarize(messages)
+    if isinstance(summarizer, Summarizer) and callable(summarizer.summarize):
+        return await asyncio.to_thread(summarizer.summarize, list(messages))
+    raise TypeError(f"expected a Summarizer or AsyncSummarizer, got {type(summarizer).__name__}")
+
+
+ALIASES: Mapping[str, Callable[[], Summarizer]] = MappingProxyType(
+    {
+        "extractive": ExtractiveSummarizer,
+        "openai": OpenAICompatibleSummarizer.from_env,
+    }
+)
+"""Summarizer names :func:`resolve_summarizer` knows, each with the factory it calls."""
+
+
+def _expected() -> str:
+    return (
+        f"a Summarizer (an object with summarize(messages) -> str), an alias "
+        f"({', '.join(sorted(ALIASES))}), or a dotted path 'package.module:attr' to a "
+        "summarizer, its class or a zero-argument factory"
+    )
+
+
+_KIND: PluginKind[Summarizer] = PluginKind(Summarizer, "Summarizer", "summarize", _expected)
+
+
+def _import_target(spec: str) -> object:
+    """The object a dotted path ``package.module:attr`` or ``package.module.attr`` names."""
+    if ":" in spec:
+        module_name, _, attr_path = spec.partition(":")
+    else:
+        module_name, _, attr_path = spec.rpartition(".")
+    names = [*module_name.split("."), *attr_path.split(".")]
+    if not module_name or not attr_path or not all(name.isidentifier() for name in names):
+        raise ValueError(f"unknown summarizer {spec!r}; expected {_expected()}")
+    try:
+        target: object = importlib.import_module(module_name)
+    except Exception as exc:
+        raise ValueError(f"cannot import {module_name!r} for summarizer {spec!r}: {exc}") from exc
+    for attr in attr_path.split("."):
+        try:
+            target = getattr(target, attr)
+        except AttributeError:
+            raise ValueError(
+                f"{module_name!r} has no attribute {attr_path!r} (summarizer {spec!r})"
+            ) from None
+    return target
+
+
+def resolve_summarizer(spec: Summarizer | str | None) -> Summarizer:
+    """The summarizer ``spec`` names.
+
+    Args:
+        spec: ``None`` for a new :class:`ExtractiveSummarizer`; a
+            :class:`Summarizer` (returned as is; a summarizer class is
+            instantiated); an alias from :data:`ALIASES` (``extractive``, or
+            ``openai`` for :meth:`OpenAICompatibleSummarizer.from_env`); or a
+            dotted path ``package.module:attr`` or ``package.module.attr`` to a
+            summarizer, its class or a zero-argument factory (after the colon,
+            ``Class.method`` is allowed).
+
+    Returns:
+        The summarizer.
+
+    Raises:
+        ValueError: a name that is no alias nor an importable path.
+        TypeError: an object (or what a path names) that is not a ``Summarizer``,
+            or a class or factory that needs arguments.
+    """
+    if spec is None:
+        return ALIASES["extractive"]()
+    if isinstance(spec, str):
+        factory = ALIASES.get(spec)
+        if factory is not None:
+            return factory()
+        if ":" not in spec and "." not in spec:
+            raise ValueError(f"unknown summarizer {spec!r}; expected {_expected()}")
+        return _KIND.from_target(_import_target(spec), spec)
+    if isinstance(spec, type):
+        return _KIND.from_target(spec, spec.__qualname__)
+    return _KIND.checked(spec, f"the {type(spec).__name__} given")
