@@ -31,7 +31,6 @@ from redis_history.models import Message, Role, ToolCall
 from redis_history.policy import CompactionPolicy
 from redis_history.state import CompactionState
 from redis_history.summarizers import (
-    AsyncSummarizer,
     ExtractiveSummarizer,
     OpenAICompatibleSummarizer,
     Summarizer,
@@ -41,7 +40,6 @@ from redis_history.tokens import HeuristicCounter, TiktokenCounter, TokenCounter
 
 __all__ = [
     "AsyncRedisHistory",
-    "AsyncSummarizer",
     "CompactionPolicy",
     "CompactionResult",
     "CompactionState",

@@ -9,9 +9,8 @@ summary comes from a :class:`Summarizer`:
 - :class:`OpenAICompatibleSummarizer` asks any OpenAI-compatible
   chat-completions endpoint, with only the standard library for HTTP.
 
-Both also implement :class:`AsyncSummarizer`; :func:`summarize_async` runs
-either kind from asyncio. Plug-ins are resolved by :func:`resolve_summarizer`
-from an object, an alias or a dotted path.
+Plug-ins are resolved by :func:`resolve_summarizer` from an object, an alias
+or a dotted path.
 
 The messages a summarizer receives may start with the conversation's system
 prompt (left out: compaction keeps it verbatim) or with an earlier summary (a
@@ -29,24 +28,16 @@ from redis_history.summarizers.openai_compatible import (
     OpenAICompatibleSummarizer,
     render_transcript,
 )
-from redis_history.summarizers.protocol import (
-    ALIASES,
-    AsyncSummarizer,
-    Summarizer,
-    resolve_summarizer,
-    summarize_async,
-)
+from redis_history.summarizers.protocol import ALIASES, Summarizer, resolve_summarizer
 
 __all__ = [
     "ALIASES",
     "DEFAULT_PROMPT",
     "PREFIX",
-    "AsyncSummarizer",
     "ExtractiveSummarizer",
     "OpenAICompatibleSummarizer",
     "Summarizer",
     "SummarizerError",
     "render_transcript",
     "resolve_summarizer",
-    "summarize_async",
 ]

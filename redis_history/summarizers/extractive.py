@@ -76,10 +76,6 @@ class ExtractiveSummarizer:
         budget = self.max_chars - len(PREFIX) - len(lines)
         return clip("\n".join([PREFIX, *_fit(lines, budget)]), self.max_chars)
 
-    async def asummarize(self, messages: Sequence[Message]) -> str:
-        """The same as :meth:`summarize`; it is quick and does no I/O."""
-        return self.summarize(messages)
-
     def __repr__(self) -> str:
         return f"ExtractiveSummarizer(max_chars={self.max_chars})"
 

@@ -8,7 +8,6 @@ policy, the reply checks and the key redaction written here.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import time
@@ -264,14 +263,6 @@ class OpenAICompatibleSummarizer:
             else:
                 return self._content(raw, attempt)
         raise AssertionError("unreachable")
-
-    async def asummarize(self, messages: Sequence[Message]) -> str:
-        """:meth:`summarize` in a worker thread, so the event loop keeps running.
-
-        Cancelling the await does not stop a request in flight: it ends at
-        its timeout at the latest.
-        """
-        return await asyncio.to_thread(self.summarize, list(messages))
 
     @property
     def _where(self) -> str:

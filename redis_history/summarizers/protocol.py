@@ -1,8 +1,7 @@
-"""The Summarizer protocols, and resolve_summarizer: a summarizer from an object, alias or path."""
+"""The Summarizer protocol, and resolve_summarizer: a summarizer from an object, alias or path."""
 
 from __future__ import annotations
 
-import asyncio
 import importlib
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
@@ -13,7 +12,7 @@ from redis_history.models import Message
 from redis_history.summarizers.extractive import ExtractiveSummarizer
 from redis_history.summarizers.openai_compatible import OpenAICompatibleSummarizer
 
-__all__ = ["ALIASES", "AsyncSummarizer", "Summarizer", "resolve_summarizer", "summarize_async"]
+__all__ = ["ALIASES", "Summarizer", "resolve_summarizer"]
 
 
 @runtime_checkable
@@ -23,38 +22,6 @@ class Summarizer(Protocol):
     def summarize(self, messages: Sequence[Message]) -> str:
         """The summary of ``messages``."""
         ...
-
-
-@runtime_checkable
-class AsyncSummarizer(Protocol):
-    """Turns messages into summary text, from asyncio."""
-
-    async def asummarize(self, messages: Sequence[Message]) -> str:
-        """The summary of ``messages``."""
-        ...
-
-
-async def summarize_async(
-    summarizer: Summarizer | AsyncSummarizer, messages: Sequence[Message]
-) -> str:
-    """Summarize from asyncio without blocking the event loop.
-
-    Args:
-        summarizer: awaited through ``asummarize`` when it has one; otherwise
-            its ``summarize`` runs in a worker thread.
-        messages: the messages to summarize.
-
-    Returns:
-        The summary text.
-
-    Raises:
-        TypeError: ``summarizer`` has neither ``asummarize`` nor ``summarize``.
-    """
-    if isinstance(summarizer, AsyncSummarizer) and callable(summarizer.asummarize):
-        return await summarizer.asummarize(messages)
-    if isinstance(summarizer, Summarizer) and callable(summarizer.summarize):
-        return await asyncio.to_thread(summarizer.summarize, list(messages))
-    raise TypeError(f"expected a Summarizer or AsyncSummarizer, got {type(summarizer).__name__}")
 
 
 ALIASES: Mapping[str, Callable[[], Summarizer]] = MappingProxyType(
