@@ -10,7 +10,6 @@ alias, an OpenAI model name or a dotted path.
 
 from __future__ import annotations
 
-import importlib
 import json
 import math
 from functools import cache
@@ -20,7 +19,7 @@ import tiktoken
 import tiktoken.model
 
 from redis_history._encodings import ENCODINGS, SPECS, load_encoding
-from redis_history._plugins import PluginKind
+from redis_history._plugins import PluginKind, PluginPathError
 from redis_history.errors import EncodingUnavailableError
 from redis_history.models import Message
 
@@ -144,40 +143,8 @@ _EXPECTED = (
 
 
 _KIND: PluginKind[TokenCounter] = PluginKind(
-    TokenCounter, "TokenCounter", "count", lambda: _EXPECTED
+    TokenCounter, "TokenCounter", "token counter", "count", lambda: _EXPECTED
 )
-
-
-def _split_path(spec: str) -> tuple[str, str] | None:
-    """``(module, attr)`` of a dotted path, or ``None`` when ``spec`` is not shaped like one."""
-    separator = ":" if ":" in spec else "."
-    module_name, _, attr = spec.rpartition(separator)
-    parts = [*module_name.split("."), attr]
-    if all(part.isidentifier() for part in parts):
-        return module_name, attr
-    if separator == ":":  # only a path has a colon, never an alias or a model name
-        raise ValueError(f"{spec!r} is not a dotted path 'package.module:attr'")
-    return None
-
-
-def _import_target(spec: str, module_name: str, attr: str) -> object:
-    """The object ``module_name.attr``.
-
-    Raises ``ModuleNotFoundError`` only when the path's own module does not exist
-    (so the caller may try ``spec`` as a model name); anything else is a ``ValueError``.
-    """
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name is not None and (module_name + ".").startswith(exc.name + "."):
-            raise
-        raise ValueError(f"importing {module_name!r} for token counter {spec!r} failed") from exc
-    except Exception as exc:
-        raise ValueError(f"importing {module_name!r} for token counter {spec!r} failed") from exc
-    try:
-        return getattr(module, attr)
-    except AttributeError:
-        raise ValueError(f"module {module_name!r} has no attribute {attr!r}") from None
 
 
 def _from_string(spec: str) -> TokenCounter:
@@ -187,17 +154,16 @@ def _from_string(spec: str) -> TokenCounter:
         return _tiktoken_counter(DEFAULT_ENCODING)
     if spec in SPECS:
         return _tiktoken_counter(spec)
-    missing: ModuleNotFoundError | None = None
-    path = _split_path(spec) if ":" in spec or "." in spec else None
-    if path is not None:
+    missing = ""
+    if ":" in spec or "." in spec:
         try:
-            target = _import_target(spec, *path)
-        except ModuleNotFoundError as exc:
-            if ":" in spec:
-                raise ValueError(f"no module for token counter {spec!r}: {exc}") from exc
-            missing = exc
-        else:
-            return _KIND.from_target(target, spec)
+            return _KIND.from_path(spec)
+        except PluginPathError as exc:
+            # Only a colon is sure to mean a path: "gpt-4.1" may still be a model name.
+            if ":" in spec or exc.failure not in ("malformed", "no module"):
+                raise
+            if exc.failure == "no module":
+                missing = exc.problem
     try:
         encoding = tiktoken.model.encoding_name_for_model(spec)
     except KeyError:

@@ -287,7 +287,11 @@ def test_resolve_counter_imports_dotted_paths(path: str, kind: type) -> None:
     [
         ("nonsense", ValueError, "unknown token counter 'nonsense'.*dotted path"),
         ("no_such_pkg.counter", ValueError, "unknown token counter.*No module named"),
-        ("no_such_pkg:counter", ValueError, "no module for token counter"),
+        (
+            "no_such_pkg:counter",
+            ValueError,
+            "unknown token counter 'no_such_pkg:counter': cannot import 'no_such_pkg'",
+        ),
         ("redis_history.tokens:missing", ValueError, "has no attribute 'missing'"),
         ("a:b:c", ValueError, "not a dotted path"),
         ("redis_history.models:ROLES", TypeError, "not a TokenCounter: got tuple"),

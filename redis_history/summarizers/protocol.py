@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Protocol, runtime_checkable
@@ -41,30 +40,9 @@ def _expected() -> str:
     )
 
 
-_KIND: PluginKind[Summarizer] = PluginKind(Summarizer, "Summarizer", "summarize", _expected)
-
-
-def _import_target(spec: str) -> object:
-    """The object a dotted path ``package.module:attr`` or ``package.module.attr`` names."""
-    if ":" in spec:
-        module_name, _, attr_path = spec.partition(":")
-    else:
-        module_name, _, attr_path = spec.rpartition(".")
-    names = [*module_name.split("."), *attr_path.split(".")]
-    if not module_name or not attr_path or not all(name.isidentifier() for name in names):
-        raise ValueError(f"unknown summarizer {spec!r}; expected {_expected()}")
-    try:
-        target: object = importlib.import_module(module_name)
-    except Exception as exc:
-        raise ValueError(f"cannot import {module_name!r} for summarizer {spec!r}: {exc}") from exc
-    for attr in attr_path.split("."):
-        try:
-            target = getattr(target, attr)
-        except AttributeError:
-            raise ValueError(
-                f"{module_name!r} has no attribute {attr_path!r} (summarizer {spec!r})"
-            ) from None
-    return target
+_KIND: PluginKind[Summarizer] = PluginKind(
+    Summarizer, "Summarizer", "summarizer", "summarize", _expected
+)
 
 
 def resolve_summarizer(spec: Summarizer | str | None) -> Summarizer:
@@ -95,7 +73,7 @@ def resolve_summarizer(spec: Summarizer | str | None) -> Summarizer:
             return factory()
         if ":" not in spec and "." not in spec:
             raise ValueError(f"unknown summarizer {spec!r}; expected {_expected()}")
-        return _KIND.from_target(_import_target(spec), spec)
+        return _KIND.from_path(spec)
     if isinstance(spec, type):
         return _KIND.from_target(spec, spec.__qualname__)
     return _KIND.checked(spec, f"the {type(spec).__name__} given")
