@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from http.client import HTTPException
 from typing import Any, Self
 
+from redis_history import settings
 from redis_history.errors import SummarizerError
 from redis_history.models import Message
 from redis_history.summarizers._text import PREFIX, clip, one_line, previous_summary
@@ -35,9 +36,6 @@ DEFAULT_PROMPT = (
 )
 """The default system instruction of :class:`OpenAICompatibleSummarizer`."""
 
-DEFAULT_BASE_URL = "https://api.openai.com/v1"
-DEFAULT_MODEL = "gpt-4o-mini"
-DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
 _RETRY_STATUSES = frozenset({408, 429})
 """Besides 5xx: request timeout and rate limit are worth another try; other 4xx are not."""
 _DETAIL_CHARS = 300
@@ -107,12 +105,12 @@ class OpenAICompatibleSummarizer:
     def __init__(
         self,
         *,
-        base_url: str = DEFAULT_BASE_URL,
-        model: str = DEFAULT_MODEL,
+        base_url: str = settings.SUMMARIZER_BASE_URL.default,
+        model: str = settings.SUMMARIZER_MODEL.default,
         api_key: str | None = None,
-        api_key_env: str = DEFAULT_API_KEY_ENV,
-        timeout: float = 60.0,
-        max_retries: int = 2,
+        api_key_env: str = settings.SUMMARIZER_API_KEY_ENV.default,
+        timeout: float = settings.SUMMARIZER_TIMEOUT.default,
+        max_retries: int = settings.SUMMARIZER_MAX_RETRIES.default,
         backoff: float = 0.5,
         max_backoff: float = 8.0,
         prompt: str = DEFAULT_PROMPT,
@@ -169,14 +167,13 @@ class OpenAICompatibleSummarizer:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Self:
-        """A summarizer configured by environment variables.
+        """A summarizer configured by the ``REDIS_HISTORY_SUMMARIZER_*`` variables.
 
-        ``REDIS_HISTORY_SUMMARIZER_BASE_URL`` (default the OpenAI API),
-        ``REDIS_HISTORY_SUMMARIZER_MODEL`` (default ``gpt-4o-mini``),
-        ``REDIS_HISTORY_SUMMARIZER_API_KEY_ENV`` (the variable holding the key,
-        default ``OPENAI_API_KEY``), ``REDIS_HISTORY_SUMMARIZER_TIMEOUT``
-        (seconds, default 60) and ``REDIS_HISTORY_SUMMARIZER_MAX_RETRIES``
-        (default 2).
+        They are :data:`~redis_history.settings.SUMMARIZER_BASE_URL` (default
+        the OpenAI API), ``SUMMARIZER_MODEL`` (default ``gpt-4o-mini``),
+        ``SUMMARIZER_API_KEY_ENV`` (the variable holding the key, default
+        ``OPENAI_API_KEY``), ``SUMMARIZER_TIMEOUT`` (seconds, default 60) and
+        ``SUMMARIZER_MAX_RETRIES`` (default 2) of :mod:`redis_history.settings`.
 
         Args:
             environ: the variables to read; ``os.environ`` when ``None``.
@@ -189,27 +186,16 @@ class OpenAICompatibleSummarizer:
                 that is not a whole number >= 0, or a bad URL.
         """
         env = os.environ if environ is None else environ
-        raw_retries = env.get("REDIS_HISTORY_SUMMARIZER_MAX_RETRIES") or "2"
-        if not raw_retries.isdigit():
-            raise ValueError(
-                "REDIS_HISTORY_SUMMARIZER_MAX_RETRIES must be a whole number >= 0, "
-                f"got {raw_retries!r}"
-            )
-        key_env = env.get("REDIS_HISTORY_SUMMARIZER_API_KEY_ENV") or DEFAULT_API_KEY_ENV
-        raw_timeout = env.get("REDIS_HISTORY_SUMMARIZER_TIMEOUT") or "60"
-        try:
-            timeout = float(raw_timeout)
-        except ValueError:
-            raise ValueError(
-                f"REDIS_HISTORY_SUMMARIZER_TIMEOUT must be a number of seconds, got {raw_timeout!r}"
-            ) from None
+        max_retries = settings.SUMMARIZER_MAX_RETRIES.read(env)
+        key_env = settings.SUMMARIZER_API_KEY_ENV.read(env)
+        timeout = settings.SUMMARIZER_TIMEOUT.read(env)
         return cls(
-            base_url=env.get("REDIS_HISTORY_SUMMARIZER_BASE_URL") or DEFAULT_BASE_URL,
-            model=env.get("REDIS_HISTORY_SUMMARIZER_MODEL") or DEFAULT_MODEL,
+            base_url=settings.SUMMARIZER_BASE_URL.read(env),
+            model=settings.SUMMARIZER_MODEL.read(env),
             api_key=env.get(key_env, ""),
             api_key_env=key_env,
             timeout=timeout,
-            max_retries=int(raw_retries),
+            max_retries=max_retries,
         )
 
     def request_body(self, messages: Sequence[Message]) -> dict[str, Any]:
