@@ -32,7 +32,6 @@ from redis_history.policy import CompactionPolicy
 from redis_history.protocol import History
 from redis_history.state import CompactionState
 from redis_history.summarizers import (
-    AsyncSummarizer,
     ExtractiveSummarizer,
     OpenAICompatibleSummarizer,
     Summarizer,
@@ -42,7 +41,6 @@ from redis_history.tokens import HeuristicCounter, TiktokenCounter, TokenCounter
 
 __all__ = [
     "AsyncRedisHistory",
-    "AsyncSummarizer",
     "CompactionPolicy",
     "CompactionRequest",
     "CompactionResult",

@@ -8,21 +8,17 @@ import os
 import sys
 from collections.abc import Sequence
 
+from redis_history import settings
 from redis_history.demo import redis_for_demo, run_demo
 from redis_history.errors import ConversationNotFound, HistoryError
 from redis_history.history import RedisHistory
-from redis_history.jobs import (
-    DEFAULT_QUEUE,
-    CompactionWorker,
-    SimpleCompactionWorker,
-    WorkerSettings,
-    run_worker,
-)
+from redis_history.jobs import CompactionWorker, SimpleCompactionWorker, run_worker
 from redis_history.keys import DEFAULT_NAMESPACE
+from redis_history.settings import WorkerSettings
 
 __all__ = ["main"]
 
-URL_ENV = "REDIS_HISTORY_URL"
+URL_ENV = settings.URL.name
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -44,7 +40,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     demo.add_argument(
         "--queue",
-        default=os.environ.get("REDIS_HISTORY_QUEUE") or DEFAULT_QUEUE,
+        default=settings.QUEUE.read(),
         help="the compaction queue (default: $REDIS_HISTORY_QUEUE, else %(default)s)",
     )
     show = commands.add_parser("show", help="print a conversation's messages as JSON lines")
@@ -79,10 +75,10 @@ def _worker(args: argparse.Namespace) -> int:
     env = dict(os.environ)
     overrides = {
         URL_ENV: args.redis_url,
-        "REDIS_HISTORY_CLUSTER": "1" if args.cluster else None,
-        "REDIS_HISTORY_QUEUE_URL": args.queue_url,
-        "REDIS_HISTORY_QUEUE": args.queue,
-        "REDIS_HISTORY_SUMMARIZER": args.summarizer,
+        settings.CLUSTER.name: "1" if args.cluster else None,
+        settings.QUEUE_URL.name: args.queue_url,
+        settings.QUEUE.name: args.queue,
+        settings.SUMMARIZER.name: args.summarizer,
     }
     env.update({key: value for key, value in overrides.items() if value is not None})
     worker_class = SimpleCompactionWorker if args.no_fork else CompactionWorker
@@ -91,7 +87,7 @@ def _worker(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    url = args.redis_url or os.environ.get(URL_ENV) or "redis://127.0.0.1:6379/0"
+    url = args.redis_url or settings.URL.read()
     history = RedisHistory.from_url(url, args.conversation_id, namespace=args.namespace)
     messages = history.transcript() if args.transcript else history.snapshot()
     if not messages and not history.client.exists(*history.keys.data):

@@ -31,10 +31,11 @@ from rq import Queue as RQQueue
 from rq import Worker
 from rq.registry import StartedJobRegistry
 
+from redis_history import settings
 from redis_history._server import RedisServer, RedisServerNotFoundError
 from redis_history.errors import HistoryError
 from redis_history.history import RedisHistory
-from redis_history.jobs import DEFAULT_QUEUE, compaction_queue
+from redis_history.jobs import compaction_queue
 from redis_history.models import Message, ToolCall
 from redis_history.policy import CompactionPolicy
 from redis_history.roles import RoleState
@@ -271,7 +272,7 @@ def run_demo(
     conversations: int = 3,
     turns: int = 30,
     workers: int = 2,
-    queue_name: str = DEFAULT_QUEUE,
+    queue_name: str = settings.DEFAULT_QUEUE,
     out: TextIO = sys.stdout,
 ) -> DemoReport:
     """Run pods and compaction workers against ``url``; returns the checked report.
@@ -331,7 +332,7 @@ def run_demo(
 @contextmanager
 def redis_for_demo(url: str | None, out: TextIO = sys.stdout) -> Iterator[str]:
     """``url`` or ``REDIS_HISTORY_URL`` if set, else an embedded server for the demo's lifetime."""
-    url = url or os.environ.get("REDIS_HISTORY_URL")
+    url = url or os.environ.get(settings.URL.name)
     if url:
         yield url
         return

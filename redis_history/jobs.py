@@ -3,18 +3,8 @@
 This is the only package module that imports ``rq``. Pods enqueue with
 :meth:`~redis_history.RedisHistory.maybe_compact` on :func:`compaction_queue`;
 workers run :func:`compact_conversation`, configured from their own
-environment, never from the job payload:
-
-- ``REDIS_HISTORY_URL``: the history store (default ``redis://127.0.0.1:6379/0``).
-- ``REDIS_HISTORY_CLUSTER``: ``1``, ``true``, ``yes`` or ``on`` when the store is a
-  Redis Cluster; ``REDIS_HISTORY_URL`` then names any one of its nodes.
-- ``REDIS_HISTORY_QUEUE_URL``: the RQ queue's Redis; the store by default, and
-  required with a cluster, since RQ needs a standalone Redis.
-- ``REDIS_HISTORY_QUEUE``: the queue name (default ``redis-history``).
-- ``REDIS_HISTORY_SUMMARIZER``: an alias or a dotted path (default ``extractive``;
-  ``openai`` reads the ``REDIS_HISTORY_SUMMARIZER_*`` variables of ``summarizers``).
-- ``REDIS_HISTORY_TOKEN_COUNTER``: prices the summaries; use the pods' counter
-  (default: the library's exact o200k counter).
+environment (the ``REDIS_HISTORY_*`` variables of :mod:`redis_history.settings`,
+read by :class:`WorkerSettings`), never from the job payload.
 
 Once started, a worker rides out outages of its queue's Redis (a restart, a
 failover, killed connections): it waits with a bounded backoff, logs the outage
@@ -38,7 +28,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -57,6 +47,7 @@ from redis_history.compaction import CompactionResult, run_compaction
 from redis_history.errors import HistoryError, JobRefusedError, StoreUnavailableError
 from redis_history.history import RedisHistory
 from redis_history.policy import CompactionPolicy
+from redis_history.settings import DEFAULT_QUEUE, DEFAULT_URL, WorkerSettings
 from redis_history.summarizers import Summarizer, resolve_summarizer
 from redis_history.tokens import TokenCounter, resolve_counter
 
@@ -83,86 +74,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-DEFAULT_URL = "redis://127.0.0.1:6379/0"
-DEFAULT_QUEUE = "redis-history"
-
-_TRUE = frozenset({"1", "true", "yes", "on"})
-_FALSE = frozenset({"", "0", "false", "no", "off"})
-
-
-def _flag(name: str, value: str) -> bool:
-    lowered = value.strip().lower()
-    if lowered in _TRUE | _FALSE:
-        return lowered in _TRUE
-    raise ValueError(f"{name} must be one of 1/true/yes/on or 0/false/no/off, got {value!r}")
-
-
-@dataclass(frozen=True, slots=True)
-class WorkerSettings:
-    """Where a worker finds its store and queue, and which summarizer it runs."""
-
-    url: str = DEFAULT_URL
-    """The history store's URL (one node's URL when :attr:`cluster`)."""
-    cluster: bool = False
-    """The store is a Redis Cluster."""
-    queue_url: str | None = None
-    """The RQ queue's Redis; ``None`` for the store itself (not allowed with a cluster)."""
-    queue: str = DEFAULT_QUEUE
-    """The RQ queue name."""
-    summarizer: str = "extractive"
-    """An alias or dotted path for :func:`~redis_history.summarizers.resolve_summarizer`."""
-    token_counter: str | None = None
-    """The counter that prices summaries; ``None`` for the library default (exact o200k)."""
-
-    def __post_init__(self) -> None:
-        if not self.url:
-            raise ValueError("the history store URL is empty")
-        if not self.queue:
-            raise ValueError("the queue name is empty")
-        if self.cluster and not self.queue_url:
-            raise ValueError(
-                "REDIS_HISTORY_QUEUE_URL is required when the history is a Redis Cluster: "
-                "RQ needs a standalone Redis"
-            )
-
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> WorkerSettings:
-        """Settings from ``REDIS_HISTORY_*`` variables (see the module docstring).
-
-        Args:
-            environ: the variables to read; ``os.environ`` by default.
-
-        Returns:
-            The settings, defaults filled in.
-
-        Raises:
-            ValueError: a malformed flag, or a cluster without a queue URL.
-        """
-        env = os.environ if environ is None else environ
-        return cls(
-            url=env.get("REDIS_HISTORY_URL") or DEFAULT_URL,
-            cluster=_flag("REDIS_HISTORY_CLUSTER", env.get("REDIS_HISTORY_CLUSTER", "")),
-            queue_url=env.get("REDIS_HISTORY_QUEUE_URL") or None,
-            queue=env.get("REDIS_HISTORY_QUEUE") or DEFAULT_QUEUE,
-            summarizer=env.get("REDIS_HISTORY_SUMMARIZER") or "extractive",
-            token_counter=env.get("REDIS_HISTORY_TOKEN_COUNTER") or None,
-        )
-
-    @property
-    def queue_redis_url(self) -> str:
-        """The URL of the Redis that holds the RQ queue."""
-        return self.queue_url or self.url
-
-    def store_client(self) -> redis.Redis | RedisCluster:
-        """A new client for the history store (a cluster client when :attr:`cluster`)."""
-        if self.cluster:
-            return RedisCluster.from_url(self.url)
-        return redis.Redis.from_url(self.url)
-
-    def queue_client(self) -> redis.Redis:
-        """A new client for the queue's Redis."""
-        return redis.Redis.from_url(self.queue_redis_url)
 
 
 COMPACTION_FUNCTION = "redis_history.jobs.compact_conversation"

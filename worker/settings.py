@@ -15,12 +15,12 @@ one on this queue. ``redis-history worker`` is the same worker without the flags
 ``REDIS_HISTORY_URL`` is the history store, ``REDIS_HISTORY_QUEUE_URL`` the
 queue's Redis (default: the store), ``REDIS_HISTORY_QUEUE`` the queue name; the
 job itself reads the summarizer and the rest from the same variables
-(``redis_history.jobs.WorkerSettings.from_env``).
+(``redis_history.settings.WorkerSettings.from_env``).
 """
 
 from __future__ import annotations
 
-from redis_history.jobs import WorkerSettings
+from redis_history.settings import WorkerSettings
 
 _settings = WorkerSettings.from_env()
 

@@ -1,28 +1,15 @@
-"""Summarizers: turn the oldest messages of a conversation into one short text.
+"""The OpenAI-compatible summarizer: one chat-completions request per summary, with retries.
 
-Compaction replaces a conversation's oldest whole turns by a system message
-holding the original system prompt and a summary of what was dropped. The
-summary comes from a :class:`Summarizer`:
-
-- :class:`ExtractiveSummarizer` needs no model: it keeps the first and last
-  user messages and the tool results, verbatim, under ``Previously:``.
-- :class:`OpenAICompatibleSummarizer` asks any OpenAI-compatible
-  chat-completions endpoint, with only the standard library for HTTP.
-
-Both also implement :class:`AsyncSummarizer`; :func:`summarize_async` runs
-either kind from asyncio. Plug-ins are resolved by :func:`resolve_summarizer`
-from an object, an alias or a dotted path.
-
-The messages a summarizer receives may start with the conversation's system
-prompt (left out: compaction keeps it verbatim) or with an earlier summary (a
-message whose metadata has ``"summary": True``): its text is kept, without the
-system prompt it repeats, so a summary of summaries keeps the old facts.
+Any endpoint that speaks OpenAI's ``POST /chat/completions`` works (OpenAI,
+vLLM, Ollama, LiteLLM, ...). HTTP goes through the standard library: the
+official ``openai`` SDK adds eight packages (about 35 MB, 0.3 s to import) and
+would still need the backoff policy, the reply checks and the key redaction
+written here, which the tests pin down (fixed delays capped by ``max_backoff``,
+no retry on 409, a key echoed by the server never shown).
 """
 
 from __future__ import annotations
 
-import asyncio
-import importlib
 import json
 import os
 import time
@@ -31,33 +18,14 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from http.client import HTTPException
-from types import MappingProxyType
-from typing import Any, Protocol, Self, runtime_checkable
+from typing import Any, Self
 
-from redis_history._plugins import PluginKind
+from redis_history import settings
 from redis_history.errors import SummarizerError
 from redis_history.models import Message
+from redis_history.summarizers._text import PREFIX, clip, one_line, previous_summary
 
-__all__ = [
-    "ALIASES",
-    "DEFAULT_PROMPT",
-    "PREFIX",
-    "AsyncSummarizer",
-    "ExtractiveSummarizer",
-    "OpenAICompatibleSummarizer",
-    "Summarizer",
-    "SummarizerError",
-    "render_transcript",
-    "resolve_summarizer",
-    "summarize_async",
-]
-
-PREFIX = "Previously:"
-"""How every built-in summary starts, so the agent model reads it as past context."""
-_NOTHING = f"{PREFIX} (nothing)"
-_ELLIPSIS = "…"
-_MIN_LINE = 40
-"""Lines cut shorter than this say little: drop whole lines from the middle instead."""
+__all__ = ["DEFAULT_PROMPT", "OpenAICompatibleSummarizer", "render_transcript"]
 
 DEFAULT_PROMPT = (
     "You compress the earlier part of a conversation between a user and an AI assistant "
@@ -70,175 +38,10 @@ DEFAULT_PROMPT = (
 )
 """The default system instruction of :class:`OpenAICompatibleSummarizer`."""
 
-DEFAULT_BASE_URL = "https://api.openai.com/v1"
-DEFAULT_MODEL = "gpt-4o-mini"
-DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
 _RETRY_STATUSES = frozenset({408, 429})
 """Besides 5xx: request timeout and rate limit are worth another try; other 4xx are not."""
 _DETAIL_CHARS = 300
 """How much of an unexpected response body an error message quotes."""
-
-
-@runtime_checkable
-class Summarizer(Protocol):
-    """Turns messages into summary text."""
-
-    def summarize(self, messages: Sequence[Message]) -> str:
-        """The summary of ``messages``."""
-        ...
-
-
-@runtime_checkable
-class AsyncSummarizer(Protocol):
-    """Turns messages into summary text, from asyncio."""
-
-    async def asummarize(self, messages: Sequence[Message]) -> str:
-        """The summary of ``messages``."""
-        ...
-
-
-async def summarize_async(
-    summarizer: Summarizer | AsyncSummarizer, messages: Sequence[Message]
-) -> str:
-    """Summarize from asyncio without blocking the event loop.
-
-    Args:
-        summarizer: awaited through ``asummarize`` when it has one; otherwise
-            its ``summarize`` runs in a worker thread.
-        messages: the messages to summarize.
-
-    Returns:
-        The summary text.
-
-    Raises:
-        TypeError: ``summarizer`` has neither ``asummarize`` nor ``summarize``.
-    """
-    if isinstance(summarizer, AsyncSummarizer) and callable(summarizer.asummarize):
-        return await summarizer.asummarize(messages)
-    if isinstance(summarizer, Summarizer) and callable(summarizer.summarize):
-        return await asyncio.to_thread(summarizer.summarize, list(messages))
-    raise TypeError(f"expected a Summarizer or AsyncSummarizer, got {type(summarizer).__name__}")
-
-
-def _previous_summary(message: Message) -> str | None:
-    """The text of an earlier summary without its system prompt, or ``None`` for other messages."""
-    if message.metadata.get("summary") is not True:
-        return None
-    text = message.content
-    prompt = message.metadata.get("system_prompt")
-    if isinstance(prompt, str) and prompt and text.startswith(prompt):
-        text = text[len(prompt) :]
-    text = text.strip()
-    if text.startswith(PREFIX):
-        text = text[len(PREFIX) :].strip()
-    return "" if text == "(nothing)" else text
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
-
-
-def _clip(text: str, limit: int) -> str:
-    """``text`` cut to at most ``limit`` characters, at a word if one is near, with an ellipsis."""
-    if len(text) <= limit:
-        return text
-    if limit <= len(_ELLIPSIS):
-        return _ELLIPSIS[:limit]
-    cut = text[: limit - len(_ELLIPSIS)]
-    space = cut.rfind(" ")
-    if space >= len(cut) * 2 // 3:
-        cut = cut[:space]
-    return cut.rstrip() + _ELLIPSIS
-
-
-def _fit(lines: list[str], budget: int) -> list[str]:
-    """Clip the longest lines first, to one common cap, so all of them fit in ``budget``."""
-    if sum(map(len, lines)) <= budget:
-        return lines
-    remaining, cap = budget, 0
-    lengths = sorted(map(len, lines))
-    for i, length in enumerate(lengths):
-        share = max(remaining, 0) // (len(lengths) - i)
-        if length > share:
-            cap = share
-            break
-        remaining -= length
-    return [_clip(line, cap) for line in lines]
-
-
-class ExtractiveSummarizer:
-    """A summary without a model: earlier summaries, first and last user message, tool results.
-
-    The output starts with ``Previously:``, keeps the chosen texts in
-    conversation order (whitespace collapsed), one per line, and never exceeds
-    ``max_chars`` characters: when it would, the longest lines are cut first,
-    each ending with an ellipsis, and when there are too many lines to keep
-    each readable, whole lines go from the middle (the oldest facts and the
-    latest request stay). Assistant replies and the system prompt are left
-    out. The same contents always give the same output.
-    """
-
-    def __init__(self, max_chars: int = 2000) -> None:
-        """Set the length limit.
-
-        Args:
-            max_chars: the longest summary, in characters.
-
-        Raises:
-            TypeError: ``max_chars`` is not an int.
-            ValueError: ``max_chars`` is shorter than ``"Previously: (nothing)"``.
-        """
-        if isinstance(max_chars, bool) or not isinstance(max_chars, int):
-            raise TypeError(f"max_chars must be an int, got {type(max_chars).__name__}")
-        if max_chars < len(_NOTHING):
-            raise ValueError(f"max_chars must be at least {len(_NOTHING)}, got {max_chars}")
-        self.max_chars = max_chars
-
-    def summarize(self, messages: Sequence[Message]) -> str:
-        """The extract of ``messages``; ``"Previously: (nothing)"`` when nothing is worth keeping.
-
-        Args:
-            messages: the messages to summarize, oldest first.
-
-        Returns:
-            Text starting with ``Previously:``, at most ``max_chars`` characters long.
-        """
-        lines = _extract(messages)
-        if not lines:
-            return _NOTHING
-        room = self.max_chars - len(PREFIX)
-        while len(lines) > 1 and sum(min(len(line), _MIN_LINE) + 1 for line in lines) > room:
-            del lines[len(lines) // 2]  # keep the oldest facts and the latest request
-        # The header and one newline before each line are never clipped.
-        budget = self.max_chars - len(PREFIX) - len(lines)
-        return _clip("\n".join([PREFIX, *_fit(lines, budget)]), self.max_chars)
-
-    async def asummarize(self, messages: Sequence[Message]) -> str:
-        """The same as :meth:`summarize`; it is quick and does no I/O."""
-        return self.summarize(messages)
-
-    def __repr__(self) -> str:
-        return f"ExtractiveSummarizer(max_chars={self.max_chars})"
-
-
-def _extract(messages: Sequence[Message]) -> list[str]:
-    """The lines an extractive summary keeps, in conversation order."""
-    users = [i for i, m in enumerate(messages) if m.role == "user" and m.content.strip()]
-    first, last = (users[0], users[-1]) if users else (-1, -1)
-    call_names = {call.id: call.name for m in messages for call in m.tool_calls}
-    lines: list[str] = []
-    for i, message in enumerate(messages):
-        previous = _previous_summary(message)
-        if previous is not None:
-            lines += [_one_line(line) for line in previous.splitlines() if line.strip()]
-        elif i in (first, last):
-            label = "user" if first == last else ("user (first)" if i == first else "user (last)")
-            lines.append(f"- {label}: {_one_line(message.content)}")
-        elif message.role == "tool" and message.content.strip():
-            name = message.name or call_names.get(message.tool_call_id or "")
-            label = f"tool {name}" if name else "tool result"
-            lines.append(f"- {label}: {_one_line(message.content)}")
-    return lines
 
 
 def render_transcript(messages: Sequence[Message]) -> str:
@@ -257,7 +60,7 @@ def render_transcript(messages: Sequence[Message]) -> str:
     call_names: dict[str, str] = {}
     blocks: list[str] = []
     for message in messages:
-        previous = _previous_summary(message)
+        previous = previous_summary(message)
         if previous is not None:
             if previous:
                 blocks.append(f"earlier summary:\n{previous}")
@@ -304,12 +107,12 @@ class OpenAICompatibleSummarizer:
     def __init__(
         self,
         *,
-        base_url: str = DEFAULT_BASE_URL,
-        model: str = DEFAULT_MODEL,
+        base_url: str = settings.SUMMARIZER_BASE_URL.default,
+        model: str = settings.SUMMARIZER_MODEL.default,
         api_key: str | None = None,
-        api_key_env: str = DEFAULT_API_KEY_ENV,
-        timeout: float = 60.0,
-        max_retries: int = 2,
+        api_key_env: str = settings.SUMMARIZER_API_KEY_ENV.default,
+        timeout: float = settings.SUMMARIZER_TIMEOUT.default,
+        max_retries: int = settings.SUMMARIZER_MAX_RETRIES.default,
         backoff: float = 0.5,
         max_backoff: float = 8.0,
         prompt: str = DEFAULT_PROMPT,
@@ -366,14 +169,13 @@ class OpenAICompatibleSummarizer:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Self:
-        """A summarizer configured by environment variables.
+        """A summarizer configured by the ``REDIS_HISTORY_SUMMARIZER_*`` variables.
 
-        ``REDIS_HISTORY_SUMMARIZER_BASE_URL`` (default the OpenAI API),
-        ``REDIS_HISTORY_SUMMARIZER_MODEL`` (default ``gpt-4o-mini``),
-        ``REDIS_HISTORY_SUMMARIZER_API_KEY_ENV`` (the variable holding the key,
-        default ``OPENAI_API_KEY``), ``REDIS_HISTORY_SUMMARIZER_TIMEOUT``
-        (seconds, default 60) and ``REDIS_HISTORY_SUMMARIZER_MAX_RETRIES``
-        (default 2).
+        They are :data:`~redis_history.settings.SUMMARIZER_BASE_URL` (default
+        the OpenAI API), ``SUMMARIZER_MODEL`` (default ``gpt-4o-mini``),
+        ``SUMMARIZER_API_KEY_ENV`` (the variable holding the key, default
+        ``OPENAI_API_KEY``), ``SUMMARIZER_TIMEOUT`` (seconds, default 60) and
+        ``SUMMARIZER_MAX_RETRIES`` (default 2) of :mod:`redis_history.settings`.
 
         Args:
             environ: the variables to read; ``os.environ`` when ``None``.
@@ -386,27 +188,16 @@ class OpenAICompatibleSummarizer:
                 that is not a whole number >= 0, or a bad URL.
         """
         env = os.environ if environ is None else environ
-        raw_retries = env.get("REDIS_HISTORY_SUMMARIZER_MAX_RETRIES") or "2"
-        if not raw_retries.isdigit():
-            raise ValueError(
-                "REDIS_HISTORY_SUMMARIZER_MAX_RETRIES must be a whole number >= 0, "
-                f"got {raw_retries!r}"
-            )
-        key_env = env.get("REDIS_HISTORY_SUMMARIZER_API_KEY_ENV") or DEFAULT_API_KEY_ENV
-        raw_timeout = env.get("REDIS_HISTORY_SUMMARIZER_TIMEOUT") or "60"
-        try:
-            timeout = float(raw_timeout)
-        except ValueError:
-            raise ValueError(
-                f"REDIS_HISTORY_SUMMARIZER_TIMEOUT must be a number of seconds, got {raw_timeout!r}"
-            ) from None
+        max_retries = settings.SUMMARIZER_MAX_RETRIES.read(env)
+        key_env = settings.SUMMARIZER_API_KEY_ENV.read(env)
+        timeout = settings.SUMMARIZER_TIMEOUT.read(env)
         return cls(
-            base_url=env.get("REDIS_HISTORY_SUMMARIZER_BASE_URL") or DEFAULT_BASE_URL,
-            model=env.get("REDIS_HISTORY_SUMMARIZER_MODEL") or DEFAULT_MODEL,
+            base_url=settings.SUMMARIZER_BASE_URL.read(env),
+            model=settings.SUMMARIZER_MODEL.read(env),
             api_key=env.get(key_env, ""),
             api_key_env=key_env,
             timeout=timeout,
-            max_retries=int(raw_retries),
+            max_retries=max_retries,
         )
 
     def request_body(self, messages: Sequence[Message]) -> dict[str, Any]:
@@ -461,14 +252,6 @@ class OpenAICompatibleSummarizer:
                 return self._content(raw, attempt)
         raise AssertionError("unreachable")
 
-    async def asummarize(self, messages: Sequence[Message]) -> str:
-        """:meth:`summarize` in a worker thread, so the event loop keeps running.
-
-        Cancelling the await does not stop a request in flight: it ends at
-        its timeout at the latest.
-        """
-        return await asyncio.to_thread(self.summarize, list(messages))
-
     @property
     def _where(self) -> str:
         return _public_url(self.endpoint)
@@ -481,8 +264,8 @@ class OpenAICompatibleSummarizer:
         return text.replace(self._api_key, "***") if self._api_key else text
 
     def _detail(self, raw: bytes) -> str:
-        text = _one_line(raw[: _DETAIL_CHARS * 4].decode("utf-8", errors="replace"))
-        return _clip(self._redact(text), _DETAIL_CHARS)
+        text = one_line(raw[: _DETAIL_CHARS * 4].decode("utf-8", errors="replace"))
+        return clip(self._redact(text), _DETAIL_CHARS)
 
     def _post(self, payload: bytes) -> bytes:
         """One attempt: the response body, or ``_Transient`` / ``SummarizerError``."""
@@ -565,80 +348,3 @@ def _seconds(value: str | None) -> float | None:
     except ValueError:
         return None
     return seconds if seconds is not None and seconds >= 0 else None
-
-
-ALIASES: Mapping[str, Callable[[], Summarizer]] = MappingProxyType(
-    {
-        "extractive": ExtractiveSummarizer,
-        "openai": OpenAICompatibleSummarizer.from_env,
-    }
-)
-"""Summarizer names :func:`resolve_summarizer` knows, each with the factory it calls."""
-
-
-def _expected() -> str:
-    return (
-        f"a Summarizer (an object with summarize(messages) -> str), an alias "
-        f"({', '.join(sorted(ALIASES))}), or a dotted path 'package.module:attr' to a "
-        "summarizer, its class or a zero-argument factory"
-    )
-
-
-_KIND: PluginKind[Summarizer] = PluginKind(Summarizer, "Summarizer", "summarize", _expected)
-
-
-def _import_target(spec: str) -> object:
-    """The object a dotted path ``package.module:attr`` or ``package.module.attr`` names."""
-    if ":" in spec:
-        module_name, _, attr_path = spec.partition(":")
-    else:
-        module_name, _, attr_path = spec.rpartition(".")
-    names = [*module_name.split("."), *attr_path.split(".")]
-    if not module_name or not attr_path or not all(name.isidentifier() for name in names):
-        raise ValueError(f"unknown summarizer {spec!r}; expected {_expected()}")
-    try:
-        target: object = importlib.import_module(module_name)
-    except Exception as exc:
-        raise ValueError(f"cannot import {module_name!r} for summarizer {spec!r}: {exc}") from exc
-    for attr in attr_path.split("."):
-        try:
-            target = getattr(target, attr)
-        except AttributeError:
-            raise ValueError(
-                f"{module_name!r} has no attribute {attr_path!r} (summarizer {spec!r})"
-            ) from None
-    return target
-
-
-def resolve_summarizer(spec: Summarizer | str | None) -> Summarizer:
-    """The summarizer ``spec`` names.
-
-    Args:
-        spec: ``None`` for a new :class:`ExtractiveSummarizer`; a
-            :class:`Summarizer` (returned as is; a summarizer class is
-            instantiated); an alias from :data:`ALIASES` (``extractive``, or
-            ``openai`` for :meth:`OpenAICompatibleSummarizer.from_env`); or a
-            dotted path ``package.module:attr`` or ``package.module.attr`` to a
-            summarizer, its class or a zero-argument factory (after the colon,
-            ``Class.method`` is allowed).
-
-    Returns:
-        The summarizer.
-
-    Raises:
-        ValueError: a name that is no alias nor an importable path.
-        TypeError: an object (or what a path names) that is not a ``Summarizer``,
-            or a class or factory that needs arguments.
-    """
-    if spec is None:
-        return ALIASES["extractive"]()
-    if isinstance(spec, str):
-        factory = ALIASES.get(spec)
-        if factory is not None:
-            return factory()
-        if ":" not in spec and "." not in spec:
-            raise ValueError(f"unknown summarizer {spec!r}; expected {_expected()}")
-        return _KIND.from_target(_import_target(spec), spec)
-    if isinstance(spec, type):
-        return _KIND.from_target(spec, spec.__qualname__)
-    return _KIND.checked(spec, f"the {type(spec).__name__} given")

@@ -1,0 +1,248 @@
+"""Every ``REDIS_HISTORY_*`` environment variable, with its default and meaning, in one place.
+
+Each :class:`Variable` names one variable, its default and what it means, and
+reads and checks it; :data:`VARIABLES` lists them all (a test checks that no
+other ``REDIS_HISTORY_*`` name is used in the package, ``worker/`` or the
+README). :class:`WorkerSettings` gathers what a compaction worker reads.
+Unset and empty variables both mean the default.
+
+This module imports no ``rq``: pods, the CLI and the summarizers read it too.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+import redis
+from redis.cluster import RedisCluster
+
+__all__ = [
+    "CLUSTER",
+    "DEFAULT_QUEUE",
+    "DEFAULT_URL",
+    "QUEUE",
+    "QUEUE_URL",
+    "SUMMARIZER",
+    "SUMMARIZER_API_KEY_ENV",
+    "SUMMARIZER_BASE_URL",
+    "SUMMARIZER_MAX_RETRIES",
+    "SUMMARIZER_MODEL",
+    "SUMMARIZER_TIMEOUT",
+    "TOKEN_COUNTER",
+    "URL",
+    "VARIABLES",
+    "Variable",
+    "WorkerSettings",
+]
+
+T = TypeVar("T")
+
+
+def _text(name: str, raw: str) -> str:
+    return raw
+
+
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"", "0", "false", "no", "off"})
+
+
+def _flag(name: str, raw: str) -> bool:
+    lowered = raw.strip().lower()
+    if lowered in _TRUE | _FALSE:
+        return lowered in _TRUE
+    raise ValueError(f"{name} must be one of 1/true/yes/on or 0/false/no/off, got {raw!r}")
+
+
+def _seconds(name: str, raw: str) -> float:
+    try:
+        return float(raw)
+    except ValueError:
+        raise ValueError(f"{name} must be a number of seconds, got {raw!r}") from None
+
+
+def _count(name: str, raw: str) -> int:
+    if not raw.isdigit():
+        raise ValueError(f"{name} must be a whole number >= 0, got {raw!r}")
+    return int(raw)
+
+
+@dataclass(frozen=True, slots=True)
+class Variable(Generic[T]):
+    """One environment variable: its name, its default, what it means and how it is read."""
+
+    name: str
+    """The variable's name, ``REDIS_HISTORY_...``."""
+    default: T
+    """The value when the variable is unset or empty."""
+    meaning: str
+    """What the variable sets, in one line."""
+    parse: Callable[[str, str], T]
+    """Turns ``(name, raw text)`` into the value; raises ``ValueError`` naming the variable."""
+
+    def read(self, environ: Mapping[str, str] | None = None) -> T:
+        """The variable's value.
+
+        Args:
+            environ: the variables to read; ``os.environ`` when ``None``.
+
+        Returns:
+            The parsed value, or :attr:`default` when the variable is unset or empty.
+
+        Raises:
+            ValueError: a value that does not parse; the message names the variable.
+        """
+        raw = (os.environ if environ is None else environ).get(self.name, "")
+        return self.default if raw == "" else self.parse(self.name, raw)
+
+
+URL: Variable[str] = Variable(
+    "REDIS_HISTORY_URL",
+    "redis://127.0.0.1:6379/0",
+    "the history store; with REDIS_HISTORY_CLUSTER, any one node of the cluster",
+    _text,
+)
+CLUSTER: Variable[bool] = Variable(
+    "REDIS_HISTORY_CLUSTER",
+    False,
+    "1, true, yes or on: the store is a Redis Cluster (0, false, no, off or unset: it is not)",
+    _flag,
+)
+QUEUE_URL: Variable[str | None] = Variable(
+    "REDIS_HISTORY_QUEUE_URL",
+    None,
+    "the RQ queue's Redis; the store when unset (required with a cluster: RQ needs a "
+    "standalone Redis)",
+    _text,
+)
+QUEUE: Variable[str] = Variable(
+    "REDIS_HISTORY_QUEUE", "redis-history", "the compaction queue's name", _text
+)
+SUMMARIZER: Variable[str] = Variable(
+    "REDIS_HISTORY_SUMMARIZER",
+    "extractive",
+    "the workers' summarizer: extractive, openai, or a dotted path 'package.module:attr'",
+    _text,
+)
+TOKEN_COUNTER: Variable[str | None] = Variable(
+    "REDIS_HISTORY_TOKEN_COUNTER",
+    None,
+    "the counter that prices summaries (match the pods'); unset: the exact o200k_base counter",
+    _text,
+)
+SUMMARIZER_BASE_URL: Variable[str] = Variable(
+    "REDIS_HISTORY_SUMMARIZER_BASE_URL",
+    "https://api.openai.com/v1",
+    "the openai summarizer's API root: any OpenAI-compatible chat-completions endpoint",
+    _text,
+)
+SUMMARIZER_MODEL: Variable[str] = Variable(
+    "REDIS_HISTORY_SUMMARIZER_MODEL", "gpt-4o-mini", "the openai summarizer's model", _text
+)
+SUMMARIZER_API_KEY_ENV: Variable[str] = Variable(
+    "REDIS_HISTORY_SUMMARIZER_API_KEY_ENV",
+    "OPENAI_API_KEY",
+    "the name of the variable that holds the openai summarizer's API key",
+    _text,
+)
+SUMMARIZER_TIMEOUT: Variable[float] = Variable(
+    "REDIS_HISTORY_SUMMARIZER_TIMEOUT",
+    60.0,
+    "the openai summarizer's connect and read timeout per attempt, in seconds",
+    _seconds,
+)
+SUMMARIZER_MAX_RETRIES: Variable[int] = Variable(
+    "REDIS_HISTORY_SUMMARIZER_MAX_RETRIES",
+    2,
+    "how often the openai summarizer retries a failed request (0: never)",
+    _count,
+)
+
+VARIABLES: tuple[Variable[Any], ...] = (
+    URL,
+    CLUSTER,
+    QUEUE_URL,
+    QUEUE,
+    SUMMARIZER,
+    TOKEN_COUNTER,
+    SUMMARIZER_BASE_URL,
+    SUMMARIZER_MODEL,
+    SUMMARIZER_API_KEY_ENV,
+    SUMMARIZER_TIMEOUT,
+    SUMMARIZER_MAX_RETRIES,
+)
+"""Every variable the package reads, in the order the README lists them."""
+
+DEFAULT_URL = URL.default
+"""The history store when nothing is configured."""
+DEFAULT_QUEUE = QUEUE.default
+"""The compaction queue's name when nothing is configured."""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSettings:
+    """Where a worker finds its store and queue, and which summarizer it runs."""
+
+    url: str = URL.default
+    """The history store's URL (one node's URL when :attr:`cluster`)."""
+    cluster: bool = CLUSTER.default
+    """The store is a Redis Cluster."""
+    queue_url: str | None = QUEUE_URL.default
+    """The RQ queue's Redis; ``None`` for the store itself (not allowed with a cluster)."""
+    queue: str = QUEUE.default
+    """The RQ queue name."""
+    summarizer: str = SUMMARIZER.default
+    """An alias or dotted path for :func:`~redis_history.summarizers.resolve_summarizer`."""
+    token_counter: str | None = TOKEN_COUNTER.default
+    """The counter that prices summaries; ``None`` for the library default (exact o200k)."""
+
+    def __post_init__(self) -> None:
+        if not self.url:
+            raise ValueError("the history store URL is empty")
+        if not self.queue:
+            raise ValueError("the queue name is empty")
+        if self.cluster and not self.queue_url:
+            raise ValueError(
+                f"{QUEUE_URL.name} is required when the history is a Redis Cluster: "
+                "RQ needs a standalone Redis"
+            )
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> WorkerSettings:
+        """Settings from the ``REDIS_HISTORY_*`` variables of :data:`VARIABLES`.
+
+        Args:
+            environ: the variables to read; ``os.environ`` by default.
+
+        Returns:
+            The settings, defaults filled in.
+
+        Raises:
+            ValueError: a malformed flag, or a cluster without a queue URL.
+        """
+        env = os.environ if environ is None else environ
+        return cls(
+            url=URL.read(env),
+            cluster=CLUSTER.read(env),
+            queue_url=QUEUE_URL.read(env),
+            queue=QUEUE.read(env),
+            summarizer=SUMMARIZER.read(env),
+            token_counter=TOKEN_COUNTER.read(env),
+        )
+
+    @property
+    def queue_redis_url(self) -> str:
+        """The URL of the Redis that holds the RQ queue."""
+        return self.queue_url or self.url
+
+    def store_client(self) -> redis.Redis | RedisCluster:
+        """A new client for the history store (a cluster client when :attr:`cluster`)."""
+        if self.cluster:
+            return RedisCluster.from_url(self.url)
+        return redis.Redis.from_url(self.url)
+
+    def queue_client(self) -> redis.Redis:
+        """A new client for the queue's Redis."""
+        return redis.Redis.from_url(self.queue_redis_url)

@@ -1,0 +1,43 @@
+"""Summarizers: turn the oldest messages of a conversation into one short text.
+
+Compaction replaces a conversation's oldest whole turns by a system message
+holding the original system prompt and a summary of what was dropped. The
+summary comes from a :class:`Summarizer`:
+
+- :class:`ExtractiveSummarizer` needs no model: it keeps the first and last
+  user messages and the tool results, verbatim, under ``Previously:``.
+- :class:`OpenAICompatibleSummarizer` asks any OpenAI-compatible
+  chat-completions endpoint, with only the standard library for HTTP.
+
+Plug-ins are resolved by :func:`resolve_summarizer` from an object, an alias
+or a dotted path.
+
+The messages a summarizer receives may start with the conversation's system
+prompt (left out: compaction keeps it verbatim) or with an earlier summary (a
+message whose metadata has ``"summary": True``): its text is kept, without the
+system prompt it repeats, so a summary of summaries keeps the old facts.
+"""
+
+from __future__ import annotations
+
+from redis_history.errors import SummarizerError
+from redis_history.summarizers._text import PREFIX
+from redis_history.summarizers.extractive import ExtractiveSummarizer
+from redis_history.summarizers.openai_compatible import (
+    DEFAULT_PROMPT,
+    OpenAICompatibleSummarizer,
+    render_transcript,
+)
+from redis_history.summarizers.protocol import ALIASES, Summarizer, resolve_summarizer
+
+__all__ = [
+    "ALIASES",
+    "DEFAULT_PROMPT",
+    "PREFIX",
+    "ExtractiveSummarizer",
+    "OpenAICompatibleSummarizer",
+    "Summarizer",
+    "SummarizerError",
+    "render_transcript",
+    "resolve_summarizer",
+]

@@ -1,0 +1,79 @@
+"""The Summarizer protocol, and resolve_summarizer: a summarizer from an object, alias or path."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
+from typing import Protocol, runtime_checkable
+
+from redis_history._plugins import PluginKind
+from redis_history.models import Message
+from redis_history.summarizers.extractive import ExtractiveSummarizer
+from redis_history.summarizers.openai_compatible import OpenAICompatibleSummarizer
+
+__all__ = ["ALIASES", "Summarizer", "resolve_summarizer"]
+
+
+@runtime_checkable
+class Summarizer(Protocol):
+    """Turns messages into summary text."""
+
+    def summarize(self, messages: Sequence[Message]) -> str:
+        """The summary of ``messages``."""
+        ...
+
+
+ALIASES: Mapping[str, Callable[[], Summarizer]] = MappingProxyType(
+    {
+        "extractive": ExtractiveSummarizer,
+        "openai": OpenAICompatibleSummarizer.from_env,
+    }
+)
+"""Summarizer names :func:`resolve_summarizer` knows, each with the factory it calls."""
+
+
+def _expected() -> str:
+    return (
+        f"a Summarizer (an object with summarize(messages) -> str), an alias "
+        f"({', '.join(sorted(ALIASES))}), or a dotted path 'package.module:attr' to a "
+        "summarizer, its class or a zero-argument factory"
+    )
+
+
+_KIND: PluginKind[Summarizer] = PluginKind(
+    Summarizer, "Summarizer", "summarizer", "summarize", _expected
+)
+
+
+def resolve_summarizer(spec: Summarizer | str | None) -> Summarizer:
+    """The summarizer ``spec`` names.
+
+    Args:
+        spec: ``None`` for a new :class:`ExtractiveSummarizer`; a
+            :class:`Summarizer` (returned as is; a summarizer class is
+            instantiated); an alias from :data:`ALIASES` (``extractive``, or
+            ``openai`` for :meth:`OpenAICompatibleSummarizer.from_env`); or a
+            dotted path ``package.module:attr`` or ``package.module.attr`` to a
+            summarizer, its class or a zero-argument factory (after the colon,
+            ``Class.method`` is allowed).
+
+    Returns:
+        The summarizer.
+
+    Raises:
+        ValueError: a name that is no alias nor an importable path.
+        TypeError: an object (or what a path names) that is not a ``Summarizer``,
+            or a class or factory that needs arguments.
+    """
+    if spec is None:
+        return ALIASES["extractive"]()
+    if isinstance(spec, str):
+        factory = ALIASES.get(spec)
+        if factory is not None:
+            return factory()
+        if ":" not in spec and "." not in spec:
+            raise ValueError(f"unknown summarizer {spec!r}; expected {_expected()}")
+        return _KIND.from_path(spec)
+    if isinstance(spec, type):
+        return _KIND.from_target(spec, spec.__qualname__)
+    return _KIND.checked(spec, f"the {type(spec).__name__} given")
