@@ -12,7 +12,6 @@ from redis_history import settings
 from redis_history.demo import redis_for_demo, run_demo
 from redis_history.errors import ConversationNotFound, HistoryError
 from redis_history.history import RedisHistory
-from redis_history.jobs import CompactionWorker, SimpleCompactionWorker, run_worker
 from redis_history.keys import DEFAULT_NAMESPACE
 from redis_history.settings import WorkerSettings
 
@@ -72,6 +71,12 @@ def _parser() -> argparse.ArgumentParser:
 
 def _worker(args: argparse.Namespace) -> int:
     """Run a worker configured by the environment, with the command line's overrides on top."""
+    from redis_history.jobs import (  # noqa: PLC0415  (rq only for the worker command)
+        CompactionWorker,
+        SimpleCompactionWorker,
+        run_worker,
+    )
+
     env = dict(os.environ)
     overrides = {
         URL_ENV: args.redis_url,

@@ -24,21 +24,20 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from multiprocessing.queues import Queue
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import redis
-from rq import Queue as RQQueue
-from rq import Worker
-from rq.registry import StartedJobRegistry
 
 from redis_history import settings
 from redis_history._server import RedisServer, RedisServerNotFoundError
 from redis_history.errors import HistoryError
 from redis_history.history import RedisHistory
-from redis_history.jobs import compaction_queue
 from redis_history.models import Message, ToolCall
 from redis_history.policy import CompactionPolicy
 from redis_history.roles import RoleState
+
+if TYPE_CHECKING:
+    from redis_history.jobs import CompactionQueue
 
 __all__ = ["DemoReport", "run_demo"]
 
@@ -85,6 +84,8 @@ def _pod(  # noqa: PLR0917  (a multiprocessing target takes positional arguments
     out: Queue[Any],
 ) -> None:
     """One simulated agent process: ``turns`` turns spread over the conversations."""
+    from redis_history.jobs import compaction_queue  # noqa: PLC0415  (rq only where it is used)
+
     written: dict[str, list[str]] = {c: [] for c in conversations}
     client = redis.Redis.from_url(url)
     queue = compaction_queue(connection=client, name=queue_name)
@@ -214,19 +215,18 @@ class _Workers:
             )
         return self
 
-    def wait_until_listening(self, client: redis.Redis) -> None:
-        """Block until every worker has registered with RQ."""
+    def wait_until_listening(self, queue: CompactionQueue) -> None:
+        """Block until every worker listens on the queue."""
         deadline = time.monotonic() + DRAIN_TIMEOUT
-        while Worker.count(connection=client) < self.count:
+        while queue.workers() < self.count:
             if any(p.poll() is not None for p in self.processes) or time.monotonic() > deadline:
                 raise RuntimeError(f"a compaction worker did not start:\n{self.output()[-2000:]}")
             time.sleep(0.05)
 
-    def drain(self, queue: RQQueue) -> None:
+    def drain(self, queue: CompactionQueue) -> None:
         """Block until no compaction job is queued or running."""
-        started = StartedJobRegistry(queue=queue)
         deadline = time.monotonic() + DRAIN_TIMEOUT
-        while queue.count or started.count:
+        while queue.pending():
             if time.monotonic() > deadline:
                 raise RuntimeError("the compaction workers did not drain the queue")
             time.sleep(0.05)
@@ -284,6 +284,8 @@ def run_demo(
     def say(text: str) -> None:
         print(text, file=out, flush=True)
 
+    from redis_history.jobs import compaction_queue  # noqa: PLC0415  (rq only where it is used)
+
     names = [f"trip-{i}" for i in range(conversations)]
     client = redis.Redis.from_url(url)
     queue = compaction_queue(connection=client, name=queue_name)
@@ -293,7 +295,7 @@ def run_demo(
         history.append(Message.system(SYSTEM_PROMPT, id=f"{history.conversation_id}-system"))
     report = DemoReport()
     with _Workers(url, queue_name, workers) as running:
-        running.wait_until_listening(client)
+        running.wait_until_listening(queue)
         say(
             f"{pods} pods x {turns} turns on {conversations} conversations; "
             f"{workers} workers compact in the background (soft limit {POLICY.soft_tokens} tokens)"

@@ -38,6 +38,7 @@ from redis.cluster import RedisCluster
 from redis.exceptions import AuthenticationError
 from rq.job import Job
 from rq.logutils import setup_loghandlers
+from rq.registry import StartedJobRegistry
 from rq.serializers import JSONSerializer, resolve_serializer
 from rq.utils import import_job_class
 from rq.worker import BaseWorker, SimpleWorker, Worker, WorkerStatus
@@ -90,6 +91,14 @@ class CompactionQueue(rq.Queue):
 
     def __init__(self, name: str, connection: redis.Redis) -> None:
         super().__init__(name, connection=connection, serializer=JSONSerializer)
+
+    def workers(self) -> int:
+        """How many workers listen on this queue."""
+        return int(Worker.count(queue=self))
+
+    def pending(self) -> int:
+        """Compactions queued or running: 0 once the workers have drained the queue."""
+        return int(self.count + StartedJobRegistry(queue=self).count)
 
     def __call__(self, request: CompactionRequest) -> Job:
         """Enqueue ``request`` as a job of ``COMPACTION_FUNCTION`` under the request's id."""

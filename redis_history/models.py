@@ -51,7 +51,6 @@ from pydantic_core import CoreSchema, core_schema
 __all__ = [
     "JSON_SCALARS",
     "MAX_NESTING",
-    "ROLES",
     "JsonObject",
     "Message",
     "Role",
@@ -61,8 +60,6 @@ __all__ = [
 
 Role = Literal["system", "user", "assistant", "tool"]
 """Who speaks: the four chat-completions roles."""
-
-ROLES: tuple[Role, ...] = ("system", "user", "assistant", "tool")
 
 MAX_NESTING = 128
 """The deepest a message's ``metadata`` or a tool call's ``arguments`` may nest.

@@ -453,7 +453,3 @@ class FakeSummarizer:
         if self.error is not None:
             raise self.error
         return self.text
-
-    async def asummarize(self, messages: Sequence[Message]) -> str:
-        """The same as :meth:`summarize`."""
-        return self.summarize(messages)

@@ -294,7 +294,7 @@ def test_resolve_counter_imports_dotted_paths(path: str, kind: type) -> None:
         ),
         ("redis_history.tokens:missing", ValueError, "has no attribute 'missing'"),
         ("a:b:c", ValueError, "not a dotted path"),
-        ("redis_history.models:ROLES", TypeError, "not a TokenCounter: got tuple"),
+        ("redis_history.models:JSON_SCALARS", TypeError, "not a TokenCounter: got frozenset"),
         ("redis_history.models:Message", TypeError, "cannot be called without arguments"),
         ("text-davinci-003", ValueError, "cannot be built offline"),
         (42, TypeError, "not a TokenCounter: got int"),
