@@ -247,6 +247,15 @@ class HistoryCore:
             )
         return self._context(HistoryError(f"Redis refused the operation: {exc}"))
 
+    def settle(self, call: Call[T], reply: Any, acknowledged: Any) -> T:
+        """The result of a write sent with ``WAIT``: an error in its reply raised typed, a
+        refusal raised, and then too few replicas raised as ``ReplicationError``."""
+        if isinstance(reply, RedisFailure):
+            raise self.wrap(reply) from reply
+        result = call.parse(reply)
+        self.replicated(acknowledged)
+        return result
+
     def replicated(self, acknowledged: Any) -> None:
         """Raise ``ReplicationError`` if ``WAIT`` counted fewer replicas than required."""
         count = int(acknowledged)

@@ -155,13 +155,9 @@ class RedisHistory(_Base):
             reply, acknowledged = self._pipe_with_wait(call.command)
             if isinstance(reply, NoScriptError):
                 reply, acknowledged = self._pipe_with_wait(call.fallback())
-            if isinstance(reply, Exception):
-                raise reply
         except RedisFailure as exc:
             raise self.core.wrap(exc) from exc
-        result = call.parse(reply)
-        self.core.replicated(acknowledged)
-        return result
+        return self.core.settle(call, reply, acknowledged)
 
     def _pipe_with_wait(self, command: tuple[Any, ...]) -> tuple[Any, Any]:
         """``command`` then ``WAIT`` in one pipeline; on a cluster, on the slot's primary."""
@@ -498,13 +494,9 @@ class AsyncRedisHistory(_Base):
             reply, acknowledged = await self._pipe_with_wait(call.command)
             if isinstance(reply, NoScriptError):
                 reply, acknowledged = await self._pipe_with_wait(call.fallback())
-            if isinstance(reply, Exception):
-                raise reply
         except RedisFailure as exc:
             raise self.core.wrap(exc) from exc
-        result = call.parse(reply)
-        self.core.replicated(acknowledged)
-        return result
+        return self.core.settle(call, reply, acknowledged)
 
     async def _pipe_with_wait(self, command: tuple[Any, ...]) -> tuple[Any, Any]:
         """See :meth:`RedisHistory._pipe_with_wait`."""
