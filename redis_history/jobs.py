@@ -1,6 +1,6 @@
-"""The RQ side of compaction: settings, the job function, the queue and the workers.
+"""The RQ side of compaction: the queue pods schedule on, the job function, and the workers.
 
-This is the only package module that imports ``rq``. Pods enqueue with
+This is the only package module that imports ``rq``. Pods schedule with
 :meth:`~redis_history.RedisHistory.maybe_compact` on :func:`compaction_queue`;
 workers run :func:`compact_conversation`, configured from their own
 environment (the ``REDIS_HISTORY_*`` variables of :mod:`redis_history.settings`,
