@@ -43,9 +43,15 @@ def rpush(client: redis.Redis) -> Callable[[int], object]:
     return lambda i: client.rpush("raw", body)
 
 
+def fresh(message: Message, i: int) -> Message:
+    """``message`` under a new id: a message appended twice is stored once, so a benchmark
+    that repeated one would count the exactly-once check, not the append."""
+    return message.model_copy(update={"id": f"{message.id}-{i}"})
+
+
 def append(client: redis.Redis) -> Callable[[int], object]:
     history, pair = RedisHistory(client, "append", token_counter="heuristic"), _pair()
-    return lambda i: history.append(pair[i % 2])
+    return lambda i: history.append(fresh(pair[i % 2], i))
 
 
 def append_turn(client: redis.Redis) -> Callable[[int], object]:
@@ -56,7 +62,7 @@ def append_turn(client: redis.Redis) -> Callable[[int], object]:
         Message.tool('{"fares": [790]}', tool_call_id="c1"),
         Message.assistant("790 EUR."),
     ]
-    return lambda i: history.append_many(turn)
+    return lambda i: history.append_many([fresh(m, i) for m in turn])
 
 
 def rpush_turn(client: redis.Redis) -> Callable[[int], object]:

@@ -4,7 +4,7 @@ pairing against the conversation's stored state. Applied once per op: a retry
 of an applied batch (same op) writes nothing and succeeds.
 
 KEYS[1] msgs     LIST of envelopes
-KEYS[2] meta     HASH (total, role, open, ops, opn, ttl)
+KEYS[2] meta     HASH (total, role, open, ttl, and the records of recent writes)
 KEYS[3] archive  LIST (only its TTL is refreshed)
 ARGV[1] op       the operation token (derived from the batch's message ids)
 ARGV[2] ttl      ms to set as the conversation's TTL, or 0 to keep the stored one

@@ -10,7 +10,7 @@ KEYS[3] archive  LIST (only its TTL is refreshed)
 ARGV[1] op       the operation token
 ARGV[2] ttl      ms to set as the conversation's TTL, or 0 to keep the stored one
 ARGV[3] event    advance_turn | compacted | exhausted | warned
-ARGV[4] value    the cooldown for `compacted`; otherwise 0
+ARGV[4] value    the cooldown for `compacted` (< 2^24); otherwise 0
 ARGV[5] freed    tokens a compaction freed (counted with `compacted`), else 0
 
 Returns the new state, or {6, -1, reason} (not allowed; nothing written) or
@@ -23,8 +23,10 @@ local msgs, meta, archive = KEYS[1], KEYS[2], KEYS[3]
 local op, event, value, freed = ARGV[1], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
 local m, refusal = load_meta(meta)
 if not m then return refusal end
+-- A state is recorded as an integer: its kind's number times 2^24, plus its value.
+local KINDS, CODES = {'ready', 'compacted', 'cooling', 'exhausted'}, {ready = 0, compacted = 1, cooling = 2, exhausted = 3}
 local done = replayed(meta, m, op)
-if done then return done end
+if done then return KINDS[math.floor(done / 16777216) + 1] .. ':' .. done % 16777216 end
 local raw = redis.call('HGET', meta, 'cstate') or 'ready:0'
 local kind, n = string.match(raw, '^(%a+):(%d+)$')
 n = tonumber(n)
@@ -55,7 +57,7 @@ end
 local state = new_kind .. ':' .. new_n
 if not m.exists or (state == raw and event ~= 'compacted') then return state end
 local ttl = effective_ttl(m, tonumber(ARGV[2]))
-commit(meta, m, op, state, {'cstate', state})
+commit(meta, m, op, CODES[new_kind] * 16777216 + new_n, {'cstate', state})
 if event == 'compacted' then
   redis.call('HINCRBY', meta, 'compactions', 1)
   redis.call('HINCRBY', meta, 'tokens_freed', freed)

@@ -29,7 +29,7 @@ local tokens, n, first = read_batch(5 + math.max(expect, 0))
 local m, refusal = load_meta(meta)
 if not m then return refusal end
 local done = replayed(meta, m, op)
-if done then return tonumber(done) end
+if done then return done end
 local ttl = effective_ttl(m, tonumber(ARGV[2]))
 
 if expect >= 0 then

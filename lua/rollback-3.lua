@@ -28,7 +28,7 @@ local op, check, count = ARGV[1], ARGV[3] == '1', tonumber(ARGV[4])
 local m, refusal = load_meta(meta)
 if not m then return refusal end
 local done = replayed(meta, m, op)
-if done then return tonumber(done) end
+if done then return done end
 local ttl = effective_ttl(m, tonumber(ARGV[2]))
 
 local wanted = {}

@@ -37,7 +37,7 @@ local tokens, count, first = read_batch(8 + math.max(expect, 0))
 local m, refusal = load_meta(meta)
 if not m then return refusal end
 local done = replayed(meta, m, op)
-if done then return tonumber(done) end
+if done then return done end
 local ttl = effective_ttl(m, tonumber(ARGV[2]))
 if token ~= '' and redis.call('GET', lock) ~= token then
   return {LOCK_LOST, -1, 'the compaction lock is not held by this token'}

@@ -22,7 +22,7 @@ local op, keep = ARGV[1], tonumber(ARGV[3])
 local m, refusal = load_meta(meta)
 if not m then return refusal end
 local done = replayed(meta, m, op)
-if done then return tonumber(done) end
+if done then return done end
 local ttl = effective_ttl(m, tonumber(ARGV[2]))
 local length = redis.call('LLEN', msgs)
 if keep >= length then return 0 end

@@ -57,7 +57,7 @@ logger = logging.getLogger("redis_history")
 
 DEFAULT_MAX_MESSAGE_BYTES = 1 << 20
 
-OPS_KEPT = 64
+OPS_KEPT = 32
 """How many recent writes a conversation remembers (``OPS_KEPT`` in ``lua/includes/meta.lua``):
 a retried write is recognised, and not applied again, while fewer than this many other
 writes have reached the conversation since."""
@@ -136,14 +136,22 @@ class TranscriptPages:
         return fresh
 
 
-def op_token(kind: str, parts: Iterable[str]) -> str:
-    """The 12-hex-digit token a write is recorded by: the same parts, the same token."""
+OP_TOKEN_BYTES = 6
+"""A write's token: 48 bits, so two of a conversation's remembered writes share one with a
+chance of about 2**-38 per write."""
+
+MAX_STATE_VALUE = (1 << 24) - 1
+"""The largest cooldown a compaction state holds (the scripts record a state in 32 bits)."""
+
+
+def op_token(kind: str, parts: Iterable[str]) -> bytes:
+    """The token a write is recorded by: the same parts, the same token."""
     data = "\x00".join((kind, *parts)).encode("utf-8", "surrogatepass")
-    return hashlib.blake2b(data, digest_size=6).hexdigest()
+    return hashlib.blake2b(data, digest_size=OP_TOKEN_BYTES).digest()
 
 
-def _fresh_token() -> str:
-    return os.urandom(6).hex()
+def _fresh_token() -> bytes:
+    return os.urandom(OP_TOKEN_BYTES)
 
 
 def _json_id(message_id: str) -> bytes:
@@ -296,7 +304,7 @@ class HistoryCore:
             raise self._context(exc) from None
 
     @staticmethod
-    def _token(kind: str, op_id: str | None, natural: Iterable[str] | None = None) -> str:
+    def _token(kind: str, op_id: str | None, natural: Iterable[str] | None = None) -> bytes:
         """The caller's ``op_id``, else the natural key's, else a fresh token."""
         if op_id is not None:
             if not isinstance(op_id, str) or not op_id:
@@ -512,6 +520,8 @@ class HistoryCore:
         self, event: Event, value: int = 0, freed: int = 0, *, op_id: str | None = None
     ) -> Call[CompactionState]:
         """Apply ``event`` to the stored compaction state atomically; the reply is the new state."""
+        if not 0 <= value <= MAX_STATE_VALUE:
+            raise ValueError(f"a compaction state value is 0 to {MAX_STATE_VALUE}, got {value}")
         args = (self._token("state", op_id), self.ttl_ms, event, value, freed)
         return _call(self._state, "compaction_state", self._data, args)
 

@@ -12,10 +12,10 @@ and ``mark`` (the LLM's reported input tokens and the total when it was
 recorded), ``role`` and ``open`` (the last role and the unanswered tool call
 ids), ``version`` (bumped by every rewrite: replace, splice, truncate, rollback;
 appends only grow the list, so version and length together name the content),
-``ops`` and ``opn`` (the tokens and results of the last 64 writes, and how many,
-so a retried write is applied once), ``ttl`` (the conversation's TTL in ms, which
-every writer applies), ``abytes`` and ``adropped`` (the archive's size, and how
-many archived entries its caps dropped), ``cstate``, ``compactions`` and
+``ops`` (the last 32 writes, 10 bytes each: the write's 6-byte operation token
+and its result as a 4-byte integer; so a retried write is applied once), ``ttl``
+(the conversation's TTL in ms, which every writer applies), ``abytes`` and
+``adropped`` (the archive's size, and how many archived entries its caps dropped), ``cstate``, ``compactions`` and
 ``tokens_freed`` (compaction), and ``queued`` and ``queued_at`` (the
 pending-compaction claim).
 

@@ -24,7 +24,7 @@ class CompactionPolicy(BaseModel):
     """Whole turns (a user message and everything after it) kept verbatim at the tail."""
     keep_last_tokens: int = Field(default=0, ge=0)
     """Also keep at least this many tokens of the newest turns verbatim (0: no token floor)."""
-    cooldown_turns: int = Field(default=2, ge=0)
+    cooldown_turns: int = Field(default=2, ge=0, le=(1 << 24) - 1)
     """Turns to wait after a compaction before another soft one."""
     min_messages: int = Field(default=6, ge=2)
     """Do not compact a prefix shorter than this: the summary would not pay for itself."""

@@ -92,18 +92,18 @@ class InMemoryHistory:
         self._baseline: int | None = None
         self._since = 0
         self._exists = False
-        self._ops: OrderedDict[str, Any] = OrderedDict()
+        self._ops: OrderedDict[bytes, Any] = OrderedDict()
         """The last ``OPS_KEPT`` operations applied, and what each returned."""
         self._cstate = CompactionState()
         self._stats = CompactionStats(0, 0)
         self._claim: tuple[str, int] | None = None
         """The pending compaction's job id and when it was claimed (ms)."""
 
-    def _replayed(self, token: str) -> Any:
+    def _replayed(self, token: bytes) -> Any:
         """What operation ``token`` returned if it was applied already, else ``None``."""
         return self._ops.get(token)
 
-    def _record(self, token: str, result: Any = 0) -> None:
+    def _record(self, token: bytes, result: Any = 0) -> None:
         self._ops[token] = result
         while len(self._ops) > OPS_KEPT:
             self._ops.popitem(last=False)
@@ -412,9 +412,13 @@ class InMemoryHistory:
 
     def release_compaction_claim(self, job_id: str) -> bool:
         """Drop the pending-compaction claim if it is still ``job_id``'s."""
+        token = op_token("release", (job_id,))
+        if self._replayed(token) is not None:
+            return True
         if self._claim is None or self._claim[0] != job_id:
             return False
         self._claim = None
+        self._record(token)
         return True
 
     def len(self) -> int:

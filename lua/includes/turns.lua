@@ -5,7 +5,8 @@
 local function message_of(envelope)
   local ok, decoded = pcall(cjson.decode, envelope or '')
   local m = ok and type(decoded) == 'table' and decoded.m
-  if type(m) ~= 'table' or type(m.role) ~= 'string' or m.role == '' or not ROLES[m.role] then
+  local role = type(m) == 'table' and m.role
+  if not (role == 'user' or role == 'assistant' or role == 'tool' or role == 'system') then
     return nil
   end
   if m.role == 'tool' and type(m.tool_call_id) ~= 'string' then return nil end
