@@ -7,17 +7,17 @@ With prefix ``rh``, namespace ``NS`` and conversation ``C``::
     rh:NS:{C}:archive  LIST    originals replaced by summaries
     rh:NS:{C}:lock     STRING  compaction lock
 
-The meta hash's fields: ``total`` (tokens of the live messages), ``baseline``
-and ``mark`` (the LLM's reported input tokens and the total when it was
-recorded), ``role`` and ``open`` (the last role and the unanswered tool call
-ids), ``version`` (bumped by every rewrite: replace, splice, truncate, rollback;
-appends only grow the list, so version and length together name the content),
-``ops`` (the last 32 writes, 10 bytes each: the write's 6-byte operation token
-and its result as a 4-byte integer; so a retried write is applied once), ``ttl``
-(the conversation's TTL in ms, which every writer applies), ``abytes`` and
-``adropped`` (the archive's size, and how many archived entries its caps dropped), ``cstate``, ``compactions`` and
-``tokens_freed`` (compaction), and ``queued`` and ``queued_at`` (the
-pending-compaction claim).
+The meta hash's fields: ``total`` (tokens of the live messages), ``baseline`` and
+``mark`` (the LLM's reported input tokens and the total when it was recorded),
+``role`` and ``open`` (the last role and the unanswered tool call ids), ``version``
+(bumped by every rewrite: replace, splice, truncate, rollback; appends only grow the
+list, so version and length together name the content), ``ops`` (the last 32 writes,
+10 bytes each: the write's 6-byte operation token and its result as a 4-byte
+integer; so a retried write is applied once), ``ttl`` (the conversation's TTL in ms,
+which every writer applies), ``abytes`` and ``adropped`` (the archive's size, and
+how many archived entries its caps dropped), ``cstate``, ``compactions`` and
+``tokens_freed`` (compaction), and ``queued`` and ``queued_at`` (the pending-
+compaction claim).
 
 The braces make the conversation id the hash tag, so every script touches one
 cluster slot; the namespace comes first so an ACL key pattern such as
