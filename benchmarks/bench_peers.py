@@ -195,14 +195,17 @@ async def fill(store: Store, turns: Sequence[Turn]) -> None:
             await result
 
 
-async def memory_per_message(client: redis.Redis, store: Store, n: int) -> tuple[float, list[str]]:
-    """MEMORY USAGE (all samples) of every key holding the conversation's id, per message."""
+async def memory_per_message(
+    client: redis.Redis, store: Store, n: int
+) -> tuple[float, dict[str, int]]:
+    """MEMORY USAGE (all samples) of every key holding the conversation's id: per message in
+    all, and each key's bytes."""
     keys = sorted(k.decode() for k in client.scan_iter(match=f"*{store.conversation}*", count=1000))
-    total = 0
-    for key in keys:
-        usage = client.memory_usage(key, samples=0)
-        total += int(usage or 0)
-    return total / n, [k.replace(store.conversation, "<id>") for k in keys]
+    sizes = {
+        key.replace(store.conversation, "<id>"): int(client.memory_usage(key, samples=0) or 0)
+        for key in keys
+    }
+    return sum(sizes.values()) / n, sizes
 
 
 async def snapshot_phase(
@@ -211,11 +214,11 @@ async def snapshot_phase(
     turns: Sequence[Turn],
     s: Settings,
     client: redis.Redis,
-) -> tuple[dict[int, dict[str, dict[str, float]]], dict[str, float], dict[str, list[str]]]:
+) -> tuple[dict[int, dict[str, dict[str, float]]], dict[str, float], dict[str, dict[str, int]]]:
     """Reads of whole conversations of each size; memory measured on the first size."""
     timings: dict[int, dict[str, dict[str, float]]] = {}
     memory: dict[str, float] = {}
-    keys: dict[str, list[str]] = {}
+    keys: dict[str, dict[str, int]] = {}
     for k, (n, rounds) in enumerate(zip(s.snapshot_sizes, s.snapshot_rounds, strict=True)):
         stores = open_stores([FLOOR, *contestants], url, f"snap{n}")
         try:
@@ -364,14 +367,15 @@ async def per_call_phase(
 ) -> dict[str, dict[str, str]]:
     """Round trips and Redis commands of one append, one turn and one read, measured."""
     out: dict[str, dict[str, str]] = {}
-    messages = flatten(turns[:4])
     for c in [FLOOR, *contestants]:
         store = c.store(url, new_id("percall"))
         await fill(store, turns[:1])  # connections open, scripts loaded
-        natives = [store.prepare(m) for m in messages]
+        natives = [store.prepare(m) for m in flatten(turns[1:5])]
+        batches = [[store.prepare(m) for m in turn] for turn in turns[5:9]]
         row: dict[str, str] = {}
         for what, calls in (
             ("append", [functools.partial(store.append, n) for n in natives]),
+            ("turn", [functools.partial(store.append_turn, b) for b in batches]),
             ("snapshot", [store.snapshot]),
         ):
             client.config_resetstat()
@@ -390,6 +394,7 @@ async def per_call_phase(
             row[f"{what} commands"] = ", ".join(
                 f"{name.upper()} {count / n:.2g}" for name, count in sorted(commands.items())
             )
+        row["messages per turn"] = f"{sum(map(len, batches)) / len(batches):.2g}"
         out[c.label] = row
         await store.aclose()
         client.flushdb()
@@ -405,7 +410,7 @@ class MixResult:
     writers: dict[str, dict[str, float]] = field(default_factory=dict)
     snapshots: dict[int, dict[str, dict[str, float]]] = field(default_factory=dict)
     memory: dict[str, float] = field(default_factory=dict)
-    keys: dict[str, list[str]] = field(default_factory=dict)
+    keys: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 def run_mix(
@@ -470,9 +475,9 @@ def ratio_rows(
     return rows
 
 
-def spread(values: Sequence[float], fmt: str) -> str:
+def spread(values: Sequence[float], fmt: str, unit: str = "") -> str:
     """The median, and the range when there is more than one value."""
-    median = format(statistics.median(values), fmt)
+    median = format(statistics.median(values), fmt) + unit
     if len(values) == 1:
         return median
     return f"{median} ({format(min(values), fmt)}-{format(max(values), fmt)})"
@@ -513,7 +518,7 @@ def ratio_table(
     rows = []
     for i, (name, _, _) in enumerate(per_run[0]):
         cells = [name, floor_text(name, statistics.median(p[i][1] for p in per_run))]
-        cells += [spread([p[i][2][x] for p in per_run], ".2f") + "x" for x in labels]
+        cells += [spread([p[i][2][x] for p in per_run], ".2f", "x") for x in labels]
         cells += ["skipped"] * len(skipped)
         rows.append(cells)
     return render(header, rows, markdown)
@@ -549,9 +554,9 @@ def async_note(runs: Sequence[MixResult]) -> str:
     f, a = FLOOR.label, ASYNC_FLOOR.label
     ratios = [r.append[a]["p50"] / r.append[f]["p50"] for r in runs]
     return (
-        f"A bare `RPUSH` through `redis.asyncio` measured {spread(ratios, '.2f')}x the sync floor "
-        "(median): that much of an asyncio store's append ratio is the asyncio client, not the "
-        "store."
+        f"A bare `RPUSH` through `redis.asyncio` measured {spread(ratios, '.2f', 'x')} the sync "
+        "floor (median): that much of an asyncio store's append ratio is the asyncio client, not "
+        "the store."
     )
 
 
@@ -649,30 +654,40 @@ METHOD = (
     "`add_messages`, `add_items`; llama-index has none, so `add_message` per message); the "
     "floor is one `RPUSH` per turn; throughput is messages / (last end - first start). "
     "Snapshot: the whole conversation, read back as the store's own objects. Memory: "
-    "`MEMORY USAGE ... SAMPLES 0` of every key holding the conversation id, per message."
+    "`MEMORY USAGE ... SAMPLES 0` of every key holding the conversation id, per message. "
+    "The benchmark's own objects (prepared messages) are frozen out of the cyclic GC "
+    "(`gc.freeze`), so a full collection of them does not land on whichever call is running."
 )
 
 
 def per_call_table(
     per_call: dict[str, dict[str, str]],
-    keys: dict[str, list[str]],
+    keys: dict[str, dict[str, dict[str, int]]],
     contestants: Sequence[Contestant],
     markdown: bool,
 ) -> str:
+    """Keys (with their MEMORY USAGE in each mix), round trips and Redis commands per call."""
+    mixes = list(keys)
+    turn = next(iter(per_call.values()))["messages per turn"]
     header = [
         "",
-        "keys",
+        f"keys, bytes at the memory row's length ({' / '.join(mixes)})",
         "round trips / append",
         "Redis commands / append (a script's calls included)",
+        f"round trips / turn of {turn} messages",
         "round trips / read",
         "commands / read",
     ]
     rows = [
         [
             c.label,
-            ", ".join(f"`{k}`" for k in keys[c.label]),
+            ", ".join(
+                f"`{k}` {' / '.join(f'{keys[m][c.label][k]:,}' for m in mixes)}"
+                for k in keys[mixes[0]][c.label]
+            ),
             per_call[c.label]["append round trips"],
             per_call[c.label]["append commands"],
+            per_call[c.label]["turn round trips"],
             per_call[c.label]["snapshot round trips"],
             per_call[c.label]["snapshot commands"],
         ]
@@ -729,7 +744,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         print()
         print(async_note(runs[name]))
     print(f"\n{hh}What each contestant does per call\n")
-    print(per_call_table(per_call, runs[realistic][0].keys, contestants, args.markdown))
+    keys = {name.split(" ")[0]: rs[0].keys for name, rs in runs.items()}
+    print(per_call_table(per_call, keys, contestants, args.markdown))
     if profiled:
         print(f"\n{hh}Profile: redis-history default append, realistic mix\n")
         print(profiled)
