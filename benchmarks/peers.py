@@ -1,0 +1,404 @@
+"""The contestants of bench_peers.py: redis-history, its Redis chat-history peers, and the floor.
+
+Each is a :class:`Store` used the way its own documentation shows, at default
+settings: a real user's append, batch append and read. Peers are imported only
+when used (``importlib``), so this module imports without them and mypy sees
+them as ``Any`` whether or not the ``bench`` extra is installed. Every peer
+stores tool calls and tool results natively: langchain as ``AIMessage.tool_calls``
+and ``ToolMessage``; llama-index as ``ToolCallBlock`` blocks and ``role="tool"``
+messages carrying ``tool_call_id``; the Agents SDK as ``function_call`` and
+``function_call_output`` items.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+import redis.asyncio
+from traffic import Msg
+
+from redis_history import Message, RedisHistory, ToolCall
+
+__all__ = [
+    "ASYNC_FLOOR",
+    "CONTESTANTS",
+    "FLOOR",
+    "Contestant",
+    "RedisHistoryStore",
+    "Store",
+    "new_id",
+    "select",
+]
+
+
+class Store:
+    """One contestant on one conversation, used the way its documentation shows.
+
+    ``prepare`` builds the contestant's own message objects before any timing
+    (an application holds them already); the other methods are what is timed.
+    They return ``None``/a value, or an awaitable for an asyncio API.
+    """
+
+    def __init__(self, url: str, conversation: str) -> None:
+        self.url = url
+        self.conversation = conversation
+
+    def prepare(self, message: Msg) -> Any:
+        raise NotImplementedError
+
+    def append(self, native: Any) -> object:
+        raise NotImplementedError
+
+    def append_turn(self, natives: list[Any]) -> object:
+        raise NotImplementedError
+
+    def snapshot(self) -> object:
+        raise NotImplementedError
+
+    async def aclose(self) -> None:
+        """Release the contestant's connections."""
+
+
+class Floor(Store):
+    """Raw redis-py: the chat-completions JSON in a bare list."""
+
+    def __init__(self, url: str, conversation: str) -> None:
+        super().__init__(url, conversation)
+        self.client = redis.Redis.from_url(url)
+        self.key = f"floor:{conversation}"
+
+    def prepare(self, message: Msg) -> bytes:
+        return message.wire_json().encode()
+
+    def append(self, native: Any) -> object:
+        return self.client.rpush(self.key, native)
+
+    def append_turn(self, natives: list[Any]) -> object:
+        return self.client.rpush(self.key, *natives)
+
+    def snapshot(self) -> object:
+        return [json.loads(item) for item in self.client.lrange(self.key, 0, -1)]
+
+    async def aclose(self) -> None:
+        self.client.close()
+
+
+class AsyncFloor(Floor):
+    """Raw ``redis.asyncio``: what any asyncio store pays before doing anything of its own."""
+
+    def __init__(self, url: str, conversation: str) -> None:
+        super().__init__(url, conversation)
+        self.client.close()
+        self.aclient = redis.asyncio.Redis.from_url(url)
+
+    def append(self, native: Any) -> object:
+        return self.aclient.rpush(self.key, native)
+
+    def append_turn(self, natives: list[Any]) -> object:
+        return self.aclient.rpush(self.key, *natives)
+
+    def snapshot(self) -> object:
+        async def read() -> list[Any]:
+            return [json.loads(item) for item in await self.aclient.lrange(self.key, 0, -1)]
+
+        return read()
+
+    async def aclose(self) -> None:
+        await self.aclient.aclose()
+
+
+class RedisHistoryStore(Store):
+    """redis-history: ``RedisHistory(client, conversation_id)``, plus one option at most."""
+
+    options: dict[str, Any] = {}  # noqa: RUF012  (class-level constant, never mutated)
+
+    def __init__(self, url: str, conversation: str) -> None:
+        super().__init__(url, conversation)
+        self.client = redis.Redis.from_url(url)
+        self.history = RedisHistory(self.client, conversation, **self.options)
+
+    def prepare(self, message: Msg) -> Message:
+        if message.role == "user":
+            return Message.user(message.content)
+        if message.role == "tool":
+            assert message.tool_call_id is not None
+            return Message.tool(message.content, tool_call_id=message.tool_call_id)
+        return Message.assistant(
+            message.content,
+            tool_calls=[
+                ToolCall(id=c.id, name=c.name, arguments=c.arguments) for c in message.tool_calls
+            ],
+        )
+
+    def append(self, native: Any) -> object:
+        self.history.append(native)
+        return None
+
+    def append_turn(self, natives: list[Any]) -> object:
+        self.history.append_many(natives)
+        return None
+
+    def snapshot(self) -> object:
+        return self.history.snapshot()
+
+    async def aclose(self) -> None:
+        self.client.close()
+
+
+class RedisHistoryHeuristic(RedisHistoryStore):
+    """redis-history with ``token_counter="heuristic"``."""
+
+    options: dict[str, Any] = {"token_counter": "heuristic"}  # noqa: RUF012
+
+
+class LangChainStore(Store):
+    """langchain-community ``RedisChatMessageHistory(session_id, url=...)``."""
+
+    def __init__(self, url: str, conversation: str) -> None:
+        super().__init__(url, conversation)
+        module = importlib.import_module("langchain_community.chat_message_histories")
+        self.messages = importlib.import_module("langchain_core.messages")
+        self.history = module.RedisChatMessageHistory(session_id=conversation, url=url)
+
+    def prepare(self, message: Msg) -> Any:
+        m = self.messages
+        if message.role == "user":
+            return m.HumanMessage(content=message.content)
+        if message.role == "tool":
+            return m.ToolMessage(content=message.content, tool_call_id=message.tool_call_id)
+        calls = [
+            {"name": c.name, "args": c.arguments, "id": c.id, "type": "tool_call"}
+            for c in message.tool_calls
+        ]
+        return m.AIMessage(content=message.content, tool_calls=calls)
+
+    def append(self, native: Any) -> object:
+        return self.history.add_message(native)
+
+    def append_turn(self, natives: list[Any]) -> object:
+        return self.history.add_messages(natives)
+
+    def snapshot(self) -> object:
+        return self.history.messages
+
+    async def aclose(self) -> None:
+        self.history.redis_client.close()
+
+
+class LlamaIndexStore(Store):
+    """llama-index ``RedisChatStore(redis_url=...)``, the conversation id as its key."""
+
+    def __init__(self, url: str, conversation: str) -> None:
+        super().__init__(url, conversation)
+        module = importlib.import_module("llama_index.storage.chat_store.redis")
+        self.types = importlib.import_module("llama_index.core.base.llms.types")
+        self.store = module.RedisChatStore(redis_url=url)
+
+    def prepare(self, message: Msg) -> Any:
+        t = self.types
+        if message.role == "user":
+            return t.ChatMessage(role="user", content=message.content)
+        if message.role == "tool":
+            return t.ChatMessage(
+                role="tool",
+                content=message.content,
+                additional_kwargs={"tool_call_id": message.tool_call_id},
+            )
+        blocks: list[Any] = [t.TextBlock(text=message.content)] if message.content else []
+        blocks += [
+            t.ToolCallBlock(tool_call_id=c.id, tool_name=c.name, tool_kwargs=c.arguments)
+            for c in message.tool_calls
+        ]
+        return t.ChatMessage(role="assistant", blocks=blocks)
+
+    def append(self, native: Any) -> object:
+        return self.store.add_message(self.conversation, native)
+
+    def append_turn(self, natives: list[Any]) -> object:
+        # RedisChatStore has no batch append (set_messages replaces the list).
+        for native in natives:
+            self.store.add_message(self.conversation, native)
+        return None
+
+    def snapshot(self) -> object:
+        return self.store.get_messages(self.conversation)
+
+    async def aclose(self) -> None:
+        self.store._redis_client.close()
+        await self.store._aredis_client.aclose()
+
+
+class AgentsStore(Store):
+    """OpenAI Agents SDK ``RedisSession.from_url(session_id, url=...)`` (asyncio only).
+
+    Items are what ``Runner`` stores: a user input item, the assistant's output
+    message, one ``function_call`` item per tool call and a ``function_call_output``
+    per tool result; one of our messages is one ``add_items`` call.
+    """
+
+    def __init__(self, url: str, conversation: str) -> None:
+        super().__init__(url, conversation)
+        module = importlib.import_module("agents.extensions.memory")
+        self.session = module.RedisSession.from_url(conversation, url=url)
+        self.items = 0
+
+    def prepare(self, message: Msg) -> list[dict[str, Any]]:
+        self.items += 1
+        if message.role == "user":
+            return [{"role": "user", "content": message.content}]
+        if message.role == "tool":
+            return [
+                {
+                    "type": "function_call_output",
+                    "call_id": message.tool_call_id,
+                    "output": message.content,
+                }
+            ]
+        out: list[dict[str, Any]] = []
+        if message.content:
+            out.append(
+                {
+                    "id": f"msg_{self.items:08d}",
+                    "type": "message",
+                    "role": "assistant",
+                    "status": "completed",
+                    "content": [
+                        {"type": "output_text", "text": message.content, "annotations": []}
+                    ],
+                }
+            )
+        out += [
+            {
+                "id": f"fc_{c.id}",
+                "type": "function_call",
+                "call_id": c.id,
+                "name": c.name,
+                "arguments": json.dumps(c.arguments),
+                "status": "completed",
+            }
+            for c in message.tool_calls
+        ]
+        return out
+
+    def append(self, native: Any) -> object:
+        return self.session.add_items(native)
+
+    def append_turn(self, natives: list[Any]) -> object:
+        return self.session.add_items([item for items in natives for item in items])
+
+    def snapshot(self) -> object:
+        return self.session.get_items()
+
+    async def aclose(self) -> None:
+        await self.session.close()
+
+
+@dataclass(frozen=True)
+class Contestant:
+    slug: str
+    """The name ``--only`` takes."""
+    label: str
+    """The column header."""
+    store: type[Store]
+    modules: tuple[str, ...] = ()
+    """Imported up front: a failure makes the contestant 'skipped'."""
+    dists: tuple[str, ...] = ()
+    """Distributions whose versions are printed."""
+    per_call: str = ""
+    """What one append and one read do, from the contestant's code."""
+
+
+FLOOR = Contestant(
+    "floor",
+    "raw Redis floor",
+    Floor,
+    per_call="append: `RPUSH` of the chat-completions JSON; read: `LRANGE` + `json.loads` per item",
+)
+ASYNC_FLOOR = Contestant("async-floor", "raw redis.asyncio", AsyncFloor)
+CONTESTANTS = (
+    Contestant(
+        "redis-history",
+        "redis-history (default)",
+        RedisHistoryStore,
+        dists=("redis-history",),
+        per_call=(
+            "append / append_many: one `EVALSHA` (role order, tool pairing, token total and the "
+            "exactly-once ring checked and written inside the script); the message is counted "
+            "on the client first (tiktoken o200k by default); read: `LRANGE`, one pydantic "
+            "validation of the whole list"
+        ),
+    ),
+    Contestant(
+        "redis-history",
+        "redis-history (heuristic counter)",
+        RedisHistoryHeuristic,
+        per_call="as above, the count a length heuristic instead of tiktoken",
+    ),
+    Contestant(
+        "langchain",
+        "langchain RedisChatMessageHistory",
+        LangChainStore,
+        modules=("langchain_community.chat_message_histories", "langchain_core.messages"),
+        dists=("langchain-community", "langchain-core"),
+        per_call=(
+            "add_message: `LPUSH` of `json.dumps(message_to_dict(m))` (ASCII-escaped; plus "
+            "`EXPIRE` when a ttl is set); add_messages loops add_message, one round trip per "
+            "message; messages: `LRANGE`, reversed, `json.loads` + `messages_from_dict`; "
+            "no checks of role order or tool pairing"
+        ),
+    ),
+    Contestant(
+        "llama-index",
+        "llama-index RedisChatStore",
+        LlamaIndexStore,
+        modules=("llama_index.storage.chat_store.redis", "llama_index.core.base.llms.types"),
+        dists=("llama-index-storage-chat-store-redis", "llama-index-core"),
+        per_call=(
+            "add_message: `RPUSH` of `model_dump_json()` (plus `EXPIRE` when a ttl is set); no "
+            "batch append, so a turn is one round trip per message; get_messages: `LRANGE` + "
+            "`ChatMessage.model_validate_json` per item; no checks"
+        ),
+    ),
+    Contestant(
+        "openai-agents",
+        "Agents SDK RedisSession",
+        AgentsStore,
+        modules=("agents.extensions.memory",),
+        dists=("openai-agents",),
+        per_call=(
+            "add_items (asyncio): `WATCH` of 3 keys, `TYPE` of 2 (immediate round trips), then "
+            "`MULTI` `HSET` `HSETNX` `RPUSH` `HSET` `EXEC` in one pipeline, retried whole on a "
+            "`WATCH` conflict (with a ttl: a third `TYPE`, `TIME` and 3 `PEXPIREAT`); "
+            "get_items: `LRANGE` + `json.loads` per item; no checks"
+        ),
+    ),
+)
+
+
+def select(only: Sequence[str] | None) -> tuple[list[Contestant], dict[str, str]]:
+    """The contestants to run and, for each one left out, why."""
+    chosen: list[Contestant] = []
+    skipped: dict[str, str] = {}
+    for c in CONTESTANTS:
+        if only and c.slug not in only:
+            skipped[c.label] = "skipped: not selected (--only)"
+            continue
+        try:
+            for module in c.modules:
+                importlib.import_module(module)
+        except Exception as exc:
+            extra = "; install the bench extra: pip install -e '.[bench]'" if c.modules else ""
+            skipped[c.label] = f"skipped: {type(exc).__name__}: {exc}{extra}"
+            continue
+        chosen.append(c)
+    return chosen, skipped
+
+
+def new_id(slug: str) -> str:
+    return f"{slug}-{uuid.uuid4().hex[:12]}"

@@ -1,0 +1,94 @@
+"""The peer benchmark stays runnable (a quick run, the library alone) and its traffic as stated."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from redis_history import Message, ToolCall
+from redis_history.roles import RoleState
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "benchmarks"
+
+
+def load(name: str) -> ModuleType:
+    """A module of benchmarks/ (not a package), registered so that its dataclasses work."""
+    spec = importlib.util.spec_from_file_location(f"benchmarks_{name}", BENCH / f"{name}.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_realistic_mix_is_seeded_sized_and_in_role_order() -> None:
+    """Same seed, same traffic; sizes in the stated ranges; redis-history's role rules accept it."""
+    traffic = load("traffic")
+    turns = traffic.realistic_turns(600)
+    assert [m.wire_json() for m in traffic.flatten(turns)] == [
+        m.wire_json() for m in traffic.flatten(traffic.realistic_turns(600))
+    ]
+    state = RoleState()
+    kinds = set()
+    for m in traffic.flatten(turns):
+        kinds.add(m.kind)
+        if m.role == "user":
+            assert 50 <= len(m.content) <= 500
+        elif m.role == "tool":
+            assert 1024 <= len(m.content.encode()) <= 21 * 1024
+            json.loads(m.content)
+        elif not m.tool_calls:
+            assert 200 <= len(m.content) <= 2000
+        state.advance(
+            Message(
+                role=m.role,
+                content=m.content,
+                tool_calls=tuple(
+                    ToolCall(id=c.id, name=c.name, arguments=c.arguments) for c in m.tool_calls
+                ),
+                tool_call_id=m.tool_call_id,
+            )
+        )
+    assert kinds == {"text", "code", "cjk", "json", "calls"}
+    short = traffic.flatten(traffic.short_turns(100))
+    assert all(40 <= len(m.content) <= 56 for m in short)
+
+
+@pytest.mark.real_redis
+def test_quick_peer_benchmark_prints_every_row_against_the_library_alone() -> None:
+    """``bench_peers.py --quick --only redis-history`` runs end to end; the rest show as skipped."""
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(BENCH / "bench_peers.py"),
+            "--quick",
+            "--only",
+            "redis-history",
+            "--markdown",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
+    for row in (
+        "| append, median |",
+        "| append, p99 |",
+        "| 8 writers on one conversation, throughput (raw / store) |",
+        "| snapshot of 100 |",
+        "| snapshot of 500 |",
+        "| Redis memory per message (100 messages) |",
+        "redis-history (heuristic counter)",
+        "role | count | mean chars",
+    ):
+        assert row in out
+    assert out.count("skipped: not selected (--only)") == 3
