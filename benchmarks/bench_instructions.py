@@ -4,10 +4,19 @@ Run: ``python benchmarks/bench_instructions.py [--calls N]`` (needs ``valgrind``
 
 Wall-clock ratios on a virtual machine move with how fast an idle CPU wakes
 and with what its neighbours run; instruction counts do not, so this is the
-repeatable view of what the scripts cost inside Redis. Each row runs its own
+repeatable view of what the scripts cost inside Redis. Each cell runs its own
 ``redis-server`` under callgrind, warms up (loading the script), zeroes the
 counters, then counts ``processCommand``: the command and everything a script
 calls, without the socket I/O every command shares.
+
+Three contestants store the same messages in order (``traffic.py``: the short
+run and the realistic agent mix), one message or one whole turn per call:
+
+- the store: ``RedisHistory.append`` / ``append_many`` at default settings;
+- a minimal scripted append, the floor of any atomic scripted write: one script
+  that ``RPUSH``es the store's own envelopes and ``HINCRBY``s a token total
+  (issue 11's yardstick: the store should stay within 2x of it);
+- a bare ``RPUSH`` of the chat-completions JSON.
 """
 
 from __future__ import annotations
@@ -16,64 +25,79 @@ import argparse
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import redis
 
-from redis_history import Message, RedisHistory, ToolCall
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from peers import to_message
+from traffic import Msg, Turn, realistic_turns, short_turns
+
+from redis_history import Message, RedisHistory
 from redis_history._server import find_redis_server, free_port
+from redis_history.codec import encode_message
 
 WARMUP = 50
 
 Operation = Callable[[redis.Redis], Callable[[int], object]]
+"""Given a client, the call to count: ``call(i)`` stores the ``i``-th message or turn."""
+
+MINIMAL = "redis.call('RPUSH', KEYS[1], unpack(ARGV, 2)) return redis.call('HINCRBY', KEYS[2], 'total', ARGV[1])"  # noqa: E501
+"""The minimal scripted append: the envelopes pushed and the token total bumped."""
 
 
-def _pair() -> list[Message]:
-    return [
-        Message.user("What is the weather in Lisbon tomorrow morning?"),
-        Message.assistant("Sunny, 21 °C."),
-    ]
+def _messages(turn: Sequence[Msg]) -> list[Message]:
+    return [to_message(m) for m in turn]
 
 
-def rpush(client: redis.Redis) -> Callable[[int], object]:
-    body = _pair()[0].model_dump_json()
-    return lambda i: client.rpush("raw", body)
+def _batches(turns: Sequence[Turn], per_turn: bool, count: int) -> list[list[Message]]:
+    """``count`` calls' worth of messages, in order: whole turns, or one message each."""
+    batches = [_messages(turn) for turn in turns] if per_turn else [
+        [m] for turn in turns for m in _messages(turn)
+    ]  # fmt: skip
+    if len(batches) < count:
+        raise ValueError(f"the traffic holds {len(batches)} calls, {count} asked")
+    return batches[:count]
 
 
-def fresh(message: Message, i: int) -> Message:
-    """``message`` under a new id: a message appended twice is stored once, so a benchmark
-    that repeated one would count the exactly-once check, not the append."""
-    return message.model_copy(update={"id": f"{message.id}-{i}"})
+def store(batches: list[list[Message]]) -> Operation:
+    def setup(client: redis.Redis) -> Callable[[int], object]:
+        history = RedisHistory(client, "store")
+        return lambda i: history.append_many(batches[i])
+
+    return setup
 
 
-def append(client: redis.Redis) -> Callable[[int], object]:
-    history, pair = RedisHistory(client, "append", token_counter="heuristic"), _pair()
-    return lambda i: history.append(fresh(pair[i % 2], i))
+def minimal(batches: list[list[Message]]) -> Operation:
+    def setup(client: redis.Redis) -> Callable[[int], object]:
+        history = RedisHistory(client, "minimal")
+        sha = client.script_load(MINIMAL)
+        keys = (history.keys.msgs, history.keys.meta)
+        core = history.core
+        calls = []
+        for batch in batches:
+            encoded = [encode_message(m, core.counter, core.max_message_bytes) for m in batch]
+            tokens = sum(count for _, count in encoded)
+            calls.append((sha, 2, *keys, tokens, *(envelope for envelope, _ in encoded)))
+        return lambda i: client.evalsha(*calls[i])
+
+    return setup
 
 
-def append_turn(client: redis.Redis) -> Callable[[int], object]:
-    history = RedisHistory(client, "turn", token_counter="heuristic")
-    turn = [
-        Message.user("Fares from Lisbon to Osaka?"),
-        Message.assistant("", tool_calls=[ToolCall(id="c1", name="fares", arguments={})]),
-        Message.tool('{"fares": [790]}', tool_call_id="c1"),
-        Message.assistant("790 EUR."),
-    ]
-    return lambda i: history.append_many([fresh(m, i) for m in turn])
+def rpush(turns: Sequence[Turn], per_turn: bool, count: int) -> Operation:
+    bodies = [[m.wire_json() for m in turn] for turn in turns] if per_turn else [
+        [m.wire_json()] for turn in turns for m in turn
+    ]  # fmt: skip
 
+    def setup(client: redis.Redis) -> Callable[[int], object]:
+        return lambda i: client.rpush("raw", *bodies[i])
 
-def rpush_turn(client: redis.Redis) -> Callable[[int], object]:
-    bodies = [Message.user("Fares?").model_dump_json()] * 4
-    return lambda i: client.rpush("raw", *bodies)
-
-
-ROWS: list[tuple[str, Operation, Operation]] = [
-    ("append one message", append, rpush),
-    ("append_many, a 4-message turn with a tool call", append_turn, rpush_turn),
-]
+    return setup
 
 
 def instructions_per_call(operation: Operation, calls: int) -> float:
@@ -126,19 +150,31 @@ def _connect(port: int, process: subprocess.Popen[bytes]) -> redis.Redis:
             return client
 
 
+ROWS = (
+    ("short messages, one per call", short_turns, False),
+    ("short messages, a turn per call", short_turns, True),
+    ("realistic mix, one message per call", realistic_turns, False),
+    ("realistic mix, a turn per call", realistic_turns, True),
+)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--calls", type=int, default=1000)
+    parser.add_argument("--calls", type=int, default=300)
     args = parser.parse_args()
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is not installed (Debian: apt-get install valgrind)")
+    count = WARMUP + args.calls
     print(f"instructions per call in redis-server's processCommand, {args.calls} calls\n")
-    print("| operation | store | floor | floor command | ratio |")
-    print("|---|---:|---:|---|---:|")
-    for name, store, floor in ROWS:
-        s = instructions_per_call(store, args.calls)
-        f = instructions_per_call(floor, args.calls)
-        print(f"| {name} | {s:,.0f} | {f:,.0f} | RPUSH | {s / f:.1f}x |")
+    print("| traffic | store | minimal script | RPUSH | store / minimal | store / RPUSH |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for name, make, per_turn in ROWS:
+        turns = make(count * (6 if per_turn else 1) + 10)
+        batches = _batches(turns, per_turn, count)
+        s = instructions_per_call(store(batches), args.calls)
+        m = instructions_per_call(minimal(batches), args.calls)
+        f = instructions_per_call(rpush(turns, per_turn, count), args.calls)
+        print(f"| {name} | {s:,.0f} | {m:,.0f} | {f:,.0f} | {s / m:.2f}x | {s / f:.1f}x |")
 
 
 if __name__ == "__main__":

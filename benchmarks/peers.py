@@ -34,7 +34,23 @@ __all__ = [
     "Store",
     "new_id",
     "select",
+    "to_message",
 ]
+
+
+def to_message(message: Msg) -> Message:
+    """A traffic message as a redis-history ``Message``."""
+    if message.role == "user":
+        return Message.user(message.content)
+    if message.role == "tool":
+        assert message.tool_call_id is not None
+        return Message.tool(message.content, tool_call_id=message.tool_call_id)
+    return Message.assistant(
+        message.content,
+        tool_calls=[
+            ToolCall(id=c.id, name=c.name, arguments=c.arguments) for c in message.tool_calls
+        ],
+    )
 
 
 class Store:
@@ -124,17 +140,7 @@ class RedisHistoryStore(Store):
         self.history = RedisHistory(self.client, conversation, **self.options)
 
     def prepare(self, message: Msg) -> Message:
-        if message.role == "user":
-            return Message.user(message.content)
-        if message.role == "tool":
-            assert message.tool_call_id is not None
-            return Message.tool(message.content, tool_call_id=message.tool_call_id)
-        return Message.assistant(
-            message.content,
-            tool_calls=[
-                ToolCall(id=c.id, name=c.name, arguments=c.arguments) for c in message.tool_calls
-            ],
-        )
+        return to_message(message)
 
     def append(self, native: Any) -> object:
         self.history.append(native)
