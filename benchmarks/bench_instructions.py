@@ -30,7 +30,6 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 import redis
 
@@ -80,12 +79,12 @@ def minimal(batches: list[list[Message]]) -> Operation:
         sha = client.script_load(MINIMAL)
         keys = (history.keys.msgs, history.keys.meta)
         core = history.core
-        calls: list[tuple[Any, ...]] = []
+        calls: list[list[str | bytes | int]] = []
         for batch in batches:
             encoded = [encode_message(m, core.counter, core.max_message_bytes) for m in batch]
             tokens = sum(count for _, count in encoded)
-            calls.append((sha, 2, *keys, tokens, *(envelope for envelope, _ in encoded)))
-        return lambda i: client.execute_command("EVALSHA", *calls[i])
+            calls.append([*keys, tokens, *(envelope for envelope, _ in encoded)])
+        return lambda i: client.evalsha(sha, 2, *calls[i])
 
     return setup
 
