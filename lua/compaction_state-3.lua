@@ -21,11 +21,11 @@ Returns the new state, or {6, -1, reason} (not allowed; nothing written) or
 
 local msgs, meta, archive = KEYS[1], KEYS[2], KEYS[3]
 local op, event, value, freed = ARGV[1], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
-local m, refusal = load_meta(meta)
-if not m then return refusal end
+local total, refusal, _, ttl, records, exists = read_meta(meta, WRITES)
+if not total then return refusal end
 -- A state is recorded as an integer: its kind's number times 2^24, plus its value.
 local KINDS, CODES = {'ready', 'compacted', 'cooling', 'exhausted'}, {ready = 0, compacted = 1, cooling = 2, exhausted = 3}
-local done = replayed(meta, m, op)
+local done = replayed(meta, WRITES, records, exists, op)
 if done then return KINDS[math.floor(done / 16777216) + 1] .. ':' .. done % 16777216 end
 local raw = redis.call('HGET', meta, 'cstate') or 'ready:0'
 local kind, n = string.match(raw, '^(%a+):(%d+)$')
@@ -55,9 +55,10 @@ else
 end
 
 local state = new_kind .. ':' .. new_n
-if not m.exists or (state == raw and event ~= 'compacted') then return state end
-local ttl = effective_ttl(m, tonumber(ARGV[2]))
-commit(meta, m, op, CODES[new_kind] * 16777216 + new_n, {'cstate', state})
+if not exists or (state == raw and event ~= 'compacted') then return state end
+local new_ttl
+ttl, new_ttl = effective_ttl(ttl, tonumber(ARGV[2]))
+commit(meta, WRITES, records, op, CODES[new_kind] * 16777216 + new_n, new_ttl, 'cstate', state)
 if event == 'compacted' then
   redis.call('HINCRBY', meta, 'compactions', 1)
   redis.call('HINCRBY', meta, 'tokens_freed', freed)

@@ -18,11 +18,12 @@ having written nothing.
 
 local msgs, meta, archive = KEYS[1], KEYS[2], KEYS[3]
 local op = ARGV[1]
-local m, refusal = load_meta(meta)
-if not m then return refusal end
-if not m.exists then return 0 end
-if replayed(meta, m, op) then return 1 end
-local ttl = effective_ttl(m, tonumber(ARGV[2]))
-commit(meta, m, op, nil, {'baseline', ARGV[3], 'mark', m.total})
+local total, refusal, _, ttl, records, exists = read_meta(meta, WRITES)
+if not total then return refusal end
+if not exists then return 0 end
+if replayed(meta, WRITES, records, exists, op) then return 1 end
+local new_ttl
+ttl, new_ttl = effective_ttl(ttl, tonumber(ARGV[2]))
+commit(meta, WRITES, records, op, nil, new_ttl, 'baseline', ARGV[3], 'mark', total)
 refresh_ttl(ttl, msgs, meta, archive)
 return 1

@@ -12,10 +12,10 @@ Returns 1 if released, 0 if the claim belonged to another job (or none).
 
 local meta = KEYS[1]
 local op = ARGV[1]
-local m, refusal = load_meta(meta)
-if not m then return refusal end
-if replayed(meta, m, op) then return 1 end
+local total, refusal, _, _, records, exists = read_meta(meta, WRITES)
+if not total then return refusal end
+if replayed(meta, WRITES, records, exists, op) then return 1 end
 if redis.call('HGET', meta, 'queued') ~= ARGV[2] then return 0 end
 redis.call('HDEL', meta, 'queued', 'queued_at')
-commit(meta, m, op, nil, {})
+commit(meta, WRITES, records, op, nil, nil)
 return 1

@@ -26,11 +26,12 @@ Returns the new length, or {code, index, reason} having written nothing:
 local msgs, meta, archive = KEYS[1], KEYS[2], KEYS[3]
 local op, expect = ARGV[1], tonumber(ARGV[4])
 local tokens, n, first = read_batch(5 + math.max(expect, 0))
-local m, refusal = load_meta(meta)
-if not m then return refusal end
-local done = replayed(meta, m, op)
+local total, role, open, ttl, records, exists = read_meta(meta, WRITES)
+if not total then return role end  -- read_meta's refusal
+local done = replayed(meta, WRITES, records, exists, op)
 if done then return done end
-local ttl = effective_ttl(m, tonumber(ARGV[2]))
+local new_ttl
+ttl, new_ttl = effective_ttl(ttl, tonumber(ARGV[2]))
 
 if expect >= 0 then
   local current = redis.call('LRANGE', msgs, 0, -1)
@@ -48,11 +49,11 @@ else
   redis.call('LLEN', msgs)  -- a key of the wrong type fails here, before anything is written
 end
 
-local role, open = walk('', NO_CALLS, ARGV, first + n, n, ARGV[3] == '1')
+role, open = walk('', NO_CALLS, ARGV, first + n, n, ARGV[3] == '1')
 if not role then return open end  -- walk's refusal
 
 redis.call('DEL', msgs)
 push_all('RPUSH', msgs, ARGV, first, first + n - 1)
-rewritten(meta, m, op, n, tokens, role, open)
+rewritten(meta, records, op, n, tokens, role, open, new_ttl)
 refresh_ttl(ttl, msgs, meta, archive)
 return n

@@ -25,11 +25,12 @@ Returns the number removed, or {code, index, reason} having written nothing:
 
 local msgs, meta, archive = KEYS[1], KEYS[2], KEYS[3]
 local op, check, count = ARGV[1], ARGV[3] == '1', tonumber(ARGV[4])
-local m, refusal = load_meta(meta)
-if not m then return refusal end
-local done = replayed(meta, m, op)
+local total, role, open, ttl, records, exists = read_meta(meta, WRITES)
+if not total then return role end  -- read_meta's refusal
+local done = replayed(meta, WRITES, records, exists, op)
 if done then return done end
-local ttl = effective_ttl(m, tonumber(ARGV[2]))
+local new_ttl
+ttl, new_ttl = effective_ttl(ttl, tonumber(ARGV[2]))
 
 local wanted = {}
 for i = 5, 4 + count do wanted[ARGV[i]] = true end
@@ -59,7 +60,7 @@ if found < count then
 end
 
 -- From the first removed message on: what goes, and what stays and must still follow the rules.
-local role, open = state_before(msgs, from)
+role, open = state_before(msgs, from)
 if not role then return open end  -- a corrupt envelope
 local kept, items, gone = {}, {}, 0
 for i, envelope in ipairs(redis.call('LRANGE', msgs, from, -1)) do
@@ -91,6 +92,6 @@ end
 
 if from == 0 then redis.call('DEL', msgs) else redis.call('LTRIM', msgs, 0, from - 1) end
 push_all('RPUSH', msgs, kept, 1, #kept)
-rewritten(meta, m, op, count, m.total - gone, role, open)
+rewritten(meta, records, op, count, total - gone, role, open, new_ttl)
 refresh_ttl(ttl, msgs, meta, archive)
 return count

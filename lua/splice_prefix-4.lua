@@ -34,11 +34,12 @@ local op, drop, token = ARGV[1], tonumber(ARGV[3]), ARGV[4]
 local amax, abytes, expect = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 local tokens, count, first = read_batch(8 + math.max(expect, 0))
 
-local m, refusal = load_meta(meta)
-if not m then return refusal end
-local done = replayed(meta, m, op)
+local total, role, open, ttl, records, exists = read_meta(meta, WRITES)
+if not total then return role end  -- read_meta's refusal
+local done = replayed(meta, WRITES, records, exists, op)
 if done then return done end
-local ttl = effective_ttl(m, tonumber(ARGV[2]))
+local new_ttl
+ttl, new_ttl = effective_ttl(ttl, tonumber(ARGV[2]))
 if token ~= '' and redis.call('GET', lock) ~= token then
   return {LOCK_LOST, -1, 'the compaction lock is not held by this token'}
 end
@@ -82,10 +83,9 @@ for i = first + count - 1, first, -1 do reversed[#reversed + 1] = ARGV[i] end
 push_all('LPUSH', msgs, reversed, 1, #reversed)
 
 -- Summaries carry no tool calls, so the turn state is theirs only when nothing is left after them.
-local role, open = m.role, m.open
 if n == length then
   role, open = walk('', NO_CALLS, ARGV, first + count, count, false)
 end
-rewritten(meta, m, op, n, m.total - gone + tokens, role, open)
+rewritten(meta, records, op, n, total - gone + tokens, role, open, new_ttl)
 refresh_ttl(ttl, msgs, meta, archive)
 return n

@@ -19,21 +19,22 @@ Returns the number removed, or {5, index, reason} having written nothing.
 
 local msgs, meta, archive = KEYS[1], KEYS[2], KEYS[3]
 local op, keep = ARGV[1], tonumber(ARGV[3])
-local m, refusal = load_meta(meta)
-if not m then return refusal end
-local done = replayed(meta, m, op)
+local total, role, open, ttl, records, exists = read_meta(meta, WRITES)
+if not total then return role end  -- read_meta's refusal
+local done = replayed(meta, WRITES, records, exists, op)
 if done then return done end
-local ttl = effective_ttl(m, tonumber(ARGV[2]))
+local new_ttl
+ttl, new_ttl = effective_ttl(ttl, tonumber(ARGV[2]))
 local length = redis.call('LLEN', msgs)
 if keep >= length then return 0 end
 
 local removed = redis.call('LRANGE', msgs, keep, -1)
 local gone, bad = sum_tokens(removed)
 if not gone then return {CORRUPT, keep + bad, 'stored envelope has no token count'} end
-local role, open = state_before(msgs, keep)
+role, open = state_before(msgs, keep)
 if not role then return open end  -- a corrupt envelope
 
 if keep == 0 then redis.call('DEL', msgs) else redis.call('LTRIM', msgs, 0, keep - 1) end
-rewritten(meta, m, op, length - keep, m.total - gone, role, open)
+rewritten(meta, records, op, length - keep, total - gone, role, open, new_ttl)
 refresh_ttl(ttl, msgs, meta, archive)
 return length - keep

@@ -58,9 +58,10 @@ logger = logging.getLogger("redis_history")
 DEFAULT_MAX_MESSAGE_BYTES = 1 << 20
 
 OPS_KEPT = 32
-"""How many recent writes a conversation remembers (``OPS_KEPT`` in ``lua/includes/meta.lua``):
-a retried write is recognised, and not applied again, while fewer than this many other
-writes have reached the conversation since."""
+"""How many recent writes of each kind a conversation remembers (``OPS_KEPT`` in
+``lua/includes/meta.lua``): appends, and all other writes, are remembered apart. A retried
+write is recognised, and not applied again, while fewer than this many other writes of its
+kind have reached the conversation since."""
 
 _UNAVAILABLE = (
     redis_errors.ConnectionError,

@@ -93,20 +93,23 @@ class InMemoryHistory:
         self._since = 0
         self._exists = False
         self._ops: OrderedDict[bytes, Any] = OrderedDict()
-        """The last ``OPS_KEPT`` operations applied, and what each returned."""
+        """The last ``OPS_KEPT`` operations other than appends, and what each returned."""
+        self._appends: OrderedDict[bytes, Any] = OrderedDict()
+        """The last ``OPS_KEPT`` appends (remembered apart, as the scripts do)."""
         self._cstate = CompactionState()
         self._stats = CompactionStats(0, 0)
         self._claim: tuple[str, int] | None = None
         """The pending compaction's job id and when it was claimed (ms)."""
 
-    def _replayed(self, token: bytes) -> Any:
+    def _replayed(self, token: bytes, *, append: bool = False) -> Any:
         """What operation ``token`` returned if it was applied already, else ``None``."""
-        return self._ops.get(token)
+        return (self._appends if append else self._ops).get(token)
 
-    def _record(self, token: bytes, result: Any = 0) -> None:
-        self._ops[token] = result
-        while len(self._ops) > OPS_KEPT:
-            self._ops.popitem(last=False)
+    def _record(self, token: bytes, result: Any = 0, *, append: bool = False) -> None:
+        ring = self._appends if append else self._ops
+        ring[token] = result
+        while len(ring) > OPS_KEPT:
+            ring.popitem(last=False)
 
     def _stored(self, messages: Sequence[Message], *, summary: bool = False) -> list[_Stored]:
         exact = self.token_counter.exact
@@ -145,7 +148,7 @@ class InMemoryHistory:
         """Add a batch, all or none; a batch of ids already appended is not appended again."""
         stored = self._stored(messages)
         token = op_token("append", [m.id for m in messages])
-        if self._replayed(token) is not None:
+        if self._replayed(token, append=True) is not None:
             return
         state = self._state.copy()
         self._checked(state, messages)
@@ -153,7 +156,7 @@ class InMemoryHistory:
         self._state = state
         self._since += sum(s.tokens for s in stored)
         self._exists = True
-        self._record(token)
+        self._record(token, append=True)
 
     def replace(
         self,

@@ -97,3 +97,20 @@ def test_the_conversation_remembers_the_last_ops_kept_writes(history: Any) -> No
     history.record_input_tokens(0)
     assert history.truncate(3, op_id="old") == 1  # forgotten: applied as a new write
     assert history.len() == 3
+
+
+def test_appends_are_remembered_apart_from_other_writes(history: Any) -> None:
+    """An append is recognised while fewer than OPS_KEPT other appends came after it, however
+    many other writes did; the OPS_KEPT-th append after it forgets it."""
+    first = Message.user("first")
+    history.append(first)
+    for i in range(OPS_KEPT + 5):
+        history.record_input_tokens(i)
+    for i in range(OPS_KEPT - 1):
+        history.append(Message.assistant(f"a{i}") if i % 2 == 0 else Message.user(f"u{i}"))
+    length = history.len()
+    history.append(first)  # still remembered
+    assert history.len() == length
+    history.append(Message.user("last"))
+    with pytest.raises(RoleOrderError):
+        history.append(first)  # forgotten: a new append, which role order refuses

@@ -7,6 +7,7 @@ import pytest
 import redis
 
 from redis_history import Message, RedisHistory, ToolCall
+from redis_history._core import op_token
 from redis_history.keys import ConversationKeys
 
 
@@ -36,9 +37,11 @@ def test_bad_namespaces_are_refused(namespace: str) -> None:
         ConversationKeys.build("c", namespace)
 
 
-def records(client: redis.Redis, meta: str) -> int:
-    """How many write records the meta hash holds (10 bytes each in ``ops``)."""
-    return len(client.hget(meta, "ops") or b"") // 10
+def records(client: redis.Redis, meta: str) -> tuple[int, int]:
+    """How many records of appends (6 bytes each in ``opa``) and of other writes (10 bytes
+    each in ``ops``) the meta hash holds."""
+    appends, writes = client.hmget(meta, "opa", "ops")
+    return len(appends or b"") // 6, len(writes or b"") // 10
 
 
 def fields(client: redis.Redis, meta: str) -> set[bytes]:
@@ -52,8 +55,8 @@ def test_meta_holds_the_documented_fields(client: redis.Redis) -> None:
     history = RedisHistory(client, "c", token_counter="heuristic")
     history.append_many([Message.user("one"), Message.assistant("two")])
     meta = history.keys.meta
-    assert fields(client, meta) == {b"total", b"role", b"ops"}
-    assert records(client, meta) == 1
+    assert fields(client, meta) == {b"total", b"role", b"opa"}
+    assert records(client, meta) == (1, 0)
     total = int(client.hget(meta, "total") or 0)
 
     history.record_input_tokens(500)
@@ -75,11 +78,12 @@ def test_meta_holds_the_documented_fields(client: redis.Redis) -> None:
         b"role",
         b"open",
         b"version",
+        b"opa",
         b"ops",
         b"abytes",
         b"adropped",
     }
-    assert records(client, meta) == 7  # one per write
+    assert records(client, meta) == (3, 4)  # one per write
 
 
 @pytest.mark.parametrize(
@@ -99,3 +103,21 @@ def test_lone_surrogates_in_names_are_refused_up_front(
         ConversationKeys.build(conversation, namespace, prefix)
     with pytest.raises(ValueError, match=f"{what} .* lone surrogate"):
         RedisHistory(fakeredis.FakeRedis(), conversation, namespace=namespace, prefix=prefix)
+
+
+def test_an_append_recorded_in_the_older_layout_is_still_recognised(client: redis.Redis) -> None:
+    """Appends were once recorded with every other write in ``ops`` (10 bytes each); a
+    conversation written that way still recognises a repeated append until its first append
+    under the new layout, which is recorded in ``opa``. (A client's own retry runs the
+    script its first attempt ran, so pods of either version recognise their retries.)"""
+    history = RedisHistory(client, "older", token_counter="heuristic")
+    question = Message.user("q")
+    history.append(question)
+    meta = history.keys.meta
+    client.hdel(meta, "opa")
+    client.hset(meta, "ops", op_token("append", [question.id]) + bytes(4))
+    history.append(question)
+    assert history.len() == 1
+    assert records(client, meta) == (0, 1)
+    history.append(Message.assistant("a"))
+    assert records(client, meta) == (1, 1)

@@ -1,28 +1,31 @@
 -- The meta hash: token total, turn state, the conversation's TTL and the record
--- of its recent writes.
+-- of its recent writes. Read into locals, not a table: a script pays for every
+-- table, closure and string it allocates (the GC charges each byte).
 --- @include "codes"
 
 local NO_CALLS = {}  -- the open call ids of every state without any; never written to
 
--- The last OPS_KEPT writes are recorded in the field 'ops', oldest first, each as
--- 10 bytes: its 6-byte operation token, then its result as a 4-byte integer.
-local OPS_KEPT, OP_SIZE = 32, 10
+-- The last OPS_KEPT writes of each kind are recorded, oldest first: appends in the
+-- field 'opa' as their 6-byte operation tokens; every other write in 'ops', its
+-- token then its result as a 4-byte integer (10 bytes). An append's replay needs
+-- no result, and every byte a script reads and writes costs.
+local OPS_KEPT, TOKEN_SIZE, RESULT_SIZE = 32, 6, 4
+local APPENDS, WRITES = 'opa', 'ops'
 
--- The fields every write reads, in a table: total, role, open (a table of call
--- ids), ops (the write records), ttl (ms, 0 for none) and exists (whether the
--- conversation has a meta hash); or nil and {CORRUPT, -1, reason} when a field
--- is not what we wrote.
-local function load_meta(meta)
-  local f = redis.call('HMGET', meta, 'total', 'role', 'open', 'ttl', 'ops')
-  local m = {exists = f[1] and true or false, total = tonumber(f[1] or 0), role = f[2] or '',
-             open = NO_CALLS, ttl = tonumber(f[4] or 0), ops = f[5] or ''}
-  local role = m.role
-  if not m.total or not m.ttl then
+-- The fields every write reads: total, role, open (a table of call ids), ttl (ms,
+-- 0 for none), the records of the write's kind (`ring`, APPENDS or WRITES) and
+-- whether the conversation exists (has a meta hash); or nil and
+-- {CORRUPT, -1, reason} when a field is not what we wrote.
+local function read_meta(meta, ring)
+  local f = redis.call('HMGET', meta, 'total', 'role', 'open', 'ttl', ring)
+  local total, role, ttl = tonumber(f[1] or 0), f[2] or '', tonumber(f[4] or 0)
+  if not total or not ttl then
     return nil, {CORRUPT, -1, 'meta field total or ttl is not a number'}
   end
   if not (role == '' or role == 'user' or role == 'assistant' or role == 'tool' or role == 'system') then
     return nil, {CORRUPT, -1, 'meta field role is not a role: ' .. role}
   end
+  local open = NO_CALLS
   if f[3] and f[3] ~= '' then
     local ok, decoded = pcall(cjson.decode, f[3])
     if not ok or type(decoded) ~= 'table' then
@@ -31,31 +34,41 @@ local function load_meta(meta)
     for _, id in ipairs(decoded) do
       if type(id) ~= 'string' then return nil, {CORRUPT, -1, 'meta field open holds a non-string'} end
     end
-    m.open = decoded
+    open = decoded
   end
-  return m
+  return total, role, open, ttl, f[5] or '', f[1] ~= false
 end
 
--- The recorded result (an integer) of operation `op` if it was applied already,
--- else nil. A replay rewrites the records as they were: that write is replicated,
--- so a WAIT on the retry's connection also covers the original write.
-local function replayed(meta, m, op)
-  local at = string.find(m.ops, op, 1, true)
-  while at and (at - 1) % OP_SIZE ~= 0 do at = string.find(m.ops, op, at + 1, true) end
+-- The recorded result (an integer; 0 for an append) of operation `op` if it was
+-- applied already, else nil. A replay rewrites the records as they were: that
+-- write is replicated, so a WAIT on the retry's connection also covers the
+-- original write. Appends recorded in WRITES, before appends had a field of
+-- their own, are looked for there while the conversation has no APPENDS yet.
+local function replayed(meta, ring, records, exists, op)
+  local size = ring == APPENDS and TOKEN_SIZE or TOKEN_SIZE + RESULT_SIZE
+  if ring == APPENDS and records == '' and exists then
+    ring, records, size = WRITES, redis.call('HGET', meta, WRITES) or '', TOKEN_SIZE + RESULT_SIZE
+  end
+  local at = string.find(records, op, 1, true)
+  while at and (at - 1) % size ~= 0 do at = string.find(records, op, at + 1, true) end
   if not at then return nil end
-  redis.call('HSET', meta, 'ops', m.ops)
-  local a, b, c, d = string.byte(m.ops, at + 6, at + 9)
+  redis.call('HSET', meta, ring, records)
+  if size == TOKEN_SIZE then return 0 end
+  local a, b, c, d = string.byte(records, at + TOKEN_SIZE, at + size - 1)
   return ((a * 256 + b) * 256 + c) * 256 + d
 end
 
--- Write `fields` (a flat list of names and values) to meta together with the
--- record of `op` and its `result` (an integer >= 0, or nil), and the TTL.
-local function commit(meta, m, op, result, fields)
-  local ops, r, i = m.ops, result or 0, #fields
-  if #ops >= OPS_KEPT * OP_SIZE then ops = string.sub(ops, OP_SIZE + 1) end
-  local bytes = string.char(math.floor(r / 16777216) % 256, math.floor(r / 65536) % 256,
-                            math.floor(r / 256) % 256, r % 256)
-  fields[i + 1], fields[i + 2] = 'ops', ops .. op .. bytes
-  if m.new_ttl then fields[i + 3], fields[i + 4] = 'ttl', m.ttl end
-  redis.call('HSET', meta, unpack(fields))
+-- Write the fields and values given after `new_ttl` to meta together with the
+-- record of `op` (and its `result`, an integer >= 0 or nil, unless an append) in
+-- `ring`, and the TTL to store (`new_ttl`, or nil to keep the stored one).
+local function commit(meta, ring, records, op, result, new_ttl, ...)
+  local record = op
+  if ring == WRITES then
+    local r = result or 0
+    record = op .. string.char(math.floor(r / 16777216) % 256, math.floor(r / 65536) % 256,
+                               math.floor(r / 256) % 256, r % 256)
+  end
+  if #records >= OPS_KEPT * #record then records = string.sub(records, #record + 1) end
+  redis.call('HSET', meta, ring, records .. record, ...)
+  if new_ttl then redis.call('HSET', meta, 'ttl', new_ttl) end
 end

@@ -1,13 +1,6 @@
 -- The role-order and tool-pairing rules, walked over role items.
 --- @include "meta"
 
-local function index_of(list, value)
-  for i = 1, #list do
-    if list[i] == value then return i end
-  end
-  return nil
-end
-
 -- Walk n role items from items[at] (ARGV, or a table laid out alike), one per message, sized by role:
 --   user | system          the role alone
 --   tool <id>              and the call id it answers
@@ -18,11 +11,14 @@ end
 local function walk(role, open, items, at, n, check)
   local changed = false
   for i = 0, n - 1 do
-    local prev, answered, k = role, nil, 0
+    local prev, answered, j, k = role, nil, nil, 0
     role = items[at]
     local ids = at + 2
     if role == 'tool' then
       answered, at = items[at + 1], at + 2
+      for x = 1, #open do
+        if open[x] == answered then j = x break end
+      end
     elseif role == 'assistant' then
       k = tonumber(items[at + 1])
       at = ids + k
@@ -34,7 +30,7 @@ local function walk(role, open, items, at, n, check)
       if role == 'system' then
         if prev ~= '' then code, why = ROLE_ORDER, 'a system message may only come first, not after ' .. prev end
       elseif role == 'tool' then
-        if not index_of(open, answered) then
+        if not j then
           code, why = TOOL_PAIRING, 'tool result for ' .. answered .. ' answers no open tool call'
         end
       elseif role == 'user' or role == 'assistant' then
@@ -51,7 +47,6 @@ local function walk(role, open, items, at, n, check)
       if code then return nil, {code, i, why} end
     end
     if role == 'tool' then
-      local j = index_of(open, answered)
       if j then
         table.remove(open, j)
         changed = true
