@@ -17,7 +17,10 @@ from tiktoken_ext import openai_public  # type: ignore[import-untyped]
 
 from redis_history import HistoryError, Message, ToolCall, _encodings
 from redis_history.tokens import (
+    DEFAULT_COUNTER,
+    DEFAULT_ENCODING,
     EncodingUnavailableError,
+    EstimatingCounter,
     HeuristicCounter,
     TiktokenCounter,
     TokenCounter,
@@ -242,12 +245,25 @@ def make_word_counter() -> WordCounter:
 WORDS = WordCounter()
 
 
-def test_resolve_counter_defaults_to_a_shared_o200k() -> None:
-    """None is the exact o200k counter, one shared instance."""
+def test_resolve_counter_defaults_to_the_shared_estimate() -> None:
+    """None is the fast estimating counter, never exact, one shared instance (``estimate``)."""
     default = resolve_counter(None)
-    assert default.name == "o200k_base"
-    assert default.exact
+    assert isinstance(default, EstimatingCounter)
+    assert default.name == DEFAULT_COUNTER == "estimate"
+    assert not default.exact
     assert resolve_counter(None) is default
+    assert resolve_counter("estimate") is default
+
+
+def test_exact_counting_is_one_option_away() -> None:
+    """o200k_base, tiktoken and model names are exact, one shared counter per encoding."""
+    exact = resolve_counter("o200k_base")
+    assert isinstance(exact, TiktokenCounter)
+    assert exact.exact
+    assert exact.name == DEFAULT_ENCODING
+    assert resolve_counter("tiktoken") is exact
+    assert resolve_counter("gpt-4o") is exact
+    assert exact.count("hello world") == 2
 
 
 def test_resolve_counter_accepts_aliases_and_models() -> None:
