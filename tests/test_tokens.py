@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import threading
@@ -357,3 +358,54 @@ def test_larger_content_costs_more() -> None:
         short = message_tokens(Message.user("short note"), counter)
         long = message_tokens(Message.user("short note " * 50), counter)
         assert long > short
+
+
+def test_estimate_counts_empty_text_as_zero_and_any_text_as_at_least_one() -> None:
+    """The estimate of "" is 0, of any other text at least 1; it says it is no exact count."""
+    counter = EstimatingCounter()
+    assert counter.count("") == 0
+    assert counter.count("a") == 1
+    assert counter.count(" ") == 1
+    assert not counter.exact
+    assert isinstance(counter, TokenCounter)
+
+
+@pytest.mark.parametrize(
+    ("text", "tolerance"),
+    [
+        ("What is the weather in Lisbon tomorrow morning? " * 8, 0.10),
+        ('{"ok": true, "results": [{"id": "r000123", "score": 0.8123, "tags": ["a", "b"]}]}', 0.15),
+        ("def f(client, order_id: str) -> dict:\n    row = client.get(order_id)\n" * 6, 0.15),
+        ("        if row.status_code != 200:\n            raise RuntimeError(row)\n" * 6, 0.20),
+        ("我们你他她它的了是在有不这个人上中大来到说时要就出会可也对生能而子那得于着下自之", 0.15),
+    ],
+    ids=["prose", "json", "code", "indented", "cjk"],
+)
+def test_estimate_is_near_o200k(text: str, tolerance: float) -> None:
+    """On prose, JSON, code (indentation priced once) and CJK the estimate is near o200k."""
+    exact = TiktokenCounter().count(text)
+    assert abs(EstimatingCounter().count(text) - exact) <= tolerance * exact
+
+
+def test_estimate_reads_a_bounded_sample_of_long_text() -> None:
+    """A long text is priced from four slices scaled to its length: a uniform text costs
+    what its parts cost, and a lone surrogate anywhere does not raise."""
+    counter = EstimatingCounter()
+    part = '{"title": "Cheapest fare", "price": {"amount": 790, "currency": "EUR"}}, '
+    long = part * 500
+    assert len(long) > 8 * counter.SAMPLE
+    assert abs(counter.count(long) - 500 * counter._weigh(part)) <= 0.01 * counter.count(long)
+    assert counter.count("x\ud800y") >= 1
+    assert counter.count(long + "\udfff") >= counter.count(long) - 1
+
+
+def test_tool_call_arguments_are_priced_as_compact_json() -> None:
+    """A call's arguments cost what their compact UTF-8 JSON costs."""
+    arguments = {"query": "Café in Zürich", "limit": 5, "filters": {"from": "LIS", "stops": [0]}}
+    call = ToolCall(id="c", name="f", arguments=arguments)
+    compact = json.dumps(arguments, separators=(",", ":"), ensure_ascii=False)
+    for counter in (TiktokenCounter(), EstimatingCounter(), WORDS):
+        calling = Message.assistant("", tool_calls=[call])
+        assert message_tokens(calling, counter) == (
+            3 + counter.count("assistant") + counter.count("f") + counter.count(compact) + 3
+        )
