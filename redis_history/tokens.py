@@ -194,35 +194,32 @@ class EstimatingCounter:
     def count(self, text: str) -> int:
         """Estimated tokens in ``text``: 0 for ``""``, else at least 1."""
         chars = len(text)
-        if not chars:
-            return 0
         size = self.SAMPLE
-        if chars <= 4 * size:
-            estimate = self._weigh(text)
-        else:
+        if chars > 4 * size:
             step = (chars - size) // 3
             sample = "".join([text[i * step : i * step + size] for i in range(4)])
-            estimate = self._weigh(sample) * chars / len(sample)
-        return max(1, int(self.START + estimate + 0.5))
+            estimate = self.START + self._weigh(sample) * chars / len(sample)
+        elif chars:
+            estimate = self.START + self._weigh(text)
+        else:
+            return 0
+        tokens = int(estimate + 0.5)
+        return tokens if tokens > 0 else 1
 
     def _weigh(self, text: str) -> float:
+        """The weights of ``text``'s characters, :attr:`START` aside."""
         chars = len(text)
-        spaces = text.count(" ")
         data = text.encode("utf-8", "surrogatepass")
+        spaces = text.count(" ")
         other = len(data.translate(None, _NOT_PUNCTUATION))
-        letters = chars - spaces - other
-        estimate = self.SPACE * spaces + self.OTHER * other
+        letter = self.LETTER
+        estimate = self.SPACE * spaces + self.OTHER * other + letter * (chars - spaces - other)
         if "\n  " in text:  # indented: code, or JSON printed with an indent
             estimate += self.INDENT * text.count("  ")
         if len(data) == chars:
-            return estimate + self.LETTER * letters
+            return estimate
         wide = len(data.translate(None, _NOT_LEAD))
-        return (
-            estimate
-            + self.LETTER * (letters - wide)
-            + self.NON_ASCII * wide
-            + self.EXTRA_BYTE * (len(data) - chars)
-        )
+        return estimate + (self.NON_ASCII - letter) * wide + self.EXTRA_BYTE * (len(data) - chars)
 
     def __repr__(self) -> str:
         return "EstimatingCounter()"
