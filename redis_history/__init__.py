@@ -37,7 +37,12 @@ from redis_history.summarizers import (
     Summarizer,
     resolve_summarizer,
 )
-from redis_history.tokens import HeuristicCounter, TiktokenCounter, TokenCounter
+from redis_history.tokens import (
+    EstimatingCounter,
+    HeuristicCounter,
+    TiktokenCounter,
+    TokenCounter,
+)
 
 __all__ = [
     "AsyncRedisHistory",
@@ -50,6 +55,7 @@ __all__ = [
     "CorruptHistoryError",
     "EncodingUnavailableError",
     "Entry",
+    "EstimatingCounter",
     "ExtractiveSummarizer",
     "HeuristicCounter",
     "History",

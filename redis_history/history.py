@@ -71,8 +71,10 @@ class _Base:
             conversation_id: the conversation; no braces or control characters.
             namespace: the tenant; first in every key so ACL patterns can confine it.
             prefix: the first part of every key.
-            token_counter: a counter, an alias (``o200k_base``, ``cl100k_base``,
-                ``heuristic``), a model name or a dotted path; exact o200k by default.
+            token_counter: a counter, an alias (``estimate``, ``o200k_base``,
+                ``cl100k_base``, ``heuristic``), a model name or a dotted path; by default
+                a fast estimate of o200k counts (``estimate``), which the input tokens
+                the LLM reports correct; ``"o200k_base"`` (or a model name) counts exactly.
             validate: check role order and tool pairing on every write.
             max_message_bytes: the largest stored message.
             ttl: a sliding expiry (seconds or timedelta) stored with the conversation:

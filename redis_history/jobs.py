@@ -50,7 +50,7 @@ from redis_history.history import RedisHistory
 from redis_history.policy import CompactionPolicy
 from redis_history.settings import DEFAULT_QUEUE, DEFAULT_URL, WorkerSettings
 from redis_history.summarizers import Summarizer, resolve_summarizer
-from redis_history.tokens import TokenCounter, resolve_counter
+from redis_history.tokens import DEFAULT_ENCODING, TokenCounter, resolve_counter
 
 if TYPE_CHECKING:
     from redis.client import Pipeline, PubSub, PubSubWorkerThread
@@ -199,7 +199,8 @@ def _process() -> _Process:
                 pid=os.getpid(),
                 settings=settings,
                 summarizer=resolve_summarizer(settings.summarizer),
-                counter=resolve_counter(settings.token_counter),
+                # Off the hot path, a worker can afford to price its summaries exactly.
+                counter=resolve_counter(settings.token_counter or DEFAULT_ENCODING),
                 _store=_config.store,
             )
         return current

@@ -129,7 +129,8 @@ SUMMARIZER: Variable[str] = Variable(
 TOKEN_COUNTER: Variable[str | None] = Variable(
     "REDIS_HISTORY_TOKEN_COUNTER",
     None,
-    "the counter that prices summaries (match the pods'); unset: the exact o200k_base counter",
+    "the counter that prices the workers' summaries; unset: the exact o200k_base counter "
+    "(a worker is off the hot path)",
     _text,
 )
 SUMMARIZER_BASE_URL: Variable[str] = Variable(
@@ -196,7 +197,8 @@ class WorkerSettings:
     summarizer: str = SUMMARIZER.default
     """An alias or dotted path for :func:`~redis_history.summarizers.resolve_summarizer`."""
     token_counter: str | None = TOKEN_COUNTER.default
-    """The counter that prices summaries; ``None`` for the library default (exact o200k)."""
+    """The counter that prices summaries; ``None`` for the exact ``o200k_base`` (unlike the
+    pods' default estimate: a worker is off the hot path)."""
 
     def __post_init__(self) -> None:
         if not self.url:

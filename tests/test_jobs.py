@@ -40,6 +40,7 @@ from redis_history.jobs import (
     run_worker,
 )
 from redis_history.policy import CompactionPolicy
+from redis_history.tokens import message_tokens, resolve_counter
 
 POLICY = CompactionPolicy(
     soft_tokens=50, hard_tokens=10_000, keep_last_turns=1, min_messages=2, cooldown_turns=0
@@ -194,6 +195,24 @@ def test_a_job_compacts_and_releases_its_claim(
     history.advance_turn()
     history.append_many(turns(4)[1:])
     assert history.maybe_compact(queue, POLICY), "the released claim lets the next one enqueue"
+
+
+def test_by_default_a_worker_prices_its_summary_exactly_while_pods_estimate(
+    store: fakeredis.FakeRedis, queue: CompactionQueue
+) -> None:
+    """Without a configured counter the worker counts with exact o200k (off the hot path),
+    whatever the pods use: the summary's envelope says exact, the pods' estimates do not."""
+    configure_worker(WorkerSettings(summarizer=TAGGING), store=store)
+    history = RedisHistory(store, "user:1", namespace="tenant")  # the default: an estimate
+    history.append_many(turns(6))
+    assert history.maybe_compact(queue, POLICY)
+    work(queue)
+    summary, *rest = history.entries()
+    assert summary.summary
+    assert summary.exact
+    assert summary.tokens == message_tokens(summary.message, resolve_counter("o200k_base"))
+    assert rest
+    assert not any(e.exact for e in rest)
 
 
 def test_a_failing_summarizer_fails_the_job_and_writes_nothing(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import threading
@@ -17,7 +18,10 @@ from tiktoken_ext import openai_public  # type: ignore[import-untyped]
 
 from redis_history import HistoryError, Message, ToolCall, _encodings
 from redis_history.tokens import (
+    DEFAULT_COUNTER,
+    DEFAULT_ENCODING,
     EncodingUnavailableError,
+    EstimatingCounter,
     HeuristicCounter,
     TiktokenCounter,
     TokenCounter,
@@ -242,12 +246,25 @@ def make_word_counter() -> WordCounter:
 WORDS = WordCounter()
 
 
-def test_resolve_counter_defaults_to_a_shared_o200k() -> None:
-    """None is the exact o200k counter, one shared instance."""
+def test_resolve_counter_defaults_to_the_shared_estimate() -> None:
+    """None is the fast estimating counter, never exact, one shared instance (``estimate``)."""
     default = resolve_counter(None)
-    assert default.name == "o200k_base"
-    assert default.exact
+    assert isinstance(default, EstimatingCounter)
+    assert default.name == DEFAULT_COUNTER == "estimate"
+    assert not default.exact
     assert resolve_counter(None) is default
+    assert resolve_counter("estimate") is default
+
+
+def test_exact_counting_is_one_option_away() -> None:
+    """o200k_base, tiktoken and model names are exact, one shared counter per encoding."""
+    exact = resolve_counter("o200k_base")
+    assert isinstance(exact, TiktokenCounter)
+    assert exact.exact
+    assert exact.name == DEFAULT_ENCODING
+    assert resolve_counter("tiktoken") is exact
+    assert resolve_counter("gpt-4o") is exact
+    assert exact.count("hello world") == 2
 
 
 def test_resolve_counter_accepts_aliases_and_models() -> None:
@@ -341,3 +358,54 @@ def test_larger_content_costs_more() -> None:
         short = message_tokens(Message.user("short note"), counter)
         long = message_tokens(Message.user("short note " * 50), counter)
         assert long > short
+
+
+def test_estimate_counts_empty_text_as_zero_and_any_text_as_at_least_one() -> None:
+    """The estimate of "" is 0, of any other text at least 1; it says it is no exact count."""
+    counter = EstimatingCounter()
+    assert counter.count("") == 0
+    assert counter.count("a") == 1
+    assert counter.count(" ") == 1
+    assert not counter.exact
+    assert isinstance(counter, TokenCounter)
+
+
+@pytest.mark.parametrize(
+    ("text", "tolerance"),
+    [
+        ("What is the weather in Lisbon tomorrow morning? " * 8, 0.10),
+        ('{"ok": true, "results": [{"id": "r000123", "score": 0.8123, "tags": ["a", "b"]}]}', 0.15),
+        ("def f(client, order_id: str) -> dict:\n    row = client.get(order_id)\n" * 6, 0.15),
+        ("        if row.status_code != 200:\n            raise RuntimeError(row)\n" * 6, 0.20),
+        ("我们你他她它的了是在有不这个人上中大来到说时要就出会可也对生能而子那得于着下自之", 0.15),
+    ],
+    ids=["prose", "json", "code", "indented", "cjk"],
+)
+def test_estimate_is_near_o200k(text: str, tolerance: float) -> None:
+    """On prose, JSON, code (indentation priced once) and CJK the estimate is near o200k."""
+    exact = TiktokenCounter().count(text)
+    assert abs(EstimatingCounter().count(text) - exact) <= tolerance * exact
+
+
+def test_estimate_reads_a_bounded_sample_of_long_text() -> None:
+    """A long text is priced from four slices scaled to its length: a uniform text costs
+    what its parts cost, and a lone surrogate anywhere does not raise."""
+    counter = EstimatingCounter()
+    part = '{"title": "Cheapest fare", "price": {"amount": 790, "currency": "EUR"}}, '
+    long = part * 500
+    assert len(long) > 8 * counter.SAMPLE
+    assert abs(counter.count(long) - 500 * counter._weigh(part)) <= 0.01 * counter.count(long)
+    assert counter.count("x\ud800y") >= 1
+    assert counter.count(long + "\udfff") >= counter.count(long) - 1
+
+
+def test_tool_call_arguments_are_priced_as_compact_json() -> None:
+    """A call's arguments cost what their compact UTF-8 JSON costs."""
+    arguments = {"query": "Café in Zürich", "limit": 5, "filters": {"from": "LIS", "stops": [0]}}
+    call = ToolCall(id="c", name="f", arguments=arguments)
+    compact = json.dumps(arguments, separators=(",", ":"), ensure_ascii=False)
+    for counter in (TiktokenCounter(), EstimatingCounter(), WORDS):
+        calling = Message.assistant("", tool_calls=[call])
+        assert message_tokens(calling, counter) == (
+            3 + counter.count("assistant") + counter.count("f") + counter.count(compact) + 3
+        )
