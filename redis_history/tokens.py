@@ -4,7 +4,7 @@ A history prices each message once, when it is written, with a
 :class:`TokenCounter`. The default, :class:`EstimatingCounter`, estimates
 ``o200k_base`` counts from character classes in a few microseconds: the
 per-append count is an estimate, which the input tokens the LLM reports
-(``record_input_tokens``) then correct, with a calibration per conversation.
+(``record_input_tokens``) then correct.
 Exact counting is one option away: ``token_counter="o200k_base"`` (or
 ``cl100k_base``, or a model name) prices with tiktoken, built offline from
 packaged data (see :mod:`redis_history._encodings`), at about 45 µs per
@@ -165,7 +165,7 @@ class EstimatingCounter:
 
     Never exact: ``benchmarks/bench_estimate.py`` measures its error, and a
     history corrects it with the input tokens the LLM reports
-    (``record_input_tokens``), calibrated per conversation.
+    (``record_input_tokens``).
     """
 
     name = "estimate"
