@@ -20,7 +20,13 @@ from typing import Any, Generic, NamedTuple, TypeVar
 from pydantic_core import PydanticSerializationError, to_json
 from redis import exceptions as redis_errors
 
-from redis_history.codec import Entry, batch_args, decode_entries
+from redis_history.codec import (
+    Entry,
+    batch_args,
+    decode_entries,
+    decode_messages,
+    decode_openai,
+)
 from redis_history.errors import (
     CorruptHistoryError,
     HistoryError,
@@ -289,8 +295,12 @@ class HistoryCore:
         raise self._context(error(_text(reply[2]), index=index if index >= 0 else None))
 
     def _decode(self, raw: Sequence[bytes | str]) -> list[Entry]:
+        return self._read(decode_entries, raw)
+
+    def _read(self, decode: Callable[[Sequence[bytes | str]], list[T]], raw: Any) -> list[T]:
+        """``decode(raw)``, a ``CorruptHistoryError`` carrying the conversation."""
         try:
-            return decode_entries(raw)
+            return decode(raw)
         except CorruptHistoryError as exc:
             raise self._context(exc) from exc.__cause__
 
@@ -469,7 +479,14 @@ class HistoryCore:
         return Call(self._messages, ("LRANGE", self.keys.msgs, start, stop))
 
     def _messages(self, raw: Sequence[bytes | str]) -> list[Message]:
-        return [entry.message for entry in self._decode(raw)]
+        return self._read(decode_messages, raw)
+
+    def openai_messages(self) -> Call[list[dict[str, Any]]]:
+        """Every message in the chat-completions format, rendered from the stored JSON."""
+        return Call(self._openai, ("LRANGE", self.keys.msgs, 0, -1))
+
+    def _openai(self, raw: Sequence[bytes | str]) -> list[dict[str, Any]]:
+        return self._read(decode_openai, raw)
 
     def tail(self, n: int) -> Call[list[Message]]:
         """The last ``n`` messages."""
