@@ -7,6 +7,7 @@ error. The front ends only execute calls, so no method's logic exists twice.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import os
@@ -528,7 +529,7 @@ class HistoryCore:
 
     def _page(self, reply: Any) -> TranscriptPage:
         first, after, *raw = reply
-        messages = [e.message for e in self._decode(raw) if not e.summary]
+        messages = self._read(functools.partial(decode_messages, summaries=False), raw)
         return TranscriptPage(messages, int(first), None if int(after) < 0 else int(after))
 
     # -- compaction state ---------------------------------------------------------------------

@@ -3,7 +3,7 @@
 An envelope is the message JSON wrapped with its token count, one line of JSON
 that ``redis-cli`` shows as it is::
 
-    {"t":5,"m":{"id":"b507683ce6384b8bb9d36904cfb9de20","role":"user","content":"hi","created_at":1795958294017}}
+    {"t":5,"m":{"id":"b507683ce6384b8bb9d36904cfb9de20","role":"user","content":"hi","created_at":1795439894017}}
     {"t":9,"x":1,"s":1,"m":{"id":...,"role":"system","content":"Summary: ...","created_at":...}}
 
 ``t`` is the token count; ``x`` is 1 when it came from an exact tokenizer and
@@ -25,10 +25,12 @@ Envelopes written before this layout (``{"t":..,"x":..,"s":..,"m":{...}}``
 with every field and an ISO timestamp) read the same, in Python and in every
 script.
 
-Reads validate each envelope with pydantic-core alone (no Python per message):
-:func:`decode_messages` for ``snapshot``, :func:`decode_entries` with the token
-counts, and :func:`decode_openai`, which renders chat-completions dicts
-straight from the validated JSON without building models.
+Reads validate each envelope on its own (joining a list of megabytes into one
+document cost more than the per-call overhead saves) and inside pydantic-core,
+the role rules included: :func:`decode_messages` for ``snapshot``,
+:func:`decode_entries` with the token counts, and :func:`decode_openai`, which
+validates into dicts of the stored fields and renders chat-completions
+messages from them without building models.
 """
 
 from __future__ import annotations
@@ -287,12 +289,17 @@ _ENTRY = stored_validator(_entry_schema)
 _FIELDS = stored_validator(envelope_schema, models=False)
 
 
-def decode_messages(raw: Sequence[bytes | str], *, where: str = "") -> list[Message]:
-    """The messages of stored envelopes; raises ``CorruptHistoryError``."""
+def decode_messages(
+    raw: Sequence[bytes | str], *, where: str = "", summaries: bool = True
+) -> list[Message]:
+    """The messages of stored envelopes (without those ``splice_prefix`` wrote, when not
+    ``summaries``); raises ``CorruptHistoryError``."""
     one = _ENVELOPE.validate_json
     try:
         with _gc_paused(len(raw)):
-            return [one(item)["m"] for item in raw]
+            if summaries:
+                return [one(item)["m"] for item in raw]
+            return [e["m"] for e in map(one, raw) if not e.get("s")]
     except ValidationError as exc:
         raise _corrupt(raw, where) from exc
 
