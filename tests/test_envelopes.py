@@ -12,6 +12,8 @@ import fakeredis
 import pytest
 import redis
 import redis.asyncio
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import ValidationError
 from samples import turns
 
@@ -376,3 +378,67 @@ def test_a_corrupt_envelope_raises_with_its_index(client: redis.Redis, envelope:
             read()
         assert info.value.index == 2
         assert info.value.conversation_id == "c"
+
+
+# -- any message --------------------------------------------------------------------------------
+
+texts = st.text(st.characters(exclude_categories=["Cs"]))
+numbers = st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+json_values = st.recursive(
+    st.none() | st.booleans() | numbers | texts,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(texts, inner, max_size=3),
+    max_leaves=8,
+)
+objects = st.dictionaries(texts, json_values, max_size=3)
+offsets = st.integers(-14 * 60, 14 * 60).map(lambda m: timezone(timedelta(minutes=m)))
+moments = st.one_of(
+    st.datetimes(timezones=st.just(UTC)),
+    st.datetimes(timezones=offsets),  # whole minutes: ISO text keeps no seconds of an offset
+    st.datetimes(),
+    st.datetimes(timezones=st.just(UTC)).map(
+        lambda d: d.replace(microsecond=d.microsecond - d.microsecond % 1000)
+    ),
+)
+
+
+@st.composite
+def any_message(draw: st.DrawFn) -> Message:
+    role = draw(st.sampled_from(["system", "user", "assistant", "tool"]))
+    fields: dict[str, Any] = {
+        "content": draw(texts),
+        "name": draw(st.none() | texts),
+        "metadata": draw(objects),
+        "created_at": draw(moments),
+    }
+    if role == "assistant":
+        ids = draw(st.lists(st.text(min_size=1, max_size=8), max_size=3, unique=True))
+        fields["tool_calls"] = [
+            ToolCall(id=i, name=draw(st.text(min_size=1, max_size=8)), arguments=draw(objects))
+            for i in ids
+        ]
+    if role == "tool":
+        fields["tool_call_id"] = draw(st.text(min_size=1, max_size=8))
+    return Message(role=role, **fields)
+
+
+@settings(max_examples=300, deadline=None)
+@given(message=any_message())
+def test_any_message_reads_back_equal_and_stores_no_default(message: Message) -> None:
+    """Any valid message reads back equal (timestamp offset included) through every read,
+    and its stored JSON holds no field at its default."""
+    envelope, _ = encode_message(message, HeuristicCounter(), 1 << 24)
+    [back] = decode_messages([envelope])
+    assert back == message
+    assert back.created_at.utcoffset() == message.created_at.utcoffset()
+    assert decode_openai([envelope]) == [message.to_openai()]
+    stored_fields = json.loads(envelope)["m"]
+    defaults: dict[str, Any] = {
+        "content": "",
+        "tool_calls": [],
+        "tool_call_id": None,
+        "name": None,
+        "metadata": {},
+    }
+    assert not any(stored_fields.get(k, object()) == v for k, v in defaults.items())
+    for call in stored_fields.get("tool_calls", []):
+        assert call.get("arguments", None) != {}
