@@ -7,6 +7,7 @@ error. The front ends only execute calls, so no method's logic exists twice.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import os
@@ -20,7 +21,13 @@ from typing import Any, Generic, NamedTuple, TypeVar
 from pydantic_core import PydanticSerializationError, to_json
 from redis import exceptions as redis_errors
 
-from redis_history.codec import Entry, batch_args, decode_entries
+from redis_history.codec import (
+    Entry,
+    batch_args,
+    decode_entries,
+    decode_messages,
+    decode_openai,
+)
 from redis_history.errors import (
     CorruptHistoryError,
     HistoryError,
@@ -290,8 +297,12 @@ class HistoryCore:
         raise self._context(error(_text(reply[2]), index=index if index >= 0 else None))
 
     def _decode(self, raw: Sequence[bytes | str]) -> list[Entry]:
+        return self._read(decode_entries, raw)
+
+    def _read(self, decode: Callable[[Sequence[bytes | str]], list[T]], raw: Any) -> list[T]:
+        """``decode(raw)``, a ``CorruptHistoryError`` carrying the conversation."""
         try:
-            return decode_entries(raw)
+            return decode(raw)
         except CorruptHistoryError as exc:
             raise self._context(exc) from exc.__cause__
 
@@ -470,7 +481,14 @@ class HistoryCore:
         return Call(self._messages, ("LRANGE", self.keys.msgs, start, stop))
 
     def _messages(self, raw: Sequence[bytes | str]) -> list[Message]:
-        return [entry.message for entry in self._decode(raw)]
+        return self._read(decode_messages, raw)
+
+    def openai_messages(self) -> Call[list[dict[str, Any]]]:
+        """Every message in the chat-completions format, rendered from the stored JSON."""
+        return Call(self._openai, ("LRANGE", self.keys.msgs, 0, -1))
+
+    def _openai(self, raw: Sequence[bytes | str]) -> list[dict[str, Any]]:
+        return self._read(decode_openai, raw)
 
     def tail(self, n: int) -> Call[list[Message]]:
         """The last ``n`` messages."""
@@ -512,7 +530,7 @@ class HistoryCore:
 
     def _page(self, reply: Any) -> TranscriptPage:
         first, after, *raw = reply
-        messages = [e.message for e in self._decode(raw) if not e.summary]
+        messages = self._read(functools.partial(decode_messages, summaries=False), raw)
         return TranscriptPage(messages, int(first), None if int(after) < 0 else int(after))
 
     # -- compaction state ---------------------------------------------------------------------

@@ -1,13 +1,36 @@
 """The stored form of a message (the envelope) and the script arguments built from it.
 
-An envelope is the message JSON wrapped with its token count::
+An envelope is the message JSON wrapped with its token count, one line of JSON
+that ``redis-cli`` shows as it is::
 
-    {"t":<tokens>,"x":<1 if exact>,"s":<1 if a summary>,"m":<message>}
+    {"t":5,"m":{"id":"b507683ce6384b8bb9d36904cfb9de20","role":"user","content":"hi","created_at":1795439894017}}
+    {"t":9,"x":1,"s":1,"m":{"id":...,"role":"system","content":"Summary: ...","created_at":...}}
 
-The fixed field order lets the Lua scripts read ``t`` with a pattern match
-instead of decoding a message that may be a megabyte long. A write sends the
-envelopes with one role item per message, so the scripts check role order and
-tool pairing without decoding JSON either.
+``t`` is the token count; ``x`` is 1 when it came from an exact tokenizer and
+``s`` is 1 for a summary written by ``splice_prefix``, each left out when 0. The
+message leaves out every field at its default (``content`` ``""``,
+``tool_calls`` ``[]``, ``tool_call_id`` and ``name`` ``null``, ``metadata``
+and a call's ``arguments`` ``{}``) and stores ``created_at`` as integer
+milliseconds since the epoch when that is exact (UTC, whole milliseconds, as
+every default ``created_at`` is), else as an ISO string. See
+``redis_history._stored``.
+
+``t`` comes first and the message's ``id`` first in ``m``, so that the Lua
+scripts read them with anchored patterns instead of decoding a message that
+may be a megabyte long (``lua/includes/envelopes.lua``, ``ids.lua``). A write
+sends the envelopes with one role item per message, so the scripts check role
+order and tool pairing without decoding JSON either.
+
+Envelopes written before this layout (``{"t":..,"x":..,"s":..,"m":{...}}``
+with every field and an ISO timestamp) read the same, in Python and in every
+script.
+
+Reads validate each envelope on its own (joining a list of megabytes into one
+document cost more than the per-call overhead saves) and inside pydantic-core,
+the role rules included: :func:`decode_messages` for ``snapshot``,
+:func:`decode_entries` with the token counts, and :func:`decode_openai`, which
+validates into dicts of the stored fields and renders chat-completions
+messages from them without building models.
 """
 
 from __future__ import annotations
@@ -18,9 +41,18 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_core import PydanticSerializationError, to_json
+from pydantic_core import core_schema as cs
 
+from redis_history._stored import (
+    envelope_schema,
+    model_of,
+    split,
+    stored_serializer,
+    stored_validator,
+    with_fields,
+)
 from redis_history.errors import CorruptHistoryError, InvalidMessageError, MessageTooLargeError
 from redis_history.models import JSON_SCALARS, MAX_NESTING, Message
 from redis_history.tokens import TokenCounter, message_tokens
@@ -30,13 +62,16 @@ __all__ = [
     "Entry",
     "batch_args",
     "decode_entries",
+    "decode_messages",
+    "decode_openai",
     "encode_message",
     "role_item",
 ]
 
 ENVELOPE_NESTING = 5
-"""Levels a read adds above a tool call's ``arguments`` (one fewer above ``metadata``):
-the list ``decode_entries`` parses, the envelope, the message, ``tool_calls``, the call.
+"""At most the levels a read adds above a tool call's ``arguments`` (one fewer above
+``metadata``): the envelope, the message, ``tool_calls``, the call, and one spare (reads
+once parsed a whole list at once; each envelope is now parsed alone).
 ``MAX_NESTING`` + this stays well under the JSON parser's limit."""
 
 
@@ -47,7 +82,7 @@ class Entry(BaseModel):
 
     tokens: int = Field(alias="t", ge=0)
     """Token count computed once, at write time."""
-    exact: bool = Field(alias="x")
+    exact: bool = Field(alias="x", default=False)
     """Whether ``tokens`` came from an exact tokenizer rather than a heuristic."""
     summary: bool = Field(alias="s", default=False)
     """Whether this message was written by ``splice_prefix`` in place of originals."""
@@ -55,7 +90,7 @@ class Entry(BaseModel):
     """The message itself."""
 
 
-_ENTRIES: TypeAdapter[list[Entry]] = TypeAdapter(list[Entry])
+_STORED = stored_serializer()
 
 
 def encode_message(
@@ -98,7 +133,7 @@ def encode_message(
     if not isinstance(message, Message):
         raise TypeError(f"expected a Message at index {index}, got {type(message).__name__}")
     try:
-        body = message.__pydantic_serializer__.to_json(message)
+        body = _STORED.to_json(message.__dict__, exclude_defaults=True)
     except PydanticSerializationError as exc:
         raise _unstorable(message, index, _problem(message) or str(exc)) from exc
     if (
@@ -108,7 +143,7 @@ def encode_message(
     ):
         raise _unstorable(message, index, problem)
     tokens = message_tokens(message, counter)
-    envelope = b'{"t":%d,"x":%d,"s":%d,"m":%s}' % (tokens, counter.exact, summary, body)
+    envelope = _HEADS[counter.exact, summary] % (tokens, body)
     if len(envelope) > max_bytes:
         raise MessageTooLargeError(
             f"message {message.id} is {len(envelope)} bytes stored; the limit is {max_bytes}",
@@ -116,6 +151,14 @@ def encode_message(
         )
     return envelope, tokens
 
+
+_HEADS = {
+    (False, False): b'{"t":%d,"m":%s}',
+    (True, False): b'{"t":%d,"x":1,"m":%s}',
+    (False, True): b'{"t":%d,"s":1,"m":%s}',
+    (True, True): b'{"t":%d,"x":1,"s":1,"m":%s}',
+}
+"""The envelope's head by (exact, summary): ``x`` and ``s`` are left out when 0."""
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -232,22 +275,79 @@ def batch_args(
     return *head, total, len(envelopes), *envelopes, *roles
 
 
-def decode_entries(raw: Sequence[bytes | str], *, where: str = "") -> list[Entry]:
-    """Validate stored envelopes in one pydantic call; raises ``CorruptHistoryError``."""
-    if not raw:
-        return []
-    if isinstance(raw[0], bytes):
-        payload: bytes | str = b"[" + b",".join(raw) + b"]"  # type: ignore[arg-type]
-    else:
-        payload = "[" + ",".join(raw) + "]"  # type: ignore[arg-type]
+def _entry_schema(message: cs.CoreSchema) -> cs.CoreSchema:
+    """``Entry``'s model schema with the stored message's schema for its ``message``."""
+    schema, _ = split(Entry.__pydantic_core_schema__)
+    return with_fields(
+        model_of(schema),
+        lambda name, field: {**field, "schema": message} if name == "message" else field,
+    )
+
+
+_ENVELOPE = stored_validator(envelope_schema)
+_ENTRY = stored_validator(_entry_schema)
+_FIELDS = stored_validator(envelope_schema, models=False)
+
+
+def decode_messages(
+    raw: Sequence[bytes | str], *, where: str = "", summaries: bool = True
+) -> list[Message]:
+    """The messages of stored envelopes (without those ``splice_prefix`` wrote, when not
+    ``summaries``); raises ``CorruptHistoryError``."""
+    one = _ENVELOPE.validate_json
     try:
         with _gc_paused(len(raw)):
-            return _ENTRIES.validate_json(payload)
+            if summaries:
+                return [one(item)["m"] for item in raw]
+            return [e["m"] for e in map(one, raw) if not e.get("s")]
     except ValidationError as exc:
-        index = _failing_index(raw)
-        raise CorruptHistoryError(
-            f"stored envelope {where}at index {index} is not a valid message", index=index
-        ) from exc
+        raise _corrupt(raw, where) from exc
+
+
+def decode_entries(raw: Sequence[bytes | str], *, where: str = "") -> list[Entry]:
+    """Stored envelopes as entries (message, token count, flags); raises ``CorruptHistoryError``."""
+    one = _ENTRY.validate_json
+    try:
+        with _gc_paused(len(raw)):
+            return [one(item) for item in raw]
+    except ValidationError as exc:
+        raise _corrupt(raw, where) from exc
+
+
+def decode_openai(raw: Sequence[bytes | str], *, where: str = "") -> list[dict[str, Any]]:
+    """The chat-completions messages of stored envelopes, equal to ``Message.to_openai()``
+    of each; validated as ``decode_messages`` validates, but into dicts of the stored
+    fields instead of models. Raises ``CorruptHistoryError``."""
+    one = _FIELDS.validate_json
+    try:
+        with _gc_paused(len(raw)):
+            return [_wire(one(item)["m"]) for item in raw]
+    except ValidationError as exc:
+        raise _corrupt(raw, where) from exc
+
+
+def _wire(m: dict[str, Any]) -> dict[str, Any]:
+    """``Message.to_openai`` of a message's stored fields (those at their default absent,
+    in old envelopes present)."""
+    out: dict[str, Any] = {"role": m["role"], "content": m["content"]}
+    if len(m) == 4 and "created_at" in m and "id" in m:  # id, role, content, created_at
+        return out
+    if (name := m.get("name")) is not None:
+        out["name"] = name
+    if calls := m.get("tool_calls"):
+        out["tool_calls"] = [call.to_openai() for call in calls]
+        if not m["content"]:
+            out["content"] = None
+    if (call_id := m.get("tool_call_id")) is not None:
+        out["tool_call_id"] = call_id
+    return out
+
+
+def _corrupt(raw: Sequence[bytes | str], where: str) -> CorruptHistoryError:
+    index = _failing_index(raw)
+    return CorruptHistoryError(
+        f"stored envelope {where}at index {index} is not a valid message", index=index
+    )
 
 
 GC_PAUSE_MIN = 256
@@ -274,10 +374,10 @@ def _gc_paused(count: int) -> Iterator[None]:
 
 
 def _failing_index(raw: Sequence[bytes | str]) -> int | None:
-    """The first envelope that does not validate on its own (only run once a list has failed)."""
+    """The first envelope that does not validate (only run once a read has failed)."""
     for index, item in enumerate(raw):
         try:
-            Entry.model_validate_json(item)
+            _ENVELOPE.validate_json(item)
         except ValidationError:
             return index
     return None

@@ -137,7 +137,9 @@ def new_message_id() -> str:
 
 
 def _now() -> datetime:
-    return datetime.now(UTC)
+    """Now, in UTC, to the millisecond: what the stored form writes as a short integer."""
+    now = datetime.now(UTC)
+    return now.replace(microsecond=now.microsecond - now.microsecond % 1000)
 
 
 class ToolCall(BaseModel):
@@ -211,7 +213,7 @@ class Message(BaseModel):
     """Free-form data the application keeps with the message: JSON data, finite numbers,
     at most ``MAX_NESTING`` deep."""
     created_at: datetime = Field(default_factory=_now)
-    """When the message was created (UTC)."""
+    """When the message was created (UTC, to the millisecond unless given)."""
 
     @model_validator(mode="after")
     def _role_fields(self) -> Self:

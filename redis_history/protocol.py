@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from redis_history._core import CompactionStats, Schedule, TranscriptPage
 from redis_history.codec import Entry
@@ -66,6 +66,9 @@ class History(Protocol):
 
     def snapshot(self) -> list[Message]:
         """Every live message, in order."""
+
+    def snapshot_openai(self) -> list[dict[str, Any]]:
+        """Every live message in the chat-completions format: ``to_openai()`` of each."""
 
     def entries(self) -> list[Entry]:
         """Every live message with its token count and summary flag."""

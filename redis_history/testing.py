@@ -310,6 +310,10 @@ class InMemoryHistory:
         """Every live message, in order."""
         return [s.message for s in self._items]
 
+    def snapshot_openai(self) -> list[dict[str, Any]]:
+        """Every live message in the chat-completions format."""
+        return [s.message.to_openai() for s in self._items]
+
     def entries(self) -> list[Entry]:
         """Every live message with its token count and summary flag."""
         return [s.entry() for s in self._items]

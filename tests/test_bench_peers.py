@@ -92,3 +92,20 @@ def test_quick_peer_benchmark_prints_every_row_against_the_library_alone() -> No
     ):
         assert row in out
     assert out.count("skipped: not selected (--only)") == 3
+
+
+@pytest.mark.real_redis
+def test_snapshot_benchmark_runs_and_checks_the_chat_completions_read() -> None:
+    """``bench_snapshot.py`` runs end to end on both mixes (it asserts that
+    ``snapshot_openai()`` equals ``to_openai()`` of the snapshot before timing)."""
+    out = subprocess.run(
+        [sys.executable, str(BENCH / "bench_snapshot.py"), "--sizes", "10,40", "--rounds", "20"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
+    for row in ("| realistic | 10 |", "| realistic | 40 |", "| short | 10 |", "| short | 40 |"):
+        assert row in out
+    assert "nan" not in out

@@ -2,6 +2,7 @@
 --- @include "meta"
 
 -- The message in an envelope with the fields the turn rules read checked, or nil.
+-- An assistant's tool_calls are left out of the envelope when there are none.
 local function message_of(envelope)
   local ok, decoded = pcall(cjson.decode, envelope or '')
   local m = ok and type(decoded) == 'table' and decoded.m
@@ -11,6 +12,7 @@ local function message_of(envelope)
   end
   if m.role == 'tool' and type(m.tool_call_id) ~= 'string' then return nil end
   if m.role == 'assistant' then
+    if m.tool_calls == nil then m.tool_calls = {} end
     if type(m.tool_calls) ~= 'table' then return nil end
     for _, call in ipairs(m.tool_calls) do
       if type(call) ~= 'table' or type(call.id) ~= 'string' then return nil end

@@ -1,0 +1,444 @@
+"""Compact envelopes: what is stored, that it reads back equal, that the layout before it
+still reads (in Python and in every script), and the chat-completions read."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
+
+import fakeredis
+import pytest
+import redis
+import redis.asyncio
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import ValidationError
+from samples import turns
+
+from redis_history import (
+    AsyncRedisHistory,
+    CorruptHistoryError,
+    Message,
+    RedisHistory,
+    StaleSnapshotError,
+    ToolCall,
+    ToolPairingError,
+)
+from redis_history.codec import decode_entries, decode_messages, decode_openai, encode_message
+from redis_history.tokens import HeuristicCounter
+
+AT = datetime(2026, 11, 23, 13, 18, 14, 17000, tzinfo=UTC)
+AT_MS = 1795439894017
+
+
+def stored(client: Any, history: RedisHistory) -> list[bytes]:
+    return [bytes(item) for item in client.lrange(history.keys.msgs, 0, -1)]
+
+
+def old_envelope(message: Message, tokens: int, *, exact: bool, summary: bool) -> bytes:
+    """An envelope as written before compact envelopes: every field, an ISO timestamp."""
+    body = message.__pydantic_serializer__.to_json(message)
+    return b'{"t":%d,"x":%d,"s":%d,"m":%s}' % (tokens, exact, summary, body)
+
+
+def rewrite_old(client: Any, history: RedisHistory) -> None:
+    """Rewrite the conversation's envelopes in the old layout, token counts unchanged."""
+    entries = history.entries()
+    client.delete(history.keys.msgs)
+    client.rpush(
+        history.keys.msgs,
+        *[old_envelope(e.message, e.tokens, exact=e.exact, summary=e.summary) for e in entries],
+    )
+    assert all(b'"tool_calls":[' in item for item in stored(client, history))
+
+
+def varied() -> list[Message]:
+    """Every field off its default somewhere, and at its default elsewhere."""
+    return [
+        Message.system("be brief", created_at=AT),
+        Message.user("weather in 東京?", name="ana", metadata={"lang": "ja", "n": [1, {"k": 2.5}]}),
+        Message.assistant(
+            "",
+            tool_calls=[
+                ToolCall(id="c1", name="weather", arguments={"city": "東京", "days": [1, 2]}),
+                ToolCall(id="c2", name="clock"),
+            ],
+        ),
+        Message.tool('{"temp": 21}', tool_call_id="c1", name="weather"),
+        Message.tool("", tool_call_id="c2"),
+        Message.assistant("21 °C", metadata={"model": "x"}),
+        Message.user(""),
+        Message.assistant(
+            "checking", tool_calls=[ToolCall(id="c3", name="f", arguments={"a": None})]
+        ),
+        Message.tool("ok", tool_call_id="c3"),
+        Message.assistant("done", created_at=datetime(2026, 1, 1, 12, 0, 0, 1, tzinfo=UTC)),
+    ]
+
+
+# -- what is stored --------------------------------------------------------------------------
+
+
+def test_a_default_message_is_stored_without_its_defaults(client: redis.Redis) -> None:
+    """A user "hi" is stored as its token count, id, role, content and an integer
+    timestamp: no tool_calls, tool_call_id, name, metadata, x or s."""
+    history = RedisHistory(client, "c", token_counter="heuristic")
+    message = Message.user("hi", created_at=AT)
+    history.append(message)
+    [envelope] = stored(client, history)
+    tokens = history.entries()[0].tokens
+    expected = (
+        f'{{"t":{tokens},"m":{{"id":"{message.id}","role":"user","content":"hi",'
+        f'"created_at":{AT_MS}}}}}'
+    )
+    assert envelope.decode() == expected
+    assert history.snapshot() == [message]
+
+
+def test_flags_are_stored_only_when_set(client: redis.Redis) -> None:
+    """An exact count adds "x":1 and a summary "s":1, between t and m; an assistant
+    without tool calls or content stores neither."""
+    history = RedisHistory(client, "c", token_counter="o200k_base")
+    history.append_many([Message.user("q"), Message.assistant("")])
+    history.splice_prefix(1, Message.system("summary"))
+    summary, reply = stored(client, history)
+    assert summary.startswith(b'{"t":')
+    assert b',"x":1,"s":1,"m":{"id":"' in summary
+    assert b',"x":1,"m":{"id":"' in reply
+    assert b'"s"' not in reply
+    body = json.loads(reply)["m"]
+    assert set(body) == {"id", "role", "created_at"}
+    entries = history.entries()
+    assert [(e.exact, e.summary) for e in entries] == [(True, True), (True, False)]
+
+
+def test_every_field_round_trips(history: Any) -> None:
+    """Messages with each field off and at its default read back equal, on every backend,
+    and the chat-completions read equals to_openai() of each."""
+    messages = varied()
+    history.append_many(messages)
+    assert history.snapshot() == messages
+    assert history.snapshot_openai() == [m.to_openai() for m in messages]
+    assert [e.message for e in history.entries()] == messages
+
+
+def test_snapshot_openai_matches_to_openai_on_a_long_conversation(history: Any) -> None:
+    """The chat-completions read of a compacted conversation equals to_openai() of the
+    snapshot, summary included."""
+    history.append_many(turns(5))
+    history.splice_prefix(9, Message.system("summary of two turns"))
+    history.append(Message.user("and now?", name="bob"))
+    assert history.snapshot_openai() == [m.to_openai() for m in history.snapshot()]
+    assert history.snapshot_openai()[0] == {"role": "system", "content": "summary of two turns"}
+
+
+MOMENTS = {
+    "utc, whole ms": (AT, True),
+    "utc, microseconds": (datetime(2026, 11, 23, 13, 18, 14, 17001, tzinfo=UTC), False),
+    "zero offset, not datetime.UTC": (AT.replace(tzinfo=timezone(timedelta(0), "Z")), True),
+    "naive": (datetime(2026, 11, 23, 13, 18, 14, 17000), False),
+    "+02:00": (AT.replace(tzinfo=timezone(timedelta(hours=2))), False),
+    "before 1970-08-20 (an integer would read as seconds)": (
+        datetime(1970, 1, 2, tzinfo=UTC),
+        False,
+    ),
+    "the last ms": (datetime(9999, 12, 31, 23, 59, 59, 999000, tzinfo=UTC), True),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MOMENTS))
+def test_created_at_reads_back_equal(client: redis.Redis, case: str) -> None:
+    """A timestamp is stored as integer ms only where that reads back equal (aware UTC,
+    whole ms, after 1970-08-20); otherwise as ISO text, keeping naive naive and the offset."""
+    moment, as_integer = MOMENTS[case]
+    history = RedisHistory(client, "c", token_counter="heuristic")
+    history.append(Message.user("hi", created_at=moment))
+    stamp = json.loads(stored(client, history)[0])["m"]["created_at"]
+    assert isinstance(stamp, int) is as_integer
+    [back] = history.snapshot()
+    assert back.created_at == moment
+    assert back.created_at.utcoffset() == moment.utcoffset()
+
+
+def test_a_new_message_is_stamped_to_the_millisecond() -> None:
+    """The default created_at is UTC and whole milliseconds, so it is stored as an integer."""
+    stamps = [Message.user("x").created_at for _ in range(50)]
+    assert all(s.tzinfo is UTC and s.microsecond % 1000 == 0 for s in stamps)
+    envelope, _ = encode_message(Message.user("x"), HeuristicCounter(), 1 << 10)
+    assert isinstance(json.loads(envelope)["m"]["created_at"], int)
+
+
+# -- the layout before compact envelopes -----------------------------------------------------
+
+
+def test_old_envelopes_read_as_written(sync_client: Any) -> None:
+    """Envelopes in the old layout (every field, ISO timestamps, x and s always) read back
+    equal through every read, with their token counts and flags."""
+    history = RedisHistory(sync_client, "old", token_counter="o200k_base")
+    history.append_many(varied())
+    history.splice_prefix(2, Message.system("summary"))
+    expected, entries = history.snapshot(), history.entries()
+    rewrite_old(sync_client, history)
+    assert history.snapshot() == expected
+    assert history.entries() == entries
+    assert history.snapshot_openai() == [m.to_openai() for m in expected]
+    assert history.tail(3) == expected[-3:]
+    assert history.transcript()[-len(expected) + 1 :] == expected[1:]
+
+
+def test_scripts_read_old_envelopes(sync_client: Any) -> None:
+    """Over old-layout envelopes: a fenced replace, an append, a fenced splice, a rollback
+    and a truncate (which rebuilds the open tool calls) all work, and the token total
+    stays the sum of what is stored."""
+    history = RedisHistory(sync_client, "old", token_counter="heuristic")
+    messages = turns(3)
+    history.append_many(messages)
+    rewrite_old(sync_client, history)
+
+    with pytest.raises(StaleSnapshotError):
+        history.replace(messages, expected_ids=[m.id for m in reversed(messages)])
+    history.replace(messages, expected_ids=[m.id for m in messages])
+    rewrite_old(sync_client, history)
+
+    later = Message.user("next")
+    history.append(later)
+    assert (
+        history.splice_prefix(
+            5, Message.system("summary"), expected_ids=[m.id for m in messages[:5]]
+        )
+        == 5
+    )
+    assert history.rollback([messages[-1].id, later.id]) == 2
+    assert history.token_estimate() == sum(e.tokens for e in history.entries())
+
+    rewrite_old(sync_client, history)
+    left = history.snapshot()
+    assert left[-1].role == "tool"  # ... assistant(calls c2), tool(c2)
+    assert history.truncate(len(left) - 1) == 1  # the call c2 is open again
+    with pytest.raises(ToolPairingError):
+        history.append(Message.user("too early"))
+    history.append(Message.tool("again", tool_call_id="c2"))
+    assert history.token_estimate() == sum(e.tokens for e in history.entries())
+
+
+def test_old_and_new_envelopes_mix_in_one_list(sync_client: Any) -> None:
+    """A list holding both layouts reads in order, and scripts read across it."""
+    history = RedisHistory(sync_client, "mixed", token_counter="heuristic")
+    history.append_many(turns(2))
+    rewrite_old(sync_client, history)
+    history.append_many(turns(2)[1:])
+    everything = history.snapshot()
+    assert history.snapshot_openai() == [m.to_openai() for m in everything]
+    assert history.truncate(7) == 10  # old envelopes 7 and 8, new ones 9 to 16
+    assert history.snapshot() == everything[:7]
+    history.append(Message.tool("r", tool_call_id="c1"))  # the call left open at 6
+    assert history.token_estimate() == sum(e.tokens for e in history.entries())
+
+
+@pytest.mark.parametrize(
+    "backend", ["fakeredis", pytest.param("redis", marks=pytest.mark.real_redis)]
+)
+def test_async_reads_old_envelopes(request: pytest.FixtureRequest, backend: str) -> None:
+    """The asyncio history reads old envelopes, models and chat-completions alike."""
+    if backend == "fakeredis":
+        server = fakeredis.FakeServer()
+        sync_client: Any = fakeredis.FakeRedis(server=server)
+        async_client: Any = fakeredis.FakeAsyncRedis(server=server)
+    else:
+        sync_client = request.getfixturevalue("real_redis")
+        async_client = redis.asyncio.Redis.from_url(request.getfixturevalue("redis_url"))
+    history = RedisHistory(sync_client, "old", token_counter="heuristic")
+    history.append_many(varied())
+    expected = history.snapshot()
+    rewrite_old(sync_client, history)
+
+    async def read() -> tuple[list[Message], list[dict[str, Any]]]:
+        reader = AsyncRedisHistory(async_client, "old")
+        try:
+            return await reader.snapshot(), await reader.snapshot_openai()
+        finally:
+            await async_client.aclose()
+
+    messages, wire = asyncio.run(read())
+    assert messages == expected
+    assert wire == [m.to_openai() for m in expected]
+
+
+# -- the turn state from compact envelopes ---------------------------------------------------
+
+
+def test_truncate_and_rollback_decode_assistants_without_tool_calls(client: redis.Redis) -> None:
+    """An assistant stored without tool_calls is decoded by truncate and rollback as one
+    without calls, not as corrupt data."""
+    history = RedisHistory(client, "c", token_counter="heuristic")
+    messages = turns(2)
+    history.append_many(messages)
+    assert b'"tool_calls"' not in stored(client, history)[4]
+    assert history.truncate(5) == 4  # the plain assistant a0 is the last one
+    history.append(Message.user("again"))
+    assert history.rollback([history.snapshot()[-1].id]) == 1
+    assert history.truncate(3) == 2  # the assistant with calls c0 is the last one
+    with pytest.raises(ToolPairingError):
+        history.append(Message.user("too early"))
+    history.append(Message.tool("r", tool_call_id="c0"))
+
+
+# -- corrupt data -----------------------------------------------------------------------------
+
+BODIES: dict[str, dict[str, Any]] = {
+    "user": {"role": "user", "content": "hi"},
+    "user with tool calls": {"role": "user", "tool_calls": [{"id": "a", "name": "f"}]},
+    "user with a call id": {"role": "user", "tool_call_id": "x"},
+    "user with a null call id": {"role": "user", "tool_call_id": None},
+    "user with empty tool calls": {"role": "user", "tool_calls": []},
+    "system": {"role": "system", "content": "s", "name": None, "metadata": {}},
+    "tool": {"role": "tool", "tool_call_id": "c"},
+    "tool without a call id": {"role": "tool", "content": "r"},
+    "tool with an empty call id": {"role": "tool", "tool_call_id": ""},
+    "tool with a null call id": {"role": "tool", "tool_call_id": None},
+    "tool with tool calls": {
+        "role": "tool",
+        "tool_call_id": "c",
+        "tool_calls": [{"id": "a", "name": "f"}],
+    },
+    "assistant with calls": {
+        "role": "assistant",
+        "tool_calls": [{"id": "a", "name": "f"}, {"id": "b", "name": "g", "arguments": {"x": [1]}}],
+    },
+    "assistant with duplicate call ids": {
+        "role": "assistant",
+        "tool_calls": [{"id": "a", "name": "f"}, {"id": "a", "name": "g"}],
+    },
+    "assistant with a call id": {"role": "assistant", "tool_call_id": "c"},
+    "assistant with null tool calls": {"role": "assistant", "tool_calls": None},
+    "a call without a name": {"role": "assistant", "tool_calls": [{"id": "a"}]},
+    "unknown role": {"role": "wizard"},
+    "no role": {"content": "x"},
+    "an extra field": {"role": "user", "mood": "ok"},
+    "content not text": {"role": "user", "content": 5},
+    "metadata not an object": {"role": "user", "metadata": [1]},
+    "an empty id": {"role": "user", "id": ""},
+    "a bad timestamp": {"role": "user", "created_at": "yesterday"},
+    "an integer timestamp": {"role": "user", "created_at": AT_MS},
+    "no id and no timestamp": {"role": "user", "id": None},
+}
+
+
+@pytest.mark.parametrize("case", sorted(BODIES))
+def test_reads_accept_exactly_what_the_model_accepts(case: str) -> None:
+    """Each read accepts a stored message exactly when Message.model_validate_json does
+    (the role rules included), and then equals it; otherwise it raises CorruptHistoryError."""
+    body = {"id": "m1", "created_at": "2026-11-23T13:18:14Z", **BODIES[case]}
+    if body.get("id") is None:
+        del body["id"], body["created_at"]
+    text = json.dumps(body)
+    envelope = b'{"t":1,"m":%s}' % text.encode()
+    try:
+        expected: Message | None = Message.model_validate_json(text)
+    except ValidationError:
+        expected = None
+    if expected is None:
+        for read in (decode_messages, decode_entries, decode_openai):
+            with pytest.raises(CorruptHistoryError) as info:
+                read([envelope, envelope])
+            assert info.value.index == 0
+        return
+    [message] = decode_messages([envelope])
+    in_entry = decode_entries([envelope])[0].message
+    if "id" not in body:  # as before: a fresh id and clock on every read
+        message, in_entry, expected = (
+            m.model_copy(update={"id": "m1", "created_at": AT})
+            for m in (message, in_entry, expected)
+        )
+    assert message == expected
+    assert in_entry == expected
+    assert decode_openai([envelope]) == [expected.to_openai()]
+
+
+@pytest.mark.parametrize(
+    "envelope",
+    [
+        b'{"t":-1,"m":{"id":"a","role":"user"}}',
+        b'{"m":{"id":"a","role":"user"}}',
+        b'{"t":1}',
+        b'{"t":1,"x":2,"m":{"id":"a","role":"user"}}',
+        b"[]",
+        b"not json",
+    ],
+)
+def test_a_corrupt_envelope_raises_with_its_index(client: redis.Redis, envelope: bytes) -> None:
+    """Every read raises CorruptHistoryError naming the first bad envelope's index."""
+    history = RedisHistory(client, "c", token_counter="heuristic")
+    history.append_many([Message.user("q"), Message.assistant("a")])
+    client.rpush(history.keys.msgs, envelope, envelope)
+    for read in (history.snapshot, history.snapshot_openai, history.entries):
+        with pytest.raises(CorruptHistoryError) as info:
+            read()
+        assert info.value.index == 2
+        assert info.value.conversation_id == "c"
+
+
+# -- any message --------------------------------------------------------------------------------
+
+texts = st.text(st.characters(exclude_categories=["Cs"]))
+numbers = st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+json_values = st.recursive(
+    st.none() | st.booleans() | numbers | texts,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(texts, inner, max_size=3),
+    max_leaves=8,
+)
+objects = st.dictionaries(texts, json_values, max_size=3)
+offsets = st.integers(-14 * 60, 14 * 60).map(lambda m: timezone(timedelta(minutes=m)))
+moments = st.one_of(
+    st.datetimes(timezones=st.just(UTC)),
+    st.datetimes(timezones=offsets),  # whole minutes: ISO text keeps no seconds of an offset
+    st.datetimes(),
+    st.datetimes(timezones=st.just(UTC)).map(
+        lambda d: d.replace(microsecond=d.microsecond - d.microsecond % 1000)
+    ),
+)
+
+
+@st.composite
+def any_message(draw: st.DrawFn) -> Message:
+    role = draw(st.sampled_from(["system", "user", "assistant", "tool"]))
+    fields: dict[str, Any] = {
+        "content": draw(texts),
+        "name": draw(st.none() | texts),
+        "metadata": draw(objects),
+        "created_at": draw(moments),
+    }
+    if role == "assistant":
+        ids = draw(st.lists(st.text(min_size=1, max_size=8), max_size=3, unique=True))
+        fields["tool_calls"] = [
+            ToolCall(id=i, name=draw(st.text(min_size=1, max_size=8)), arguments=draw(objects))
+            for i in ids
+        ]
+    if role == "tool":
+        fields["tool_call_id"] = draw(st.text(min_size=1, max_size=8))
+    return Message(role=role, **fields)
+
+
+@settings(max_examples=300, deadline=None)
+@given(message=any_message())
+def test_any_message_reads_back_equal_and_stores_no_default(message: Message) -> None:
+    """Any valid message reads back equal (timestamp offset included) through every read,
+    and its stored JSON holds no field at its default."""
+    envelope, _ = encode_message(message, HeuristicCounter(), 1 << 24)
+    [back] = decode_messages([envelope])
+    assert back == message
+    assert back.created_at.utcoffset() == message.created_at.utcoffset()
+    assert decode_openai([envelope]) == [message.to_openai()]
+    stored_fields = json.loads(envelope)["m"]
+    defaults: dict[str, Any] = {
+        "content": "",
+        "tool_calls": [],
+        "tool_call_id": None,
+        "name": None,
+        "metadata": {},
+    }
+    assert not any(stored_fields.get(k, object()) == v for k, v in defaults.items())
+    for call in stored_fields.get("tool_calls", []):
+        assert call.get("arguments", None) != {}
