@@ -336,8 +336,8 @@ CONTESTANTS = (
         per_call=(
             "append / append_many: one `EVALSHA` (role order, tool pairing, token total and the "
             "exactly-once ring checked and written inside the script); the message is counted "
-            "on the client first (an estimate of o200k by default); read: `LRANGE`, one pydantic-core "
-            "validation per envelope, the role rules included"
+            "on the client first (an estimate of o200k by default); read: `LRANGE`, one "
+            "pydantic-core validation per envelope, the role rules included"
         ),
     ),
     Contestant(
