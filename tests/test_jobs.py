@@ -24,7 +24,7 @@ from rq.timeouts import TimerDeathPenalty
 from samples import turns
 from summarizers_for_tests import TAG
 
-from redis_history import AsyncRedisHistory, RedisHistory, jobs
+from redis_history import AsyncRedisHistory, RedisHistory, jobs, scripts, settings
 from redis_history._server import LocalCluster, free_port
 from redis_history.cli import main
 from redis_history.jobs import (
@@ -409,6 +409,18 @@ def test_the_workers_refuse_pickle_and_foreign_job_classes() -> None:
     )
     assert worker.job_class is CompactionOnlyJob
     assert worker.serializer is JSONSerializer
+
+
+def test_a_worker_reads_every_script_and_the_driver_metadata_before_it_forks() -> None:
+    """A forked horse inherits the Lua scripts and redis-py's driver metadata, read once."""
+    scripts.script.cache_clear()
+    settings._driver_info.cache_clear()
+    CompactionWorker(["q"], connection=fakeredis.FakeRedis())
+    assert scripts.script.cache_info().currsize == len(scripts.script_names())
+    shared = settings._driver_info()
+    for client in (WorkerSettings().store_client(), WorkerSettings().queue_client()):
+        assert isinstance(client, redis.Redis)
+        assert client.connection_pool.connection_kwargs["driver_info"] is shared
 
 
 def test_a_forked_process_builds_its_own_store_client_and_summarizer() -> None:
