@@ -389,14 +389,21 @@ def versions(client: redis.Redis) -> dict[str, str]:
         "redis-server": str(client.info("server")["redis_version"]),
         "nproc": str(os.cpu_count()),
         "platform": platform.platform(),
+        "load_before": load(),
     }
+
+
+def load() -> str:
+    """The 1-minute load average: other processes on the machine move these numbers."""
+    return f"{os.getloadavg()[0]:.2f}"
 
 
 def markdown(results: Sequence[ModeResult], info: dict[str, str], rounds: int) -> str:
     """The results as a Markdown table."""
     lines = [
         f"Python {info['python']}, redis-py {info['redis-py']}, rq {info['rq']}, "
-        f"redis-server {info['redis-server']}, {info['nproc']} CPUs; {rounds} rounds per mode.",
+        f"redis-server {info['redis-server']}, {info['nproc']} CPUs; {rounds} rounds per mode; "
+        f"load average {info['load_before']} before, {info['load_after']} after.",
         "",
         "| worker | median | p90 | p99 | maybe_compact | queued (RQ) | job (RQ) "
         "| compactions/s, one worker |",
@@ -448,6 +455,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             run_mode(server.url, mode, tmp, rounds=rounds, warmup=warmup, count=count)
             for mode in modes
         ]
+    info["load_after"] = load()
     if args.markdown:
         print(markdown(results, info, rounds))
     else:
