@@ -24,6 +24,7 @@ and the worker refuses to start with any serializer but ``JSONSerializer``
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import os
 import threading
@@ -578,6 +579,17 @@ class _RidesOutOutages(BaseWorker):
 
 class CompactionWorker(_CompactionOnlyWorker, _RidesOutOutages, Worker):
     """RQ's forking worker, limited to compaction jobs: ``rq worker --worker-class`` this."""
+
+    def main_work_horse(self, job: Job, queue: rq.Queue) -> None:
+        """RQ's work horse, its garbage collector kept off the objects it inherited.
+
+        A horse inherits the worker's allocation counts, so once the worker is near
+        its next full collection every horse runs one: over all the worker's objects,
+        copying each page it touches (about 25 ms a job, for dozens of jobs in a row).
+        :func:`gc.freeze` moves the inherited objects out of the collector's reach in O(1).
+        """
+        gc.freeze()
+        super().main_work_horse(job, queue)
 
 
 class SimpleCompactionWorker(_CompactionOnlyWorker, _RidesOutOutages, SimpleWorker):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import os
 import signal
@@ -21,6 +22,7 @@ from rq import Callback, Queue, SimpleWorker
 from rq.job import Job, JobStatus
 from rq.serializers import DefaultSerializer, JSONSerializer
 from rq.timeouts import TimerDeathPenalty
+from rq.worker import Worker
 from samples import turns
 from summarizers_for_tests import TAG
 
@@ -421,6 +423,18 @@ def test_a_worker_reads_every_script_and_the_driver_metadata_before_it_forks() -
     for client in (WorkerSettings().store_client(), WorkerSettings().queue_client()):
         assert isinstance(client, redis.Redis)
         assert client.connection_pool.connection_kwargs["driver_info"] is shared
+
+
+def test_a_work_horse_freezes_what_it_inherited_before_running_the_job(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The horse's collector never walks the worker's objects: they are frozen first."""
+    calls: list[str] = []
+    monkeypatch.setattr(gc, "freeze", lambda: calls.append("freeze"))
+    monkeypatch.setattr(Worker, "main_work_horse", lambda *_: calls.append("horse"))
+    worker = CompactionWorker(["q"], connection=fakeredis.FakeRedis())
+    worker.main_work_horse(Job(connection=worker.connection), worker.queues[0])
+    assert calls == ["freeze", "horse"]
 
 
 def test_a_forked_process_builds_its_own_store_client_and_summarizer() -> None:
