@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import os
 import signal
@@ -21,10 +22,11 @@ from rq import Callback, Queue, SimpleWorker
 from rq.job import Job, JobStatus
 from rq.serializers import DefaultSerializer, JSONSerializer
 from rq.timeouts import TimerDeathPenalty
+from rq.worker import Worker
 from samples import turns
 from summarizers_for_tests import TAG
 
-from redis_history import AsyncRedisHistory, RedisHistory, jobs
+from redis_history import AsyncRedisHistory, RedisHistory, jobs, scripts, settings
 from redis_history._server import LocalCluster, free_port
 from redis_history.cli import main
 from redis_history.jobs import (
@@ -428,6 +430,30 @@ def test_the_workers_refuse_pickle_and_foreign_job_classes() -> None:
     )
     assert worker.job_class is CompactionOnlyJob
     assert worker.serializer is JSONSerializer
+
+
+def test_a_worker_reads_every_script_and_the_driver_metadata_before_it_forks() -> None:
+    """A forked horse inherits the Lua scripts and redis-py's driver metadata, read once."""
+    scripts.script.cache_clear()
+    settings._driver_info.cache_clear()
+    CompactionWorker(["q"], connection=fakeredis.FakeRedis())
+    assert scripts.script.cache_info().currsize == len(scripts.script_names())
+    shared = settings._driver_info()
+    for client in (WorkerSettings().store_client(), WorkerSettings().queue_client()):
+        assert isinstance(client, redis.Redis)
+        assert client.connection_pool.connection_kwargs["driver_info"] is shared
+
+
+def test_a_work_horse_freezes_what_it_inherited_before_running_the_job(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The horse's collector never walks the worker's objects: they are frozen first."""
+    calls: list[str] = []
+    monkeypatch.setattr(gc, "freeze", lambda: calls.append("freeze"))
+    monkeypatch.setattr(Worker, "main_work_horse", lambda *_: calls.append("horse"))
+    worker = CompactionWorker(["q"], connection=fakeredis.FakeRedis())
+    worker.main_work_horse(Job(connection=worker.connection), worker.queues[0])
+    assert calls == ["freeze", "horse"]
 
 
 def test_a_forked_process_builds_its_own_store_client_and_summarizer() -> None:
