@@ -183,8 +183,20 @@ def into_request(
 ) -> Request:
     """The request for the next model call: ``history``'s snapshot rendered in ``format``.
 
-    A function of the context layer rather than a method, because the store never imports
-    this layer. See :func:`render`.
+    A function of the context layer rather than a method of the histories, because the
+    store never imports this layer.
+
+    Args:
+        history: Any :class:`~redis_history.History` (Redis, Redis Cluster, in memory).
+        system_prompt: Sent before the history's own messages (see :func:`render`).
+        format: ``"openai_chat"``, ``"openai_responses"`` or ``"anthropic"``.
+
+    Returns:
+        The call's keyword arguments, as :func:`render` makes them.
+
+    Raises:
+        ValueError: ``format`` is not a :data:`WireFormat`.
+        StoreUnavailableError: Redis could not be reached for the snapshot.
     """
     return render(history.snapshot(), format, system_prompt)
 
