@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import ast
+import importlib.util
 import pkgutil
 import subprocess
 import sys
+from pathlib import Path
 
 import redis_history
 
@@ -61,3 +64,55 @@ def test_the_probe_would_see_rq() -> None:
     )
     assert done.returncode != 0
     assert "rq is unimportable" in done.stderr
+
+
+CONTEXT = "redis_history.context"
+ABOVE_CONTEXT = {
+    "redis_history",
+    "redis_history.cli",
+    "redis_history.demo",
+    "redis_history.__main__",
+}
+"""The public surface and the command line sit on top and may use the context layer."""
+
+
+def imported_modules(module: str) -> set[str]:
+    """Every module ``module``'s source imports, at the top or inside a function."""
+    spec = importlib.util.find_spec(module)
+    assert spec is not None
+    assert spec.origin is not None
+    tree = ast.parse(Path(spec.origin).read_text())
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module is not None:
+            assert node.level == 0, f"{module}: relative import"
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def test_the_store_never_imports_the_context_layer() -> None:
+    """The context layer (formats, turns, budgets) imports the store; no module below it
+    imports redis_history.context, not even lazily inside a function."""
+    below = [
+        m
+        for m in package_modules()
+        if m != CONTEXT and not m.startswith(CONTEXT + ".") and m not in ABOVE_CONTEXT
+    ]
+    assert "redis_history.history" in below
+    assert "redis_history.testing" in below
+    offenders = {
+        module: sorted(
+            n for n in imported_modules(module) if n.split(".")[:2] == CONTEXT.split(".")
+        )
+        for module in below
+    }
+    assert {m: names for m, names in offenders.items() if names} == {}
+
+
+def test_the_context_layer_is_seen_by_the_import_check() -> None:
+    """The check above would see an import of the context layer: the context package's own
+    modules import each other."""
+    assert any(n.startswith(CONTEXT) for n in imported_modules(CONTEXT))
