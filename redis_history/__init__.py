@@ -9,6 +9,14 @@ from __future__ import annotations
 from redis_history._core import CompactionRequest, CompactionStats, TranscriptPage
 from redis_history.codec import Entry
 from redis_history.compaction import CompactionResult, run_compaction
+from redis_history.context import (
+    ToolPair,
+    ToolStep,
+    Turn,
+    from_turns,
+    group_turns,
+    to_messages,
+)
 from redis_history.errors import (
     ConversationNotFound,
     CorruptHistoryError,
@@ -78,8 +86,14 @@ __all__ = [
     "TiktokenCounter",
     "TokenCounter",
     "ToolCall",
+    "ToolPair",
     "ToolPairingError",
+    "ToolStep",
     "TranscriptPage",
+    "Turn",
+    "from_turns",
+    "group_turns",
     "resolve_summarizer",
     "run_compaction",
+    "to_messages",
 ]

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from redis_history._core import CompactionStats, Schedule, TranscriptPage
 from redis_history.codec import Entry
 from redis_history.models import Message
 from redis_history.policy import CompactionPolicy
 from redis_history.state import CompactionState, Event
+
+if TYPE_CHECKING:
+    from redis_history.context.turns import Turn
 
 __all__ = ["History"]
 
@@ -69,6 +72,9 @@ class History(Protocol):
 
     def entries(self) -> list[Entry]:
         """Every live message with its token count and summary flag."""
+
+    def turns(self, *, allow_open: bool = True) -> list[Turn]:
+        """Every live message grouped into turns, tool calls paired with their results."""
 
     def tail(self, n: int) -> list[Message]:
         """The last ``n`` messages."""

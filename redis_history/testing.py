@@ -14,7 +14,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from redis_history._core import (
     DEFAULT_MAX_MESSAGE_BYTES,
@@ -40,6 +40,9 @@ from redis_history.policy import CompactionPolicy
 from redis_history.roles import RoleState
 from redis_history.state import CompactionState, Event
 from redis_history.tokens import TokenCounter, resolve_counter
+
+if TYPE_CHECKING:
+    from redis_history.context.turns import Turn
 
 __all__ = ["FakeSummarizer", "InMemoryHistory"]
 
@@ -313,6 +316,16 @@ class InMemoryHistory:
     def entries(self) -> list[Entry]:
         """Every live message with its token count and summary flag."""
         return [s.entry() for s in self._items]
+
+    def turns(self, *, allow_open: bool = True) -> list[Turn]:
+        """Every live message grouped into turns; see ``RedisHistory.turns``."""
+        from redis_history.context.turns import group_entries  # noqa: PLC0415  (see _core)
+
+        try:
+            return group_entries(self.entries(), allow_open=allow_open)
+        except InvalidMessageError as exc:
+            exc.conversation_id, exc.namespace = self.conversation_id, self.namespace
+            raise
 
     def tail(self, n: int) -> list[Message]:
         """The last ``n`` messages."""
