@@ -43,9 +43,10 @@ def test_ci_lints_and_type_checks_before_the_tests() -> None:
 @pytest.mark.real_redis
 def test_usage_example_runs(real_redis: redis.Redis) -> None:
     """The README's Python examples run as written, one after another, against a real Redis."""
-    usage, compaction = re.findall(r"```python\n(.*?)```", README, re.DOTALL)
+    examples = re.findall(r"```python\n(.*?)```", README, re.DOTALL)
+    assert len(examples) == 3, "usage, turns, compaction"
     port = real_redis.connection_pool.connection_kwargs["port"]
     namespace: dict[str, object] = {}
-    for example in (usage, compaction):
+    for example in examples:
         exec(example.replace("redis.Redis()", f"redis.Redis(port={port})"), namespace)
     assert real_redis.llen("rh:tenant-a:{conv-1}:archive") == 3
