@@ -7,8 +7,9 @@ message, and the assistant's steps, each a plain reply or a :class:`ToolStep`
 calls answered in any order). :func:`to_messages` and :func:`from_turns` give
 the messages back, exactly: ``to_messages(group_turns(m)) == m``.
 
-Well-formed is what the store enforces (:mod:`redis_history.roles`), so any
-history the store accepted groups:
+Well-formed is what the store enforces (:mod:`redis_history.roles`), so a
+history the store's rules accepted groups (one written with ``validate=False``,
+or spliced inside a turn, may not):
 
 - The lead is the messages before the first user message: the leading system
   messages, after the first ``summaries`` messages (the ones ``splice_prefix``
@@ -36,8 +37,9 @@ make a call without its result or a result without its call. :class:`Turn` can
 be built from those parts (to drop steps, say); its own messages are checked,
 and :func:`from_turns` checks the whole list again.
 
-This module imports only the models, the role rules and the errors, so the
-store's ``turns()`` read can use it without importing the rest of the context layer.
+This module needs only the models, the role rules and the errors (and the
+store's ``Entry``, as a type): the store's ``turns()`` read imports it when
+called, never when the store loads, since the context layer imports the store.
 """
 
 from __future__ import annotations
