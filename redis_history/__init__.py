@@ -9,14 +9,6 @@ from __future__ import annotations
 from redis_history._core import CompactionRequest, CompactionStats, TranscriptPage
 from redis_history.codec import Entry
 from redis_history.compaction import CompactionResult, run_compaction
-from redis_history.context import (
-    ToolPair,
-    ToolStep,
-    Turn,
-    from_turns,
-    group_turns,
-    to_messages,
-)
 from redis_history.errors import (
     ConversationNotFound,
     CorruptHistoryError,
@@ -50,6 +42,14 @@ from redis_history.tokens import (
     HeuristicCounter,
     TiktokenCounter,
     TokenCounter,
+)
+from redis_history.turns import (
+    ToolPair,
+    ToolStep,
+    Turn,
+    from_turns,
+    group_turns,
+    to_messages,
 )
 
 __all__ = [

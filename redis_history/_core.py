@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from pydantic_core import PydanticSerializationError, to_json
 from redis import exceptions as redis_errors
@@ -35,9 +35,7 @@ from redis_history.policy import CompactionPolicy
 from redis_history.scripts import ERRORS, Script, script
 from redis_history.state import CompactionState, Event
 from redis_history.tokens import TokenCounter, resolve_counter
-
-if TYPE_CHECKING:
-    from redis_history.context.turns import Turn
+from redis_history.turns import Turn, group_entries
 
 __all__ = [
     "DEFAULT_MAX_MESSAGE_BYTES",
@@ -480,10 +478,6 @@ class HistoryCore:
         return Call(lambda raw: self._turns(raw, allow_open), ("LRANGE", self.keys.msgs, 0, -1))
 
     def _turns(self, raw: Sequence[bytes | str], allow_open: bool) -> list[Turn]:
-        # The one read the store hands to the context layer, imported when called: that
-        # layer imports the store, so the store may not import it when it loads.
-        from redis_history.context.turns import group_entries  # noqa: PLC0415
-
         try:
             return group_entries(self._decode(raw), allow_open=allow_open)
         except InvalidMessageError as exc:

@@ -12,7 +12,7 @@ import inspect
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Self, TypeVar
+from typing import Any, Self, TypeVar
 
 import redis
 import redis.asyncio
@@ -40,9 +40,7 @@ from redis_history.models import Message
 from redis_history.policy import CompactionPolicy
 from redis_history.state import CompactionState, Event
 from redis_history.tokens import TokenCounter
-
-if TYPE_CHECKING:
-    from redis_history.context.turns import Turn
+from redis_history.turns import Turn
 
 __all__ = ["AsyncRedisHistory", "RedisHistory"]
 
@@ -341,7 +339,7 @@ class RedisHistory(_Base):
     def turns(self, *, allow_open: bool = True) -> list[Turn]:
         """Every live message grouped into turns, tool calls paired with their results.
 
-        See :func:`redis_history.context.group_turns`; the summaries ``splice_prefix``
+        See :func:`redis_history.group_turns`; the summaries ``splice_prefix``
         left at the head lead the first turn, whatever their role.
 
         Args:

@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from redis_history._core import CompactionStats, Schedule, TranscriptPage
 from redis_history.codec import Entry
 from redis_history.models import Message
 from redis_history.policy import CompactionPolicy
 from redis_history.state import CompactionState, Event
-
-if TYPE_CHECKING:
-    from redis_history.context.turns import Turn
+from redis_history.turns import Turn
 
 __all__ = ["History"]
 

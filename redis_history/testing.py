@@ -14,7 +14,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from redis_history._core import (
     DEFAULT_MAX_MESSAGE_BYTES,
@@ -40,9 +40,7 @@ from redis_history.policy import CompactionPolicy
 from redis_history.roles import RoleState
 from redis_history.state import CompactionState, Event
 from redis_history.tokens import TokenCounter, resolve_counter
-
-if TYPE_CHECKING:
-    from redis_history.context.turns import Turn
+from redis_history.turns import Turn, group_entries
 
 __all__ = ["FakeSummarizer", "InMemoryHistory"]
 
@@ -319,8 +317,6 @@ class InMemoryHistory:
 
     def turns(self, *, allow_open: bool = True) -> list[Turn]:
         """Every live message grouped into turns; see ``RedisHistory.turns``."""
-        from redis_history.context.turns import group_entries  # noqa: PLC0415  (see _core)
-
         try:
             return group_entries(self.entries(), allow_open=allow_open)
         except InvalidMessageError as exc:

@@ -3,8 +3,10 @@ every backend (in memory, fakeredis, real Redis, asyncio, cluster; see ``backend
 
 from __future__ import annotations
 
+import ast
 import copy
 import dataclasses
+import importlib
 import pickle
 from collections.abc import Callable
 from typing import Any
@@ -27,6 +29,7 @@ from redis_history import (
     group_turns,
     to_messages,
 )
+from redis_history import turns as turns_module
 from redis_history.context import group_entries
 from redis_history.testing import InMemoryHistory
 
@@ -538,3 +541,36 @@ def test_history_turns_refuses_a_history_that_does_not_group(make_history: Any) 
         history.turns()
     assert refused.value.index == 1
     assert refused.value.conversation_id == "unchecked"
+
+
+# -- where turns sit -----------------------------------------------------------------------------
+
+
+def package_imports(module: str) -> set[str]:
+    """The ``redis_history`` modules ``module``'s source imports, anywhere in it."""
+    source = importlib.import_module(module).__file__
+    assert source is not None
+    names: set[str] = set()
+    with open(source, encoding="utf-8") as file:
+        tree = ast.parse(file.read())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+    return {name for name in names if name.startswith("redis_history")}
+
+
+def test_turns_sit_under_the_store_that_reads_them() -> None:
+    """The grouping needs only the models, the role rules, the errors and the stored entry, so
+    the histories can return turns without importing the context layer, which imports them."""
+    assert package_imports(turns_module.__name__) == {
+        "redis_history.codec",
+        "redis_history.errors",
+        "redis_history.models",
+        "redis_history.roles",
+    }
+    for reader in ("_core", "history", "protocol", "testing"):
+        imported = package_imports(f"redis_history.{reader}")
+        assert "redis_history.turns" in imported
+        assert not any(name.startswith("redis_history.context") for name in imported)

@@ -5,7 +5,7 @@ It sits on the store and imports it; the store never imports it.
 
 from __future__ import annotations
 
-from redis_history.context.turns import (
+from redis_history.turns import (
     Step,
     ToolPair,
     ToolStep,

@@ -37,9 +37,10 @@ make a call without its result or a result without its call. :class:`Turn` can
 be built from those parts (to drop steps, say); its own messages are checked,
 and :func:`from_turns` checks the whole list again.
 
-This module needs only the models, the role rules and the errors (and the
-store's ``Entry``, as a type): the store's ``turns()`` read imports it when
-called, never when the store loads, since the context layer imports the store.
+Where it sits: beside :mod:`redis_history.roles`, whose rules it gives a shape,
+under the store, so the histories' ``turns()`` can return turns while the store
+still never imports the context layer (which imports the store). The context
+layer re-exports these names (``redis_history.context``) and builds on them.
 """
 
 from __future__ import annotations
@@ -47,14 +48,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import takewhile
-from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias
+from typing import Any, NoReturn, TypeAlias
 
+from redis_history.codec import Entry
 from redis_history.errors import RoleOrderError, ToolPairingError
 from redis_history.models import Message, ToolCall
 from redis_history.roles import RoleState
-
-if TYPE_CHECKING:
-    from redis_history.codec import Entry
 
 __all__ = [
     "Step",
