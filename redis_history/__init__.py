@@ -43,6 +43,14 @@ from redis_history.tokens import (
     TiktokenCounter,
     TokenCounter,
 )
+from redis_history.turns import (
+    ToolPair,
+    ToolStep,
+    Turn,
+    from_turns,
+    group_turns,
+    to_messages,
+)
 
 __all__ = [
     "AsyncRedisHistory",
@@ -78,8 +86,14 @@ __all__ = [
     "TiktokenCounter",
     "TokenCounter",
     "ToolCall",
+    "ToolPair",
     "ToolPairingError",
+    "ToolStep",
     "TranscriptPage",
+    "Turn",
+    "from_turns",
+    "group_turns",
     "resolve_summarizer",
     "run_compaction",
+    "to_messages",
 ]

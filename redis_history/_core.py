@@ -42,6 +42,7 @@ from redis_history.policy import CompactionPolicy
 from redis_history.scripts import ERRORS, Script, script
 from redis_history.state import CompactionState, Event
 from redis_history.tokens import TokenCounter, resolve_counter
+from redis_history.turns import Turn, group_entries
 
 __all__ = [
     "DEFAULT_MAX_MESSAGE_BYTES",
@@ -489,6 +490,16 @@ class HistoryCore:
 
     def _openai(self, raw: Sequence[bytes | str]) -> list[dict[str, Any]]:
         return self._read(decode_openai, raw)
+
+    def turns(self, *, allow_open: bool = True) -> Call[list[Turn]]:
+        """Every live message, grouped into turns (the summaries at the head lead the first)."""
+        return Call(lambda raw: self._turns(raw, allow_open), ("LRANGE", self.keys.msgs, 0, -1))
+
+    def _turns(self, raw: Sequence[bytes | str], allow_open: bool) -> list[Turn]:
+        try:
+            return group_entries(self._decode(raw), allow_open=allow_open)
+        except InvalidMessageError as exc:
+            raise self._context(exc) from None
 
     def tail(self, n: int) -> Call[list[Message]]:
         """The last ``n`` messages."""

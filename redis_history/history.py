@@ -40,6 +40,7 @@ from redis_history.models import Message
 from redis_history.policy import CompactionPolicy
 from redis_history.state import CompactionState, Event
 from redis_history.tokens import TokenCounter
+from redis_history.turns import Turn
 
 __all__ = ["AsyncRedisHistory", "RedisHistory"]
 
@@ -347,6 +348,24 @@ class RedisHistory(_Base):
         """Every live message with its stored token count and summary flag."""
         return self._run(self.core.entries())
 
+    def turns(self, *, allow_open: bool = True) -> list[Turn]:
+        """Every live message grouped into turns, tool calls paired with their results.
+
+        See :func:`redis_history.group_turns`; the summaries ``splice_prefix``
+        left at the head lead the first turn, whatever their role.
+
+        Args:
+            allow_open: read a conversation mid-turn, as the store allows it: the last
+                step may hold calls whose results are not appended yet
+                (``turn.complete`` is false). ``False`` refuses that instead.
+
+        Raises:
+            ToolPairingError: a call or result without its partner (in a history
+                written with ``validate=False``, or spliced inside a turn).
+            RoleOrderError: roles the store's rules refuse, likewise.
+        """
+        return self._run(self.core.turns(allow_open=allow_open))
+
     def tail(self, n: int) -> list[Message]:
         """The last ``n`` messages."""
         return self._run(self.core.tail(n))
@@ -614,6 +633,10 @@ class AsyncRedisHistory(_Base):
     async def entries(self) -> list[Entry]:
         """See :meth:`RedisHistory.entries`."""
         return await self._run(self.core.entries())
+
+    async def turns(self, *, allow_open: bool = True) -> list[Turn]:
+        """See :meth:`RedisHistory.turns`."""
+        return await self._run(self.core.turns(allow_open=allow_open))
 
     async def tail(self, n: int) -> list[Message]:
         """See :meth:`RedisHistory.tail`."""

@@ -10,6 +10,7 @@ from redis_history.codec import Entry
 from redis_history.models import Message
 from redis_history.policy import CompactionPolicy
 from redis_history.state import CompactionState, Event
+from redis_history.turns import Turn
 
 __all__ = ["History"]
 
@@ -72,6 +73,9 @@ class History(Protocol):
 
     def entries(self) -> list[Entry]:
         """Every live message with its token count and summary flag."""
+
+    def turns(self, *, allow_open: bool = True) -> list[Turn]:
+        """Every live message grouped into turns, tool calls paired with their results."""
 
     def tail(self, n: int) -> list[Message]:
         """The last ``n`` messages."""

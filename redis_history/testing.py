@@ -40,6 +40,7 @@ from redis_history.policy import CompactionPolicy
 from redis_history.roles import RoleState
 from redis_history.state import CompactionState, Event
 from redis_history.tokens import TokenCounter, resolve_counter
+from redis_history.turns import Turn, group_entries
 
 __all__ = ["FakeSummarizer", "InMemoryHistory"]
 
@@ -317,6 +318,14 @@ class InMemoryHistory:
     def entries(self) -> list[Entry]:
         """Every live message with its token count and summary flag."""
         return [s.entry() for s in self._items]
+
+    def turns(self, *, allow_open: bool = True) -> list[Turn]:
+        """Every live message grouped into turns; see ``RedisHistory.turns``."""
+        try:
+            return group_entries(self.entries(), allow_open=allow_open)
+        except InvalidMessageError as exc:
+            exc.conversation_id, exc.namespace = self.conversation_id, self.namespace
+            raise
 
     def tail(self, n: int) -> list[Message]:
         """The last ``n`` messages."""

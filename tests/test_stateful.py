@@ -118,6 +118,13 @@ def build_machine(client: Any) -> type[RuleBasedStateMachine]:
             assert self.redis.entries() == self.model.entries()
             assert self.redis.token_estimate() == self.model.token_estimate()
             assert self.redis.transcript() == self.model.transcript()
+            turns: list[object] = []
+            for store in (self.redis, self.model):
+                try:
+                    turns.append(store.turns())
+                except HistoryError as exc:
+                    turns.append((type(exc), exc.index))
+            assert turns[0] == turns[1]
 
     return HistoryMachine
 
