@@ -20,7 +20,7 @@ from openai.types.chat import ChatCompletion
 from openai.types.chat.completion_create_params import CompletionCreateParamsNonStreaming
 from openai.types.responses import Response
 from openai.types.responses.response_create_params import ResponseCreateParamsNonStreaming
-from pydantic import TypeAdapter
+from pydantic import BaseModel, TypeAdapter
 
 from redis_history import AsyncRedisHistory, Message, ToolCall
 from redis_history.context import (
@@ -867,7 +867,11 @@ CREATE_PARAMS: dict[WireFormat, tuple[TypeAdapter[Any], dict[str, Any]]] = {
 
 
 def materialized(value: Any) -> Any:
-    """``value`` with every lazily validated iterable read out, so its items are validated."""
+    """``value`` with every lazily validated iterable read out, so its items are validated.
+    Some pydantic versions resolve a block of a union to the SDK's response model (a
+    ``BaseModel`` with the same fields) rather than its ``TypedDict``: read back what was set."""
+    if isinstance(value, BaseModel):
+        return materialized(value.model_dump(exclude_unset=True))
     if isinstance(value, Mapping):
         return {key: materialized(item) for key, item in value.items()}
     if isinstance(value, str | bytes):
