@@ -35,6 +35,7 @@ __all__ = [
     "realistic_turns",
     "short_turns",
     "stats_table",
+    "varied_turns",
 ]
 
 Role = Literal["user", "assistant", "tool"]
@@ -63,6 +64,11 @@ _CJK = (
 )
 
 _CJK_PUNCT = "。、，！？"  # noqa: RUF001  (fullwidth punctuation is the point)
+
+_EMOJI = tuple(
+    "😀 😂 🙂 😉 😍 🤔 🙏 👍 👎 👀 🎉 🔥 ✅ ❌ ⚠️ 🚀 ✈️ 🏨 🌧️ ☀️ 🧳 💶 📦 🐍 🇵🇹 🇯🇵 👩‍💻 🧑🏽‍🍳".split()  # noqa: SIM905  (reads better as text)
+)
+"""Emoji, some of several code points (flags, variation selectors, ZWJ sequences)."""
 
 _TOOLS = ("search_flights", "get_weather", "run_sql", "read_file", "http_get", "lookup_order")
 
@@ -249,6 +255,25 @@ def realistic_turns(n_messages: int, seed: int = 11) -> list[Turn]:
         turns.append(turn)
         total += len(turn)
     return turns
+
+
+def varied_turns(n_messages: int, seed: int = 11) -> list[Turn]:
+    """The realistic mix with emoji: about a quarter of the user and assistant texts carry
+    a few, between words (the texts of :func:`realistic_turns` are otherwise the same)."""
+    rng = random.Random(seed * 7919 + 1)
+    out: list[Turn] = []
+    for turn in realistic_turns(n_messages, seed):
+        varied: Turn = []
+        for m in turn:
+            if m.role != "tool" and m.content and rng.random() < 0.25:
+                words = m.content.split(" ")
+                for _ in range(rng.randint(1, 6)):
+                    at = rng.randrange(len(words) + 1)
+                    words.insert(at, "".join(rng.choices(_EMOJI, k=rng.randint(1, 3))))
+                m = Msg(m.role, " ".join(words), m.tool_calls, m.tool_call_id, "emoji")  # noqa: PLW2901
+            varied.append(m)
+        out.append(varied)
+    return out
 
 
 _SHORT_USER = (

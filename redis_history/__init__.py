@@ -10,6 +10,7 @@ from redis_history._core import CompactionRequest, CompactionStats, TranscriptPa
 from redis_history.codec import Entry
 from redis_history.compaction import CompactionResult, run_compaction
 from redis_history.errors import (
+    BudgetExceededError,
     ConversationNotFound,
     CorruptHistoryError,
     EncodingUnavailableError,
@@ -54,6 +55,7 @@ from redis_history.turns import (
 
 __all__ = [
     "AsyncRedisHistory",
+    "BudgetExceededError",
     "CompactionPolicy",
     "CompactionRequest",
     "CompactionResult",

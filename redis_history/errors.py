@@ -12,6 +12,7 @@ redis-py's exceptions::
     ├── StaleSnapshotError                   the prefix a write-back summarized has changed
     ├── LockLostError                        a fenced write-back no longer holds the lock
     ├── InvalidTransition (ValueError)       a compaction-state event its state does not allow
+    ├── BudgetExceededError (ValueError)     the parts a request must keep do not fit its budget
     ├── ConversationNotFound (KeyError)      no such conversation
     ├── CorruptHistoryError                  stored data that is not a valid envelope or meta hash
     ├── EncodingUnavailableError (RuntimeError)  packaged tokenizer data missing or corrupt
@@ -24,6 +25,7 @@ redis-py's exceptions::
 from __future__ import annotations
 
 __all__ = [
+    "BudgetExceededError",
     "ConversationNotFound",
     "CorruptHistoryError",
     "EncodingUnavailableError",
@@ -92,6 +94,22 @@ class LockLostError(HistoryError):
 
 class InvalidTransition(HistoryError, ValueError):
     """A compaction-state event the current state does not allow (e.g. exhausting while cooling)."""
+
+
+class BudgetExceededError(HistoryError, ValueError):
+    """The parts a request must keep (the system message, the current turn, the reserve for
+    the reply) need more tokens than its budget; nothing older was left to drop.
+
+    ``budget`` is the budget given, ``required`` what the kept parts and the reserve need,
+    and ``parts`` their tokens by name (e.g. ``{"system": 120, "current_turn": 4100,
+    "reserve": 1024}``), so a caller can tell what to shrink.
+    """
+
+    def __init__(self, message: str, *, budget: int, required: int, parts: dict[str, int]) -> None:
+        super().__init__(message)
+        self.budget = budget
+        self.required = required
+        self.parts = dict(parts)
 
 
 class ConversationNotFound(HistoryError, KeyError):

@@ -1,12 +1,22 @@
 """The context layer: what a pod does with a history before and after each model call.
 
-It sits on the store and imports it; the store never imports it. The grouping
+It sits on the store and imports it; the store never imports it. Wire formats
+(:mod:`~redis_history.context.formats`), budget fitting (:mod:`~redis_history.context.budget`),
+long-term memory (:mod:`~redis_history.context.memory`) and the
+:class:`~redis_history.context.manager.HistoryManager` that puts them together. The grouping
 into turns lives in the store (``redis_history.turns``, which ``history.turns()``
 reads with) and is re-exported here with the rest of the layer.
 """
 
 from __future__ import annotations
 
+from redis_history.context.budget import (
+    FRAMINGS,
+    Framing,
+    fit_to_budget,
+    message_price,
+    request_tokens,
+)
 from redis_history.context.formats import (
     ANTHROPIC_THINKING,
     IS_ERROR,
@@ -19,6 +29,19 @@ from redis_history.context.formats import (
     parse,
     parse_response,
     render,
+)
+from redis_history.context.manager import (
+    Diagnostics,
+    HistoryManager,
+    HistoryManagerConfig,
+    PreparedRequest,
+    Strategy,
+)
+from redis_history.context.memory import (
+    InMemoryMemory,
+    LongTermMemory,
+    MemoryFilters,
+    MemoryRecord,
 )
 from redis_history.turns import (
     Step,
@@ -33,22 +56,36 @@ from redis_history.turns import (
 
 __all__ = [
     "ANTHROPIC_THINKING",
+    "FRAMINGS",
     "IS_ERROR",
     "OPENAI_REASONING",
     "REFUSAL",
     "WIRE_FORMATS",
+    "Diagnostics",
+    "Framing",
+    "HistoryManager",
+    "HistoryManagerConfig",
+    "InMemoryMemory",
+    "LongTermMemory",
+    "MemoryFilters",
+    "MemoryRecord",
+    "PreparedRequest",
     "Step",
+    "Strategy",
     "ToolPair",
     "ToolStep",
     "Turn",
     "WireFormat",
     "ainto_request",
+    "fit_to_budget",
     "from_turns",
     "group_entries",
     "group_turns",
     "into_request",
+    "message_price",
     "parse",
     "parse_response",
     "render",
+    "request_tokens",
     "to_messages",
 ]

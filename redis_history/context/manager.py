@@ -1,0 +1,405 @@
+"""HistoryManager: what goes into each model call, and what is kept of what was left out.
+
+Before a model call, :meth:`HistoryManager.prepare_messages` builds the request: one system
+message (the prompt, then memories recalled from long-term memory within
+``memory_token_budget``, then summaries), then as much of the history as the strategy keeps
+and the budget allows, then the current turn, rendered in the wire format asked for. Turns go
+whole (:mod:`redis_history.turns`), so a tool call is never separated from its result, and the
+current turn is never dropped: when the system message, the current turn and the reserve alone
+do not fit, it raises :class:`~redis_history.errors.BudgetExceededError` with each part's tokens.
+
+The strategies (``HistoryManagerConfig.strategy``):
+
+- ``sliding_window``: the last ``window_turns`` whole turns (the current one included), fewer
+  if the budget says so.
+- ``token_budget``: as many recent whole turns as fit.
+- ``summary_and_tail``: the manager's summaries (:meth:`~HistoryManager.with_summaries`, and
+  what :meth:`~HistoryManager.on_turn_complete` summarized) in the system message, plus as
+  many recent whole turns as fit.
+
+Whatever the strategy, the history's lead is kept: its system prompt (unless the same text is
+given as ``system_message``) and the summaries compaction stored in its place (system messages
+whose ``metadata["summary"]`` is true; the prompt they repeat is left out of them).
+
+After the turn, :meth:`HistoryManager.on_turn_complete` summarizes what the request left out
+(``PreparedRequest.dropped``), once per message, keeps the summary for ``summary_and_tail``,
+and stores it in long-term memory, when those are enabled.
+
+``prepare_messages`` takes messages already read (``history.snapshot()``, or ``await
+history.snapshot()`` with an :class:`~redis_history.AsyncRedisHistory`) and does no I/O, so one
+function serves sync and async pods alike; long-term memory is the only call out, and an
+in-process one is what ships here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from redis_history.context.budget import (
+    Framing,
+    _framing,
+    _price,
+    budget_error,
+    keep_newest,
+    split_turns,
+)
+from redis_history.context.formats import WireFormat, render
+from redis_history.context.memory import LongTermMemory, MemoryFilters
+from redis_history.models import Message
+from redis_history.summarizers import Summarizer, resolve_summarizer
+from redis_history.tokens import TokenCounter, resolve_counter
+
+__all__ = [
+    "Diagnostics",
+    "HistoryManager",
+    "HistoryManagerConfig",
+    "PreparedRequest",
+    "Strategy",
+]
+
+Strategy = Literal["sliding_window", "token_budget", "summary_and_tail"]
+"""How a :class:`HistoryManager` chooses the history it sends; see the module docstring."""
+
+MEMORY_HEADER = "Relevant long-term memories:"
+"""The line that introduces recalled memories in the system message."""
+
+
+class HistoryManagerConfig(BaseModel):
+    """How a :class:`HistoryManager` builds requests."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    strategy: Strategy = "token_budget"
+    """``sliding_window``, ``token_budget`` or ``summary_and_tail``."""
+    window_turns: int = Field(default=10, ge=1)
+    """``sliding_window``: the most turns sent, the current one included."""
+    enable_summarization: bool = False
+    """Summarize what a request left out in :meth:`HistoryManager.on_turn_complete`."""
+    enable_long_term_memory: bool = False
+    """Recall memories into the system message, and store summaries as memories."""
+    recall_top_k: int = Field(default=5, ge=0)
+    """The most memories recalled for one request."""
+    memory_token_budget: int = Field(default=500, ge=0)
+    """The most tokens recalled memories take in the system message; those beyond are left
+    out, the nearest kept first."""
+    reserve_tokens: int = Field(default=0, ge=0)
+    """Tokens of the budget kept free for the reply."""
+    token_counter: str = "estimate"
+    """The counter that prices requests (:func:`~redis_history.tokens.resolve_counter`):
+    ``"estimate"`` (fast, within a few percent), ``"o200k_base"`` (exact), a model name…"""
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnostics:
+    """What a request holds and what it left out; the tokens of its parts add up to ``total``."""
+
+    budget: int
+    """The budget asked for."""
+    reserve: int
+    """Tokens kept free for the reply: ``total + reserve <= budget``."""
+    system: int
+    """The system message's prompt and framing, and the tokens that prime the reply."""
+    memories: int
+    """The recalled memories in the system message (their header included)."""
+    summaries: int
+    """The summaries in the system message."""
+    history: int
+    """The kept turns before the current one."""
+    current_turn: int
+    """The current turn."""
+    total: int
+    """The whole request."""
+    dropped: tuple[Message, ...]
+    """The messages of the turns left out, oldest first (what ``on_turn_complete`` takes)."""
+    dropped_turns: int
+    """How many whole turns were left out."""
+    kept_turns: int
+    """How many turns before the current one were kept."""
+    memories_recalled: int
+    """Memories the long-term memory returned."""
+    memories_kept: int
+    """Of those, the ones within ``memory_token_budget``."""
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedRequest:
+    """What :meth:`HistoryManager.prepare_messages` returns."""
+
+    request: dict[str, Any]
+    """The model call's keyword arguments in the chosen format (``render``'s)."""
+    messages: list[Message]
+    """The same request as messages: the system message, if any, then the history kept."""
+    diagnostics: Diagnostics
+    """Tokens per part, what was dropped."""
+
+    @property
+    def dropped(self) -> list[Message]:
+        """The messages left out, oldest first."""
+        return list(self.diagnostics.dropped)
+
+
+def _is_summary(message: Message) -> bool:
+    return message.metadata.get("summary") is True
+
+
+def _summary_text(message: Message) -> str:
+    """A stored summary's text without the system prompt compaction repeats at its head."""
+    text = message.content
+    prompt = message.metadata.get("system_prompt")
+    if isinstance(prompt, str) and prompt and text.startswith(prompt):
+        text = text[len(prompt) :]
+    return text.strip()
+
+
+def _join(blocks: Sequence[str]) -> str:
+    return "\n\n".join(block for block in blocks if block)
+
+
+class HistoryManager:
+    """Builds each model call's request from a history, and keeps what was left out.
+
+    One manager serves one conversation (its summaries are that conversation's); it is
+    cheap to make. The ``with_*`` methods set its plug-ins and return the manager itself,
+    for chaining.
+    """
+
+    def __init__(self, config: HistoryManagerConfig | None = None) -> None:
+        """Start with ``config`` (the defaults otherwise), no summaries and no memory.
+
+        Raises:
+            ValueError: ``config.token_counter`` names no counter.
+        """
+        self.config = config or HistoryManagerConfig()
+        self._counter: TokenCounter = resolve_counter(self.config.token_counter)
+        self._summarizer: Summarizer | None = None
+        self._memory: LongTermMemory | None = None
+        self._summaries: list[str] = []
+        self._summarized: set[str] = set()
+
+    def with_summarizer(self, summarizer: Summarizer | str) -> HistoryManager:
+        """Summarize with ``summarizer`` (an object, an alias or a dotted path); by default
+        the extractive one.
+
+        Raises:
+            ValueError, TypeError: ``summarizer`` names no summarizer.
+        """
+        self._summarizer = resolve_summarizer(summarizer)
+        return self
+
+    def with_memory(self, memory: LongTermMemory) -> HistoryManager:
+        """Recall from and store into ``memory`` (when ``enable_long_term_memory``).
+
+        Raises:
+            TypeError: ``memory`` has no ``store`` and ``recall``.
+        """
+        if not isinstance(memory, LongTermMemory):
+            raise TypeError(f"{type(memory).__name__} is not a LongTermMemory (store, recall)")
+        self._memory = memory
+        return self
+
+    def with_summaries(self, summaries: Sequence[str]) -> HistoryManager:
+        """Start from ``summaries`` (e.g. loaded from storage), oldest first, replacing any."""
+        self._summaries = list(summaries)
+        return self
+
+    def summaries(self) -> list[str]:
+        """The summaries kept so far, oldest first."""
+        return list(self._summaries)
+
+    def strategy_name(self) -> Strategy:
+        """The configured strategy."""
+        return self.config.strategy
+
+    def prepare_messages(
+        self,
+        budget: int,
+        system_message: str | None,
+        history: Sequence[Message],
+        current_turn: Sequence[Message] = (),
+        memory_filters: MemoryFilters | None = None,
+        *,
+        format: WireFormat = "openai_chat",
+    ) -> PreparedRequest:
+        """The request for the next model call, fitted to ``budget``.
+
+        Args:
+            budget: The tokens the request may use, the reserve for the reply included.
+            system_message: The system prompt; ``None`` to use the history's own.
+            history: The stored conversation, oldest first (``history.snapshot()``).
+            current_turn: Messages of the turn in progress not stored yet (the new user
+                message, tool steps so far). The current turn is the history's last turn
+                continued by these; it is always sent whole.
+            memory_filters: Whose memories to recall; required when long-term memory is
+                enabled. The query is the current turn's user message.
+            format: The wire format of the request.
+
+        Returns:
+            The rendered request, the same as messages, and diagnostics.
+
+        Raises:
+            BudgetExceededError: The system message (prompt, memories, summaries), the
+                current turn and the reserve alone need more than ``budget``.
+            ToolPairingError, RoleOrderError: ``history`` + ``current_turn`` is not a
+                well-formed conversation (e.g. calls left unanswered).
+            ValueError: Long-term memory enabled without a memory or without filters, a
+                negative budget, an unknown format.
+        """
+        if budget < 0:
+            raise ValueError(f"budget must be >= 0, got {budget}")
+        framing, count = _framing(format), self._counter
+        split = split_turns([*history, *current_turn])
+        prompts, stored_summaries = self._lead(system_message, split.lead)
+        query = next((m.content for m in split.current if m.role == "user"), "")
+        memory_block, recalled, kept_memories = self._recall(query, memory_filters)
+        summaries = stored_summaries
+        if self.config.strategy == "summary_and_tail":
+            summaries = [*stored_summaries, *self._summaries]
+        system_text = _join([*prompts, memory_block, *summaries])
+        system_message_price = (
+            _price(Message.system(system_text), framing, count) if system_text else 0
+        )
+        memory_tokens = count.count(memory_block) if memory_block else 0
+        summary_tokens = sum(count.count(s) for s in summaries)
+        system_tokens = framing.request + system_message_price - memory_tokens - summary_tokens
+        current_tokens = self._cost(split.current, framing)
+        reserve = self.config.reserve_tokens
+        parts = {
+            "system": system_tokens,
+            "memories": memory_tokens,
+            "summaries": summary_tokens,
+            "current_turn": current_tokens,
+            "reserve": reserve,
+        }
+        room = budget - sum(parts.values())
+        if room < 0:
+            raise budget_error(
+                budget, parts, "the system message, the current turn and the reserve"
+            )
+        older = split.older
+        window = len(older)
+        if self.config.strategy == "sliding_window":
+            window = min(window, self.config.window_turns - 1)
+        candidates = older[len(older) - window :]
+        costs = [self._cost(turn, framing) for turn in candidates]
+        start = len(older) - window + keep_newest(costs, room)
+        kept = [m for turn in older[start:] for m in turn]
+        body = [*kept, *split.current]
+        history_tokens = sum(costs[start - (len(older) - window) :])
+        diagnostics = Diagnostics(
+            budget=budget,
+            reserve=reserve,
+            system=system_tokens,
+            memories=memory_tokens,
+            summaries=summary_tokens,
+            history=history_tokens,
+            current_turn=current_tokens,
+            total=system_tokens + memory_tokens + summary_tokens + history_tokens + current_tokens,
+            dropped=tuple(m for turn in older[:start] for m in turn),
+            dropped_turns=start,
+            kept_turns=len(older) - start,
+            memories_recalled=recalled,
+            memories_kept=kept_memories,
+        )
+        request = render(body, format, system_text or None)
+        messages = [Message.system(system_text), *body] if system_text else body
+        return PreparedRequest(request, messages, diagnostics)
+
+    def on_turn_complete(
+        self,
+        evicted: Sequence[Message],
+        agent_id: str,
+        user_id: str | None = None,
+        conversation_id: str | None = None,
+    ) -> str | None:
+        """Keep what a request left out: summarize it, remember it.
+
+        With ``enable_summarization``, the messages of ``evicted`` not summarized before (by
+        id) are summarized, and the summary is kept (:meth:`summaries`); with
+        ``enable_long_term_memory`` too, it is stored in long-term memory with ``agent_id``,
+        ``user_id`` and ``conversation_id`` as metadata. Messages that leave every request
+        once they are old are summarized once, not at every turn.
+
+        Args:
+            evicted: What the request left out (``PreparedRequest.dropped``).
+            agent_id: The agent, stored with the memory.
+            user_id: The user, stored with the memory when given.
+            conversation_id: The conversation, stored with the memory when given.
+
+        Returns:
+            The new summary, or ``None`` when summarization is off or nothing new was evicted.
+
+        Raises:
+            ValueError: Long-term memory enabled without a memory.
+            SummarizerError: The summarizer failed (nothing is kept then).
+        """
+        if not self.config.enable_summarization:
+            return None
+        fresh = [m for m in evicted if m.id not in self._summarized]
+        if not fresh:
+            return None
+        if self._summarizer is None:
+            self._summarizer = resolve_summarizer(None)
+        summary = self._summarizer.summarize(fresh)
+        if self.config.enable_long_term_memory:
+            filters = MemoryFilters(agent_id, user_id, conversation_id)
+            self._require_memory().store(summary, {**filters.metadata(), "kind": "summary"})
+        self._summaries.append(summary)
+        self._summarized.update(m.id for m in fresh)
+        return summary
+
+    def _cost(self, messages: Sequence[Message], framing: Framing) -> int:
+        return sum(_price(m, framing, self._counter) for m in messages)
+
+    @staticmethod
+    def _lead(system_message: str | None, lead: Sequence[Message]) -> tuple[list[str], list[str]]:
+        """The prompts and the stored summaries of the system message, from the history's
+        lead and the prompt given."""
+        prompts = [system_message] if system_message else []
+        summaries: list[str] = []
+        fallback: str | None = None
+        for message in lead:
+            if _is_summary(message):
+                summaries.append(_summary_text(message))
+                stored = message.metadata.get("system_prompt")
+                fallback = fallback or (stored if isinstance(stored, str) else None)
+            elif message.content not in prompts:
+                prompts.append(message.content)
+        if not prompts and fallback:
+            prompts.append(fallback)
+        return prompts, summaries
+
+    def _recall(self, query: str, filters: MemoryFilters | None) -> tuple[str, int, int]:
+        """The memory block for the system message, how many memories were recalled and how
+        many of them it holds."""
+        if not self.config.enable_long_term_memory:
+            return "", 0, 0
+        memory = self._require_memory()
+        if filters is None:
+            raise ValueError("long-term memory is enabled: pass memory_filters (an agent_id)")
+        if not query or not self.config.recall_top_k:
+            return "", 0, 0
+        records = memory.recall(query, filters, self.config.recall_top_k)
+        lines: list[str] = []
+        limit = self.config.memory_token_budget
+        for record in records:
+            block = "\n".join([MEMORY_HEADER, *lines, f"- {record.text}"])
+            if self._counter.count(block) <= limit:
+                lines.append(f"- {record.text}")
+        if not lines:
+            return "", len(records), 0
+        return "\n".join([MEMORY_HEADER, *lines]), len(records), len(lines)
+
+    def _require_memory(self) -> LongTermMemory:
+        if self._memory is None:
+            raise ValueError("long-term memory is enabled: give one with .with_memory(memory)")
+        return self._memory
+
+    def __repr__(self) -> str:
+        return (
+            f"HistoryManager(strategy={self.config.strategy!r}, "
+            f"summaries={len(self._summaries)}, memory={self._memory!r})"
+        )

@@ -1,0 +1,142 @@
+"""Long-term memory: facts kept across conversations, recalled into the system message.
+
+A :class:`LongTermMemory` stores texts with metadata and recalls the ones nearest a query,
+among those a :class:`MemoryFilters` allows. :class:`InMemoryMemory` is the reference
+implementation, for tests and single-process use: it ranks by shared words, newest first on a
+tie. A Redis-backed one (vector search) plugs in through the same protocol.
+
+Every stored text carries the metadata keys of :class:`MemoryFilters` (``agent_id``,
+``user_id``, ``conversation_id``, ``tags``), so a recall for one agent or user never sees
+another's memories.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import count
+from types import MappingProxyType
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = ["InMemoryMemory", "LongTermMemory", "MemoryFilters", "MemoryRecord"]
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryFilters:
+    """Which memories a recall may return: those whose metadata match every field given."""
+
+    agent_id: str
+    """The agent whose memories these are; always required, so recall never crosses agents."""
+    user_id: str | None = None
+    """Only this user's memories, when given."""
+    conversation_id: str | None = None
+    """Only this conversation's memories, when given."""
+    tags: tuple[str, ...] = ()
+    """Only memories carrying every one of these tags."""
+
+    def matches(self, metadata: Mapping[str, Any]) -> bool:
+        """Whether a memory with ``metadata`` passes these filters."""
+        if metadata.get("agent_id") != self.agent_id:
+            return False
+        for key in ("user_id", "conversation_id"):
+            wanted = getattr(self, key)
+            if wanted is not None and metadata.get(key) != wanted:
+                return False
+        tags = metadata.get("tags") or ()
+        return all(tag in tags for tag in self.tags)
+
+    def metadata(self) -> dict[str, Any]:
+        """The metadata a memory stored under these filters carries (``None`` fields left out)."""
+        out: dict[str, Any] = {"agent_id": self.agent_id}
+        if self.user_id is not None:
+            out["user_id"] = self.user_id
+        if self.conversation_id is not None:
+            out["conversation_id"] = self.conversation_id
+        if self.tags:
+            out["tags"] = list(self.tags)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryRecord:
+    """One recalled memory."""
+
+    text: str
+    """What was stored."""
+    metadata: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    """Its metadata, as stored."""
+    score: float = 0.0
+    """How near the query it is; higher is nearer (the scale is the memory's own)."""
+
+
+@runtime_checkable
+class LongTermMemory(Protocol):
+    """Stores texts and recalls the ones nearest a query."""
+
+    def store(self, text: str, metadata: Mapping[str, Any]) -> str:
+        """Keep ``text`` with ``metadata``; returns the memory's id."""
+        ...
+
+    def recall(self, query: str, filters: MemoryFilters, top_k: int) -> list[MemoryRecord]:
+        """At most ``top_k`` memories ``filters`` allows, nearest ``query`` first."""
+        ...
+
+
+_WORD = re.compile(r"\w+")
+
+
+def _words(text: str) -> set[str]:
+    return {word.lower() for word in _WORD.findall(text)}
+
+
+class InMemoryMemory:
+    """A :class:`LongTermMemory` in a list: word-overlap ranking, newest first on a tie.
+
+    The score is the share of the query's distinct words a memory contains (0 to 1). Every
+    memory the filters allow is a candidate, as in a vector search: a recall returns
+    ``top_k`` of them whenever there are that many, the nearest first.
+    """
+
+    def __init__(self) -> None:
+        self._items: list[tuple[str, str, Mapping[str, Any]]] = []
+        self._ids = count(1)
+
+    def store(self, text: str, metadata: Mapping[str, Any]) -> str:
+        """Keep ``text`` with a copy of ``metadata``; returns its id (``"m1"``, ``"m2"``, …).
+
+        Raises:
+            ValueError: ``metadata`` has no ``agent_id``.
+        """
+        if not metadata.get("agent_id"):
+            raise ValueError("a memory's metadata needs an agent_id")
+        memory_id = f"m{next(self._ids)}"
+        self._items.append((memory_id, text, MappingProxyType(dict(metadata))))
+        return memory_id
+
+    def recall(self, query: str, filters: MemoryFilters, top_k: int) -> list[MemoryRecord]:
+        """At most ``top_k`` memories ``filters`` allows, by share of the query's words.
+
+        Raises:
+            ValueError: ``top_k`` is negative.
+        """
+        if top_k < 0:
+            raise ValueError(f"top_k must be >= 0, got {top_k}")
+        wanted = _words(query)
+        scored = [
+            (len(wanted & _words(text)) / len(wanted) if wanted else 0.0, order, text, metadata)
+            for order, (_, text, metadata) in enumerate(self._items)
+            if filters.matches(metadata)
+        ]
+        scored.sort(key=lambda item: (-item[0], -item[1]))
+        return [MemoryRecord(text, metadata, score) for score, _, text, metadata in scored[:top_k]]
+
+    def all(self) -> Sequence[tuple[str, str, Mapping[str, Any]]]:
+        """Every stored memory: its id, text and metadata, oldest first."""
+        return list(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __repr__(self) -> str:
+        return f"InMemoryMemory({len(self._items)} memories)"
