@@ -26,32 +26,30 @@ from redis_history.context import (
     request_tokens,
     to_messages,
 )
-from redis_history.tokens import TiktokenCounter, message_tokens, resolve_counter
+from redis_history.tokens import message_tokens, resolve_counter
 
 EXACT = resolve_counter("o200k_base")
 BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
 
 
+def load_bench() -> ModuleType:
+    """benchmarks/bench_budget.py (not a package), registered so that its dataclasses work."""
+    spec = importlib.util.spec_from_file_location("benchmarks_budget", BENCH / "bench_budget.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+BENCHMARK = load_bench()
+
+
 def cookbook_tokens(request: dict[str, Any]) -> int:
-    """OpenAI's cookbook count of a rendered chat-completions request, written independently
-    of the library's pricing: 3 per message, every string value, 1 more per ``name``, each tool
-    call's ``function`` object as the JSON it is sent as, 3 to prime the reply."""
-    assert isinstance(EXACT, TiktokenCounter)
-    encoding = EXACT.encoding
-    tokens = 3
-    for message in request["messages"]:
-        tokens += 3
-        for key, value in message.items():
-            if value is None:
-                continue
-            if key == "tool_calls":
-                for call in value:
-                    function = json.dumps(call["function"], ensure_ascii=False)
-                    tokens += len(encoding.encode(function, disallowed_special=()))
-                continue
-            tokens += len(encoding.encode(value, disallowed_special=()))
-            if key == "name":
-                tokens += 1
+    """The reference: tiktoken's o200k_base count of a rendered chat-completions request by
+    OpenAI's cookbook recipe, written in the benchmark apart from the library's pricing."""
+    tokens: int = BENCHMARK.cookbook_tokens(request)
     return tokens
 
 
@@ -233,35 +231,9 @@ def test_formats_without_names_do_not_price_them() -> None:
 # -- accuracy on varied traffic ------------------------------------------------------------------
 
 
-def load_traffic() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("benchmarks_traffic", BENCH / "traffic.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-def varied_messages(n: int, seed: int) -> list[Message]:
-    """``n`` seeded messages of the realistic mix with emoji: prose, code, CJK, JSON tool
-    results, parallel tool calls, after a system prompt."""
-    traffic = load_traffic()
-    out = [Message.system("You are a travel agent. Answer briefly; cite tool results.")]
-    for m in traffic.flatten(traffic.varied_turns(n, seed)):
-        if m.role == "user":
-            out.append(Message.user(m.content))
-        elif m.role == "tool":
-            out.append(Message.tool(m.content, tool_call_id=m.tool_call_id))
-        else:
-            calls = [ToolCall(id=c.id, name=c.name, arguments=c.arguments) for c in m.tool_calls]
-            out.append(Message.assistant(m.content, tool_calls=calls))
-    return out
-
-
 @pytest.fixture(scope="module")
 def varied() -> list[Message]:
-    messages = varied_messages(400, seed=5)
+    messages: list[Message] = BENCHMARK.varied_messages(400, seed=5)
     kinds = {"code": "```", "cjk": "的", "emoji": "😀", "json": '{"ok"'}
     for kind, marker in kinds.items():
         assert any(marker in m.content for m in messages), kind
@@ -269,8 +241,8 @@ def varied() -> list[Message]:
 
 
 def budgets(messages: list[Message]) -> list[int]:
-    total = price(messages)
-    return [total * i // 20 for i in range(1, 21)]
+    steps: list[int] = BENCHMARK.budgets(messages)
+    return steps
 
 
 def test_fitted_prices_are_tiktokens_count_of_the_rendered_request(varied: list[Message]) -> None:
@@ -298,6 +270,17 @@ def test_the_estimate_prices_fitted_requests_within_a_few_percent(
         errors.append(abs(request_tokens(fitted) - counted) / counted)
     assert max(errors) <= 0.035
     assert statistics.median(errors) <= 0.01
+
+
+def test_the_benchmark_prints_its_table(capsys: pytest.CaptureFixture[str]) -> None:
+    """``bench_budget.py`` runs (one short conversation here) and reports the exact counter
+    exact, the estimate within a few percent."""
+    results = BENCHMARK.main(["--seeds", "1", "--messages", "120"])
+    printed = capsys.readouterr().out
+    for counter in ("o200k_base", "estimate", "heuristic"):
+        assert f"| {counter} |" in printed
+    assert results["o200k_base"]["max"] == 0
+    assert results["estimate"]["max"] <= 0.035
 
 
 # -- properties ----------------------------------------------------------------------------------
