@@ -109,6 +109,12 @@ def test_builders_chain_and_report() -> None:
     assert isinstance(memory, LongTermMemory)
     with pytest.raises(TypeError, match="LongTermMemory"):
         built.with_memory(object())  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="unknown long-term memory"):
+        built.with_memory("redis")
+    assert isinstance(built.with_memory("in_memory")._memory, InMemoryMemory)
+    assert isinstance(
+        built.with_memory("redis_history.context.memory:InMemoryMemory")._memory, InMemoryMemory
+    )
     with pytest.raises(ValueError, match="unknown summarizer"):
         built.with_summarizer("nope")
     with pytest.raises(ValueError, match="unknown token counter"):

@@ -42,6 +42,7 @@ from redis_history.context.memory import (
     LongTermMemory,
     MemoryFilters,
     MemoryRecord,
+    resolve_memory,
 )
 from redis_history.turns import (
     Step,
@@ -87,5 +88,6 @@ __all__ = [
     "parse_response",
     "render",
     "request_tokens",
+    "resolve_memory",
     "to_messages",
 ]

@@ -48,7 +48,7 @@ from redis_history.context.budget import (
     split_turns,
 )
 from redis_history.context.formats import WireFormat, render
-from redis_history.context.memory import LongTermMemory, MemoryFilters
+from redis_history.context.memory import LongTermMemory, MemoryFilters, resolve_memory
 from redis_history.models import Message
 from redis_history.summarizers import Summarizer, resolve_summarizer
 from redis_history.tokens import TokenCounter, resolve_counter
@@ -190,15 +190,14 @@ class HistoryManager:
         self._summarizer = resolve_summarizer(summarizer)
         return self
 
-    def with_memory(self, memory: LongTermMemory) -> HistoryManager:
-        """Recall from and store into ``memory`` (when ``enable_long_term_memory``).
+    def with_memory(self, memory: LongTermMemory | str) -> HistoryManager:
+        """Recall from and store into ``memory`` (when ``enable_long_term_memory``): an
+        object, ``"in_memory"`` or a dotted path (:func:`~redis_history.context.resolve_memory`).
 
         Raises:
-            TypeError: ``memory`` has no ``store`` and ``recall``.
+            ValueError, TypeError: ``memory`` names no long-term memory.
         """
-        if not isinstance(memory, LongTermMemory):
-            raise TypeError(f"{type(memory).__name__} is not a LongTermMemory (store, recall)")
-        self._memory = memory
+        self._memory = resolve_memory(memory)
         return self
 
     def with_summaries(self, summaries: Sequence[str]) -> HistoryManager:

@@ -3,7 +3,8 @@
 A :class:`LongTermMemory` stores texts with metadata and recalls the ones nearest a query,
 among those a :class:`MemoryFilters` allows. :class:`InMemoryMemory` is the reference
 implementation, for tests and single-process use: it ranks by shared words, newest first on a
-tie. A Redis-backed one (vector search) plugs in through the same protocol.
+tie. A Redis-backed one (vector search) plugs in through the same protocol;
+:func:`resolve_memory` takes an object, ``"in_memory"`` or a dotted path, as the other plug-ins.
 
 Every stored text carries the metadata keys of :class:`MemoryFilters` (``agent_id``,
 ``user_id``, ``conversation_id``, ``tags``), so a recall for one agent or user never sees
@@ -19,7 +20,9 @@ from itertools import count
 from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["InMemoryMemory", "LongTermMemory", "MemoryFilters", "MemoryRecord"]
+from redis_history._plugins import PluginKind
+
+__all__ = ["InMemoryMemory", "LongTermMemory", "MemoryFilters", "MemoryRecord", "resolve_memory"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,3 +143,37 @@ class InMemoryMemory:
 
     def __repr__(self) -> str:
         return f"InMemoryMemory({len(self._items)} memories)"
+
+
+_EXPECTED = (
+    "a LongTermMemory (an object with store(text, metadata) and recall(query, filters, "
+    "top_k)), 'in_memory', or a dotted path 'package.module:attr' to a memory, its class "
+    "or a zero-argument factory"
+)
+
+_KIND: PluginKind[LongTermMemory] = PluginKind(
+    LongTermMemory, "LongTermMemory", "long-term memory", "recall", lambda: _EXPECTED
+)
+
+
+def resolve_memory(spec: LongTermMemory | str | type) -> LongTermMemory:
+    """The long-term memory ``spec`` names.
+
+    Args:
+        spec: A :class:`LongTermMemory` (returned as is; a class is instantiated),
+            ``"in_memory"`` for a new :class:`InMemoryMemory`, or a dotted path
+            ``package.module:attr`` to a memory, its class or a zero-argument factory.
+
+    Raises:
+        ValueError: A name that is no alias nor an importable path.
+        TypeError: An object (or what a path names) that is not a ``LongTermMemory``.
+    """
+    if isinstance(spec, str):
+        if spec == "in_memory":
+            return InMemoryMemory()
+        if ":" not in spec and "." not in spec:
+            raise ValueError(f"unknown long-term memory {spec!r}; expected {_EXPECTED}")
+        return _KIND.from_path(spec)
+    if isinstance(spec, type):
+        return _KIND.from_target(spec, spec.__qualname__)
+    return _KIND.checked(spec, f"the {type(spec).__name__} given")
