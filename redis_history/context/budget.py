@@ -31,7 +31,7 @@ public, so for them the count is an estimate of the same order, not a bound.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
@@ -180,14 +180,20 @@ def split_turns(messages: Sequence[Message]) -> TurnSplit:
     return TurnSplit(lead, bodies[:-1], bodies[-1])
 
 
-def keep_newest(costs: Sequence[int], room: int) -> int:
-    """Where the longest run of trailing ``costs`` that fits ``room`` starts (``len(costs)``
-    when not even the last fits): the first kept turn's index."""
-    start = len(costs)
-    while start and costs[start - 1] <= room:
-        room -= costs[start - 1]
+def keep_newest(
+    turns: Sequence[Sequence[Message]], room: int, price: Callable[[Message], int]
+) -> tuple[int, int]:
+    """Where the longest run of trailing ``turns`` whose prices fit ``room`` starts
+    (``len(turns)`` when not even the last fits), and what they cost. Turns older than the
+    first that does not fit are never priced."""
+    start, spent = len(turns), 0
+    while start:
+        cost = sum(map(price, turns[start - 1]))
+        if spent + cost > room:
+            break
+        spent += cost
         start -= 1
-    return start
+    return start, spent
 
 
 def budget_error(budget: int, parts: dict[str, int], what: str) -> BudgetExceededError:
@@ -257,6 +263,5 @@ def fit_to_budget(
     room = budget - sum(parts.values())
     if room < 0:
         raise budget_error(budget, parts, "the system message, the current turn and the reserve")
-    costs = [sum(_price(m, framing, count) for m in turn) for turn in split.older]
-    start = keep_newest(costs, room)
+    start, _ = keep_newest(split.older, room, lambda m: _price(m, framing, count))
     return [*split.lead, *(m for turn in split.older[start:] for m in turn), *split.current]

@@ -279,15 +279,14 @@ class HistoryManager:
                 budget, parts, "the system message, the current turn and the reserve"
             )
         older = split.older
-        window = len(older)
+        first = 0  # the oldest turn the strategy may keep
         if self.config.strategy == "sliding_window":
-            window = min(window, self.config.window_turns - 1)
-        candidates = older[len(older) - window :]
-        costs = [self._cost(turn, framing) for turn in candidates]
-        start = len(older) - window + keep_newest(costs, room)
-        kept = [m for turn in older[start:] for m in turn]
-        body = [*kept, *split.current]
-        history_tokens = sum(costs[start - (len(older) - window) :])
+            first = max(0, len(older) - (self.config.window_turns - 1))
+        kept_from, history_tokens = keep_newest(
+            older[first:], room, lambda m: _price(m, framing, count)
+        )
+        start = first + kept_from
+        body = [*(m for turn in older[start:] for m in turn), *split.current]
         diagnostics = Diagnostics(
             budget=budget,
             reserve=reserve,
