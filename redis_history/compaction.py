@@ -430,9 +430,7 @@ def _replacement(
         raise refused(f"message ids the history would hold twice: {', '.join(twice[:5])}")
     flagged = len(replacement) + sum(1 for _ in takewhile(lambda e: e.summary, tail))
     try:
-        group_turns(
-            [*replacement, *(e.message for e in tail)], summaries=flagged, allow_open=True
-        )
+        group_turns([*replacement, *(e.message for e in tail)], summaries=flagged, allow_open=True)
     except InvalidMessageError as exc:
         raise refused(f"messages that do not fit before the tail: {exc}") from exc
     return replacement
