@@ -113,7 +113,7 @@ def _expected() -> str:
 _KIND: PluginKind[Compactor] = PluginKind(Compactor, "Compactor", "compactor", "compact", _expected)
 
 
-def resolve_compactor(spec: Compactor | str | None) -> Compactor:
+def resolve_compactor(spec: Compactor | type[Compactor] | str | None) -> Compactor:
     """The compactor ``spec`` names.
 
     Args:
