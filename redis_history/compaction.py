@@ -382,6 +382,9 @@ def _compact_once(
         lock_token=token,
         archive_max_messages=policy.archive_max_messages,
         archive_max_bytes=policy.archive_max_bytes,
+        # Kept messages keep their ids, so the replacement's ids no longer name this write
+        # alone; the lock token does (a refused attempt is not recorded, a retried one is).
+        op_id=f"compaction {token}",
     )
     written = sum(message_tokens(m, history.token_counter) for m in replacement)
     freed = max(0, replaced - written)
