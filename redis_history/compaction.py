@@ -372,7 +372,7 @@ def _compact_once(
     if heartbeat.lost:
         return _lock_lost(history, heartbeat)
     replacement = _replacement(history, plugins.compactor, result, entries[cut.drop :])
-    if not replacement:
+    if not replacement or replacement == messages[: cut.drop]:  # nothing it would change
         _exhaust(history)
         return CompactionResult("exhausted")
     dropped = history.splice_prefix(

@@ -28,6 +28,7 @@ from redis_history import (
     resolve_compactor,
     run_compaction,
 )
+from redis_history.cli import main
 from redis_history.compactors import ALIASES, elided_stub
 from redis_history.settings import COMPACTOR, WorkerSettings
 from redis_history.state import CompactionState
@@ -291,6 +292,36 @@ def test_nothing_to_elide_exhausts_and_writes_nothing(client: fakeredis.FakeRedi
     assert history.entries() == before
     assert history.compaction_state().is_exhausted()
     assert not client.exists(history.keys.lock)
+
+
+class KeepAll:
+    """A compactor that keeps every turn it is given, as it was."""
+
+    def compact(self, request: CompactorRequest) -> list[Turn]:
+        """The turns, unchanged."""
+        return list(request.turns)
+
+
+def test_a_compactor_returning_the_prefix_unchanged_writes_nothing(
+    client: fakeredis.FakeRedis,
+) -> None:
+    """Kept turns identical to the prefix change nothing: exhausted, no write, no archive."""
+    history = RedisHistory(client, "c", token_counter="heuristic")
+    history.append_many(turns(4))
+    before = history.entries()
+    assert run_compaction(history, FakeSummarizer(), POLICY, compactor=KeepAll()).status == (
+        "exhausted"
+    )
+    assert history.entries() == before
+    assert not client.exists(history.keys.archive)
+
+
+def test_a_bad_compactor_stops_the_worker_before_any_job(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`redis-history worker --compactor` with an unknown name exits 2 with the reason."""
+    assert main(["worker", "--burst", "--compactor", "no-such-compactor"]) == 2
+    assert "unknown compactor 'no-such-compactor'" in capsys.readouterr().err
 
 
 @pytest.fixture
