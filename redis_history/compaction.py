@@ -339,6 +339,8 @@ def _lock_lost(history: RedisHistory, heartbeat: _Heartbeat) -> CompactionResult
 
 @dataclass(frozen=True, slots=True)
 class _Plugins:
+    """The compactor, and the worker's summarizer it is handed."""
+
     compactor: Compactor
     summarizer: Summarizer
 
