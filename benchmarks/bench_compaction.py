@@ -50,9 +50,10 @@ from rq.worker import Worker
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from traffic import Msg, realistic_turns
+from peers import to_message
+from traffic import realistic_turns
 
-from redis_history import Message, RedisHistory, ToolCall
+from redis_history import RedisHistory
 from redis_history._core import CompactionRequest
 from redis_history._server import RedisServer
 from redis_history.jobs import CompactionQueue, compaction_queue
@@ -67,21 +68,6 @@ QUEUE = "bench-compaction"
 WAIT = 60.0
 """Seconds a write-back or a job may take before the run gives up (not a timing goal)."""
 _JOB_LINE = re.compile(r"compaction job=(\S+) .* in ([0-9.]+)s")
-
-
-def to_message(message: Msg) -> Message:
-    """A library message for one message of the traffic mix."""
-    if message.role == "user":
-        return Message.user(message.content)
-    if message.role == "tool":
-        assert message.tool_call_id is not None
-        return Message.tool(message.content, tool_call_id=message.tool_call_id)
-    return Message.assistant(
-        message.content,
-        tool_calls=[
-            ToolCall(id=c.id, name=c.name, arguments=c.arguments) for c in message.tool_calls
-        ],
-    )
 
 
 @dataclass

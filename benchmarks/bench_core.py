@@ -14,14 +14,13 @@ import json
 import platform
 import statistics
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import redis
 
 from redis_history import Message, RedisHistory, ToolCall
-from redis_history._server import RedisServer
+from redis_history._server import server_url
 
 
 @dataclass
@@ -190,22 +189,13 @@ def table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
-@contextmanager
-def redis_url(url: str | None) -> Iterator[str]:
-    if url:
-        yield url
-        return
-    with RedisServer() as server:
-        yield server.url
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--redis-url")
     parser.add_argument("--rounds", type=int, default=2000)
     parser.add_argument("--json", help="write the raw numbers here")
     args = parser.parse_args()
-    with redis_url(args.redis_url) as url:
+    with server_url(args.redis_url) as url:
         client = redis.Redis.from_url(url)
         version = client.info("server")["redis_version"]
         rows = run(client, args.rounds)

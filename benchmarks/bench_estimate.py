@@ -45,8 +45,7 @@ import statistics
 import sys
 import sysconfig
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -55,27 +54,17 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from traffic import Msg, Turn, flatten, realistic_turns, short_turns
+from peers import to_message
+from traffic import Turn, flatten, realistic_turns, short_turns
 
-from redis_history import Message, RedisHistory, ToolCall
-from redis_history._server import RedisServer
+from redis_history import Message, RedisHistory
+from redis_history._server import server_url
 from redis_history.tokens import TokenCounter, message_tokens, resolve_counter
 
 OVERHEAD = 1200
 """Prompt tokens outside the history on every LLM call: a system prompt and tool schemas."""
 
 EXACT = resolve_counter("o200k_base")
-
-
-def to_message(message: Msg) -> Message:
-    """A traffic record as a redis-history message."""
-    if message.role == "user":
-        return Message.user(message.content)
-    if message.role == "tool":
-        assert message.tool_call_id is not None
-        return Message.tool(message.content, tool_call_id=message.tool_call_id)
-    calls = [ToolCall(id=c.id, name=c.name, arguments=c.arguments) for c in message.tool_calls]
-    return Message.assistant(message.content, tool_calls=calls)
 
 
 @dataclass(frozen=True)
@@ -300,15 +289,6 @@ def split(
     return [make(turns * 10, 100 + i)[:turns] for i in range(conversations)]
 
 
-@contextmanager
-def redis_url(url: str | None) -> Iterator[str]:
-    if url:
-        yield url
-        return
-    with RedisServer() as server:
-        yield server.url
-
-
 def run(client: redis.Redis, conversations: int, turns: int) -> dict[str, Any]:
     """Both mixes: the error rows and the counters' cost rows."""
     mixes = {
@@ -334,7 +314,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(argv)
     if args.quick:
         args.conversations, args.turns = 4, 10
-    with redis_url(args.redis_url) as url:
+    with server_url(args.redis_url) as url:
         client = redis.Redis.from_url(url)
         version = client.info("server")["redis_version"]
         result = run(client, args.conversations, args.turns)

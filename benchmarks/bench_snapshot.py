@@ -29,7 +29,7 @@ from peers import RedisHistoryStore
 from traffic import Turn, flatten, realistic_turns, short_turns
 
 from redis_history import RedisHistory
-from redis_history._server import RedisServer
+from redis_history._server import server_url
 
 MIXES: dict[str, Callable[[int], list[Turn]]] = {
     "realistic": realistic_turns,
@@ -119,15 +119,6 @@ def table(rows: Sequence[dict[str, float | int | str]]) -> str:
     return "\n".join(lines)
 
 
-@contextmanager
-def redis_url(url: str | None) -> Iterator[str]:
-    if url:
-        yield url
-        return
-    with RedisServer() as server:
-        yield server.url
-
-
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--redis-url")
@@ -138,7 +129,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     sizes = [int(size) for size in args.sizes.split(",")]
     rows: list[dict[str, float | int | str]] = []
-    with redis_url(args.redis_url) as url:
+    with server_url(args.redis_url) as url:
         client = redis.Redis.from_url(url)
         version = client.info("server")["redis_version"]
         for mix in args.mix or list(MIXES):

@@ -1,5 +1,6 @@
 --[[
-splice_prefix: replace the oldest messages with a summary, keeping everything
+splice_prefix: replace the oldest messages with a summary (or what a compactor
+kept of them, all marked as written here), keeping everything
 after them (including messages appended while the summary was computed), and
 move the originals to the archive, whose oldest entries are dropped beyond its
 caps. Resets the token baseline.
@@ -82,7 +83,8 @@ local reversed = {}
 for i = first + count - 1, first, -1 do reversed[#reversed + 1] = ARGV[i] end
 push_all('LPUSH', msgs, reversed, 1, #reversed)
 
--- Summaries carry no tool calls, so the turn state is theirs only when nothing is left after them.
+-- What is left after the prefix keeps the turn state; only when nothing is do the new messages
+-- (summaries, or the turns a compactor kept, tool calls and all) set it.
 if n == length then
   role, open = walk('', NO_CALLS, ARGV, first + count, count, false)
 end

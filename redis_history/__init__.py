@@ -9,8 +9,16 @@ from __future__ import annotations
 from redis_history._core import CompactionRequest, CompactionStats, TranscriptPage
 from redis_history.codec import Entry
 from redis_history.compaction import CompactionResult, run_compaction
+from redis_history.compactors import (
+    Compactor,
+    CompactorRequest,
+    SummarizingCompactor,
+    ToolOutputElider,
+    resolve_compactor,
+)
 from redis_history.errors import (
     BudgetExceededError,
+    CompactorError,
     ConversationNotFound,
     CorruptHistoryError,
     EncodingUnavailableError,
@@ -29,7 +37,7 @@ from redis_history.errors import (
 )
 from redis_history.history import AsyncRedisHistory, RedisHistory
 from redis_history.models import Message, Role, ToolCall
-from redis_history.policy import CompactionPolicy
+from redis_history.policy import CompactionContext, CompactionPolicy
 from redis_history.protocol import History
 from redis_history.state import CompactionState
 from redis_history.summarizers import (
@@ -56,11 +64,15 @@ from redis_history.turns import (
 __all__ = [
     "AsyncRedisHistory",
     "BudgetExceededError",
+    "CompactionContext",
     "CompactionPolicy",
     "CompactionRequest",
     "CompactionResult",
     "CompactionState",
     "CompactionStats",
+    "Compactor",
+    "CompactorError",
+    "CompactorRequest",
     "ConversationNotFound",
     "CorruptHistoryError",
     "EncodingUnavailableError",
@@ -85,9 +97,11 @@ __all__ = [
     "StoreUnavailableError",
     "Summarizer",
     "SummarizerError",
+    "SummarizingCompactor",
     "TiktokenCounter",
     "TokenCounter",
     "ToolCall",
+    "ToolOutputElider",
     "ToolPair",
     "ToolPairingError",
     "ToolStep",
@@ -95,6 +109,7 @@ __all__ = [
     "Turn",
     "from_turns",
     "group_turns",
+    "resolve_compactor",
     "resolve_summarizer",
     "run_compaction",
     "to_messages",

@@ -20,7 +20,8 @@ import subprocess
 import tempfile
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 from types import TracebackType
@@ -360,3 +361,13 @@ def _cluster_ok(client: redis.Redis) -> bool:
 
 def _command(client: redis.Redis, *args: Any) -> Any:
     return client.execute_command(*args)  # type: ignore[no-untyped-call]
+
+
+@contextmanager
+def server_url(url: str | None) -> Iterator[str]:
+    """``url`` if given, else the URL of a fresh :class:`RedisServer` for the block."""
+    if url:
+        yield url
+        return
+    with RedisServer() as server:
+        yield server.url

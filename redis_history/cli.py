@@ -63,6 +63,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     worker.add_argument("--queue-url", help="queue Redis (default: $REDIS_HISTORY_QUEUE_URL)")
     worker.add_argument("--summarizer", help="alias or dotted path ($REDIS_HISTORY_SUMMARIZER)")
+    worker.add_argument("--compactor", help="alias or dotted path ($REDIS_HISTORY_COMPACTOR)")
     worker.add_argument(
         "--no-fork", action="store_true", help="run jobs in this process instead of a fork each"
     )
@@ -84,6 +85,7 @@ def _worker(args: argparse.Namespace) -> int:
         settings.QUEUE_URL.name: args.queue_url,
         settings.QUEUE.name: args.queue,
         settings.SUMMARIZER.name: args.summarizer,
+        settings.COMPACTOR.name: args.compactor,
     }
     env.update({key: value for key, value in overrides.items() if value is not None})
     worker_class = SimpleCompactionWorker if args.no_fork else CompactionWorker

@@ -1,4 +1,8 @@
-"""One compaction of one conversation: lock, snapshot, cut, summarize, fenced write-back.
+"""One compaction of one conversation: lock, snapshot, cut, compact, fenced write-back.
+
+What replaces the prefix is a :class:`~redis_history.compactors.Compactor`'s
+choice (by default a summary, :class:`~redis_history.compactors.SummarizingCompactor`);
+the lock, the cut, the check of its result and the write-back are the same for all.
 
 This is the worker's job without RQ (``jobs.py`` wraps it), so it can be run
 and tested directly. The lock is redis-py's :class:`redis.lock.Lock` (random
@@ -22,25 +26,30 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import takewhile
 from typing import Any, Literal
 
 from redis import exceptions as redis_errors
 from redis.exceptions import LockError
 from redis.lock import Lock
 
+from redis_history.codec import Entry
+from redis_history.compactors import Compactor, CompactorRequest, SummarizingCompactor
 from redis_history.errors import (
+    CompactorError,
+    InvalidMessageError,
     InvalidTransition,
     LockLostError,
     StaleSnapshotError,
     StoreUnavailableError,
-    SummarizerError,
 )
 from redis_history.history import RedisHistory
 from redis_history.models import Message
-from redis_history.policy import CompactionPolicy
+from redis_history.policy import CompactionContext, CompactionPolicy
 from redis_history.roles import RoleState
 from redis_history.summarizers import Summarizer
 from redis_history.tokens import message_tokens
+from redis_history.turns import Turn, group_entries, group_turns
 
 __all__ = ["CompactionResult", "Cut", "choose_cut", "run_compaction"]
 
@@ -98,22 +107,6 @@ def choose_cut(
     if not starts or starts[-1] - head < policy.min_messages:
         return None
     return Cut(head=head, drop=starts[-1])
-
-
-def _summary_message(messages: Sequence[Message], cut: Cut, text: str, tokens: int) -> Message:
-    """One system message: the original system prompt verbatim, then the summary."""
-    first = messages[0] if cut.head else None
-    prompt = (first.metadata.get("system_prompt", first.content) if first else "") or ""
-    content = f"{prompt}\n\n{text}" if prompt else text
-    return Message.system(
-        content,
-        metadata={
-            "summary": True,
-            "system_prompt": prompt,
-            "covers": [m.id for m in messages[cut.head : cut.drop]],
-            "tokens_replaced": tokens,
-        },
-    )
 
 
 class _RetrySafeLock(Lock):
@@ -258,6 +251,7 @@ def run_compaction(
     summarizer: Summarizer,
     policy: CompactionPolicy,
     *,
+    compactor: Compactor | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> CompactionResult:
     """Compact ``history`` once under its lock; never raises for a lost race, reports it.
@@ -266,14 +260,24 @@ def run_compaction(
     that waited in the queue while another compacted the conversation, or a
     duplicate, finds nothing to do and reports ``skipped`` without touching the
     state (only a compaction that is due and cannot help exhausts it). A heartbeat
-    extends the lock while the summarizer runs; if it had to give the lock up (its
+    extends the lock while the compactor runs; if it had to give the lock up (its
     extension refused, or the store unreachable until the lock's time ran short),
     the compaction stops before its write-back and reports ``lock_lost``.
 
+    The compactor is given the whole turns before the policy's tail and returns
+    what replaces them; that is checked against the tail and written back by the
+    fenced ``splice_prefix`` (every message it writes is marked as written by a
+    compaction, so the transcript shows the archived originals instead). A
+    compactor with nothing to do (``None`` or nothing returned) exhausts the
+    state, as a conversation too short to cut does.
+
     Args:
         history: the conversation.
-        summarizer: writes the summary of the prefix that is cut.
+        summarizer: the worker's summarizer, handed to the compactor (the default
+            compactor summarizes the prefix with it).
         policy: thresholds, the cut, and the lock's TTL.
+        compactor: decides what replaces the prefix; ``None`` for
+            :class:`~redis_history.compactors.SummarizingCompactor`.
         clock: the monotonic clock the heartbeat measures the lock's time with (tests
             inject one).
 
@@ -283,8 +287,13 @@ def run_compaction(
 
     Raises:
         InvalidMessageError: the stored log is malformed (role order, tool pairing).
-        HistoryError: Redis refused or was unreachable; the summarizer's own errors pass through.
+        CompactorError: the compactor returned what cannot replace the prefix; nothing
+            was written.
+        SummarizerError: the summarizer returned no text; nothing was written.
+        HistoryError: Redis refused or was unreachable; the compactor's and summarizer's
+            own errors pass through.
     """
+    compactor = SummarizingCompactor() if compactor is None else compactor
     lock = history.client.lock(
         history.keys.lock,
         timeout=policy.lock_ttl_seconds,
@@ -303,7 +312,9 @@ def run_compaction(
                 return CompactionResult("skipped")
             for attempt in range(2):
                 try:
-                    return _compact_once(history, summarizer, policy, token, heartbeat)
+                    return _compact_once(
+                        history, _Plugins(compactor, summarizer), policy, token, heartbeat
+                    )
                 except StaleSnapshotError:
                     if attempt:
                         return CompactionResult("stale")
@@ -326,9 +337,17 @@ def _lock_lost(history: RedisHistory, heartbeat: _Heartbeat) -> CompactionResult
     return CompactionResult("lock_lost")
 
 
+@dataclass(frozen=True, slots=True)
+class _Plugins:
+    """The compactor, and the worker's summarizer it is handed."""
+
+    compactor: Compactor
+    summarizer: Summarizer
+
+
 def _compact_once(
     history: RedisHistory,
-    summarizer: Summarizer,
+    plugins: _Plugins,
     policy: CompactionPolicy,
     token: str,
     heartbeat: _Heartbeat,
@@ -343,32 +362,83 @@ def _compact_once(
         _exhaust(history)
         return CompactionResult("exhausted")
     replaced = sum(tokens[: cut.drop])
-    text = summarizer.summarize(messages[: cut.drop])
-    if not isinstance(text, str) or not text.strip():
-        raise SummarizerError(
-            f"{type(summarizer).__name__}.summarize returned {type(text).__name__} "
-            f"{str(text)[:40]!r}, not summary text",
-            conversation_id=history.conversation_id,
-            namespace=history.namespace,
-        )
+    context = CompactionContext(history.namespace, history.conversation_id, policy)
+    request = CompactorRequest(
+        context=context,
+        turns=tuple(group_entries(entries[: cut.drop])),
+        tokens=tuple(tokens[: cut.drop]),
+        token_counter=history.token_counter,
+        summarizer=plugins.summarizer,
+    )
+    result = plugins.compactor.compact(request)
     if heartbeat.lost:
         return _lock_lost(history, heartbeat)
-    summary = _summary_message(messages, cut, text, replaced)
+    replacement = _replacement(history, plugins.compactor, result, entries[cut.drop :])
+    if not replacement or replacement == messages[: cut.drop]:  # nothing it would change
+        _exhaust(history)
+        return CompactionResult("exhausted")
     dropped = history.splice_prefix(
         cut.drop,
-        summary,
+        replacement,
         expected_ids=[m.id for m in messages[: cut.drop]],
         lock_token=token,
         archive_max_messages=policy.archive_max_messages,
         archive_max_bytes=policy.archive_max_bytes,
+        # Kept messages keep their ids, so the replacement's ids no longer name this write
+        # alone; the lock token does (a refused attempt is not recorded, a retried one is).
+        op_id=f"compaction {token}",
     )
-    freed = max(0, replaced - message_tokens(summary, history.token_counter))
+    written = sum(message_tokens(m, history.token_counter) for m in replacement)
+    freed = max(0, replaced - written)
     with contextlib.suppress(InvalidTransition):  # state moved meanwhile; the splice stands
         history.compaction_event("compacted", policy.cooldown_turns, freed)
     estimate = history.token_estimate() or 0
     if freed == 0 or estimate >= policy.hard_tokens:
         _exhaust(history)
     return CompactionResult("compacted", dropped, freed)
+
+
+def _replacement(
+    history: RedisHistory, compactor: Compactor, result: object, tail: Sequence[Entry]
+) -> list[Message]:
+    """The messages a compactor's ``result`` puts in place of the prefix, checked to fit.
+
+    Raises:
+        CompactorError: ``result`` is not messages and turns, or they and the tail would
+            not be a well-formed history (role order, tool pairing, a message id twice).
+    """
+
+    def refused(problem: str) -> CompactorError:
+        return CompactorError(
+            f"{type(compactor).__name__}.compact returned {problem}; nothing was written",
+            conversation_id=history.conversation_id,
+            namespace=history.namespace,
+        )
+
+    if result is None:
+        return []
+    if isinstance(result, (str, bytes, Message, Turn)) or not isinstance(result, Sequence):
+        raise refused(f"{type(result).__name__}, not a sequence of messages and turns")
+    replacement: list[Message] = []
+    for index, item in enumerate(result):
+        if isinstance(item, Turn):
+            replacement += item.to_messages()
+        elif isinstance(item, Message):
+            replacement.append(item)
+        else:
+            raise refused(f"{type(item).__name__} at index {index}, not a Message or Turn")
+    if not replacement:
+        return []
+    ids = [m.id for m in replacement] + [e.message.id for e in tail]
+    if len(set(ids)) != len(ids):
+        twice = sorted({i for i in ids if ids.count(i) > 1})
+        raise refused(f"message ids the history would hold twice: {', '.join(twice[:5])}")
+    flagged = len(replacement) + sum(1 for _ in takewhile(lambda e: e.summary, tail))
+    try:
+        group_turns([*replacement, *(e.message for e in tail)], summaries=flagged, allow_open=True)
+    except InvalidMessageError as exc:
+        raise refused(f"messages that do not fit before the tail: {exc}") from exc
+    return replacement
 
 
 def _exhaust(history: RedisHistory) -> None:

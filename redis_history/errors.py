@@ -17,6 +17,7 @@ redis-py's exceptions::
     ├── CorruptHistoryError                  stored data that is not a valid envelope or meta hash
     ├── EncodingUnavailableError (RuntimeError)  packaged tokenizer data missing or corrupt
     ├── SummarizerError                      a summarizer failed: HTTP error, timeout, bad reply
+    ├── CompactorError                       a compactor's replacement was refused before writing
     ├── JobRefusedError (PermissionError)    a worker was handed a job it may not run
     ├── ReplicationError                     a write reached fewer replicas than ``wait_replicas``
     └── StoreUnavailableError (ConnectionError)  Redis could not be reached; wraps redis-py's error
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 __all__ = [
     "BudgetExceededError",
+    "CompactorError",
     "ConversationNotFound",
     "CorruptHistoryError",
     "EncodingUnavailableError",
@@ -149,6 +151,11 @@ class SummarizerError(HistoryError):
         self.status = status
         self.endpoint = endpoint
         self.attempts = attempts
+
+
+class CompactorError(HistoryError):
+    """A compactor returned what cannot replace the prefix it was given (not messages, or
+    messages that would break role order or tool pairing with the tail); nothing was written."""
 
 
 class JobRefusedError(HistoryError, PermissionError):

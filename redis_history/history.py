@@ -252,7 +252,10 @@ class RedisHistory(_Base):
 
         Args:
             drop_count: how many of the oldest messages to replace; clamped to the length.
-            summary: the message (or messages) to put in their place.
+            summary: the message (or messages) to put in their place: summaries, or
+                kept messages (a compactor's), each marked as written by a splice
+                (``Entry.summary``), so the transcript shows the archived originals.
+                They are not checked here; a compaction checks them against the tail.
             expected_ids: the ids of the prefix that was summarized; a mismatch refuses.
             lock_token: the compaction lock token; if another holds the lock, refuses.
             archive_max_messages: drop the oldest archived entries beyond this many.

@@ -46,6 +46,7 @@ from rq.worker import BaseWorker, SimpleWorker, Worker, WorkerStatus
 
 from redis_history._core import CompactionRequest, RedisFailure
 from redis_history.compaction import CompactionResult, run_compaction
+from redis_history.compactors import Compactor, resolve_compactor
 from redis_history.errors import HistoryError, JobRefusedError, StoreUnavailableError
 from redis_history.history import RedisHistory
 from redis_history.policy import CompactionPolicy
@@ -148,6 +149,7 @@ class _Process:
     pid: int
     settings: WorkerSettings
     summarizer: Summarizer
+    compactor: Compactor
     counter: TokenCounter
     _store: Any = None
 
@@ -192,7 +194,7 @@ def configure_worker(settings: WorkerSettings | None = None, *, store: Any = Non
 
 
 def _process() -> _Process:
-    """This process's store client, summarizer and counter, built on first use."""
+    """This process's store client, summarizer, compactor and counter, built on first use."""
     with _config.lock:
         current = _config.process
         if current is None or current.pid != os.getpid():
@@ -201,6 +203,7 @@ def _process() -> _Process:
                 pid=os.getpid(),
                 settings=settings,
                 summarizer=resolve_summarizer(settings.summarizer),
+                compactor=resolve_compactor(settings.compactor),
                 # Off the hot path, a worker can afford to price its summaries exactly.
                 counter=resolve_counter(settings.token_counter or DEFAULT_ENCODING),
                 _store=_config.store,
@@ -213,7 +216,7 @@ def compact_conversation(
 ) -> dict[str, Any]:
     """Compact one conversation: the RQ job named by ``COMPACTION_FUNCTION``.
 
-    The summarizer, store and token counter come from the worker's settings; the
+    The compactor, summarizer, store and token counter come from the worker's settings; the
     payload names only the conversation and the policy. Whatever happens, the
     conversation's pending claim is released if it is still this job's, so the next
     ``maybe_compact`` can enqueue again.
@@ -230,8 +233,9 @@ def compact_conversation(
 
     Raises:
         ValueError: an unusable name or policy (pydantic's ``ValidationError`` is one).
-        HistoryError: Redis failed or the stored log is malformed; the summarizer's
-            own errors pass through (nothing is written then).
+        HistoryError: Redis failed, the stored log is malformed, or the compactor's
+            replacement does not fit (``CompactorError``); the compactor's and
+            summarizer's own errors pass through (nothing is written then).
     """
     job = rq.get_current_job()
     job_id = job.id if job is not None else None
@@ -273,7 +277,12 @@ def _compact(
         token_counter=process.counter,
     )
     try:
-        return run_compaction(history, process.summarizer, CompactionPolicy.model_validate(policy))
+        return run_compaction(
+            history,
+            process.summarizer,
+            CompactionPolicy.model_validate(policy),
+            compactor=process.compactor,
+        )
     finally:
         _release(history, job_id)
 
@@ -607,8 +616,8 @@ def run_worker(
 ) -> bool:
     """Run a compaction worker on the settings' queue until stopped (or, in burst, drained).
 
-    The summarizer and token counter are resolved first, so a bad configuration
-    stops the worker before it takes a job.
+    The compactor, summarizer and token counter are resolved first, so a bad
+    configuration stops the worker before it takes a job.
 
     Args:
         settings: where the store and queue are; :meth:`WorkerSettings.from_env` by default.
@@ -623,7 +632,7 @@ def run_worker(
     Raises:
         StoreUnavailableError: the queue's Redis cannot be reached as the worker starts
             (once it runs, outages are waited out).
-        ValueError: unusable settings (summarizer, token counter).
+        ValueError: unusable settings (compactor, summarizer, token counter).
         TypeError: a ``worker_class`` that does not enforce the allowlist.
     """
     if not issubclass(worker_class, _CompactionOnlyWorker):

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from redis_history.state import CompactionState
 
-__all__ = ["CompactionPolicy"]
+__all__ = ["CompactionContext", "CompactionPolicy"]
 
 
 class CompactionPolicy(BaseModel):
@@ -53,3 +54,16 @@ class CompactionPolicy(BaseModel):
         if estimate >= self.hard_tokens:
             return True
         return estimate >= self.soft_tokens and state == CompactionState.ready()
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionContext:
+    """The conversation a compaction is for, and its policy: what compactors and summarizers
+    are told besides the messages."""
+
+    namespace: str
+    """The conversation's namespace (tenant)."""
+    conversation_id: str
+    """The conversation's id within its namespace."""
+    policy: CompactionPolicy
+    """The policy the compaction runs under (the protected tail, thresholds, caps)."""

@@ -23,6 +23,7 @@ from redis.driver_info import DriverInfo
 
 __all__ = [
     "CLUSTER",
+    "COMPACTOR",
     "DEFAULT_QUEUE",
     "DEFAULT_URL",
     "QUEUE",
@@ -128,6 +129,13 @@ SUMMARIZER: Variable[str] = Variable(
     "the workers' summarizer: extractive, openai, or a dotted path 'package.module:attr'",
     _text,
 )
+COMPACTOR: Variable[str] = Variable(
+    "REDIS_HISTORY_COMPACTOR",
+    "summarize",
+    "what replaces the oldest turns: summarize, elide-tool-output, or a dotted path "
+    "'package.module:attr'",
+    _text,
+)
 TOKEN_COUNTER: Variable[str | None] = Variable(
     "REDIS_HISTORY_TOKEN_COUNTER",
     None,
@@ -169,6 +177,7 @@ VARIABLES: tuple[Variable[Any], ...] = (
     QUEUE_URL,
     QUEUE,
     SUMMARIZER,
+    COMPACTOR,
     TOKEN_COUNTER,
     SUMMARIZER_BASE_URL,
     SUMMARIZER_MODEL,
@@ -186,7 +195,7 @@ DEFAULT_QUEUE = QUEUE.default
 
 @dataclass(frozen=True, slots=True)
 class WorkerSettings:
-    """Where a worker finds its store and queue, and which summarizer it runs."""
+    """Where a worker finds its store and queue, and which compactor and summarizer it runs."""
 
     url: str = URL.default
     """The history store's URL (one node's URL when :attr:`cluster`)."""
@@ -198,6 +207,8 @@ class WorkerSettings:
     """The RQ queue name."""
     summarizer: str = SUMMARIZER.default
     """An alias or dotted path for :func:`~redis_history.summarizers.resolve_summarizer`."""
+    compactor: str = COMPACTOR.default
+    """An alias or dotted path for :func:`~redis_history.compactors.resolve_compactor`."""
     token_counter: str | None = TOKEN_COUNTER.default
     """The counter that prices summaries; ``None`` for the exact ``o200k_base`` (unlike the
     pods' default estimate: a worker is off the hot path)."""
@@ -233,6 +244,7 @@ class WorkerSettings:
             queue_url=QUEUE_URL.read(env),
             queue=QUEUE.read(env),
             summarizer=SUMMARIZER.read(env),
+            compactor=COMPACTOR.read(env),
             token_counter=TOKEN_COUNTER.read(env),
         )
 

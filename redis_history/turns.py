@@ -14,7 +14,9 @@ or spliced inside a turn, may not):
 - The lead is the messages before the first user message: the leading system
   messages, after the first ``summaries`` messages (the ones ``splice_prefix``
   wrote, whatever their role; :meth:`history.turns() <redis_history.RedisHistory.turns>`
-  passes how many the conversation starts with). A lead never holds a tool call
+  passes how many the conversation starts with). Summaries that read as turns
+  by the rules below without leading (the turns a compactor kept, written back
+  by ``splice_prefix`` too) are grouped as turns. A lead never holds a tool call
   or a tool result, and belongs to the first turn.
 - After the lead comes a user message, as the store's role rules say (after a
   system message only a user may come): an assistant or a tool result before
@@ -51,7 +53,7 @@ from itertools import takewhile
 from typing import Any, NoReturn, TypeAlias
 
 from redis_history.codec import Entry
-from redis_history.errors import RoleOrderError, ToolPairingError
+from redis_history.errors import InvalidMessageError, RoleOrderError, ToolPairingError
 from redis_history.models import Message, ToolCall
 from redis_history.roles import RoleState
 
@@ -230,7 +232,9 @@ def group_turns(
         messages: the history, oldest first (e.g. ``history.snapshot()``).
         summaries: how many of the first messages are summaries written by
             ``splice_prefix`` (``Entry.summary``); they lead the first turn whatever
-            their role. System messages at the start lead it too.
+            their role, unless the list reads as turns without that (a compactor
+            that keeps turns writes them back as summaries too): then they are
+            grouped like any other messages. System messages at the start lead too.
         allow_open: accept calls still unanswered at the end (read mid-turn): the
             last step is then a :class:`ToolStep` with ``unanswered`` calls.
 
@@ -247,6 +251,15 @@ def group_turns(
     """
     messages = list(messages)
     lead = _lead_length(messages, summaries)
+    if summaries and (plain := _lead_length(messages, 0)) < lead:
+        # Summaries that read as turns by themselves (a compactor that kept turns wrote
+        # them back) are grouped as turns; only otherwise do they lead whatever their role.
+        try:
+            _check(messages, plain, allow_open=allow_open)
+        except InvalidMessageError:
+            pass
+        else:
+            return _grouped(messages, plain)
     _check(messages, lead, allow_open=allow_open)
     return _grouped(messages, lead)
 

@@ -6,6 +6,9 @@ from hypothesis import strategies as st
 
 from redis_history import Message, ToolCall
 
+BIG_OUTPUT = "x" * 5000
+"""A tool result large enough for the tool-output elider (and not a plug-in of any kind)."""
+
 
 def turns(n: int) -> list[Message]:
     """A system prompt, then ``n`` turns: a question, a tool call, its result, the answer."""

@@ -56,8 +56,11 @@ class Workers:
         self.env = dict(env or {})
         self.processes: list[subprocess.Popen[bytes]] = []
 
-    def start(self, summarizer: str, *, burst: bool = False) -> subprocess.Popen[bytes]:
-        """A worker running ``worker_doubles.<summarizer>``; its output goes to a log file."""
+    def start(
+        self, summarizer: str, *, burst: bool = False, compactor: str | None = None
+    ) -> subprocess.Popen[bytes]:
+        """A worker running ``worker_doubles.<summarizer>`` (and ``compactor``, an alias or
+        dotted path, when given); its output goes to a log file."""
         env = {
             **os.environ,
             "REDIS_HISTORY_URL": self.url,
@@ -66,6 +69,8 @@ class Workers:
             "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]),
             **self.env,
         }
+        if compactor is not None:
+            env["REDIS_HISTORY_COMPACTOR"] = compactor
         log = (self.directory / f"worker-{len(self.processes)}.log").open("wb")
         command = [sys.executable, "-m", "redis_history", "worker"]
         process = subprocess.Popen(

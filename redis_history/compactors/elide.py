@@ -1,0 +1,82 @@
+"""A compactor that keeps every turn and cuts only the bulky tool output out of the old ones."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from redis_history.models import Message
+
+if TYPE_CHECKING:
+    from redis_history.compactors.protocol import CompactorRequest
+
+__all__ = ["DEFAULT_MIN_BYTES", "ToolOutputElider", "elided_stub"]
+
+DEFAULT_MIN_BYTES = 4096
+"""Tool output at least this long (UTF-8 bytes, about a thousand tokens) is elided."""
+
+
+def elided_stub(tool: str, size: int) -> str:
+    """The text that stands in for ``size`` bytes of ``tool``'s output."""
+    return f"[tool output elided: {tool}, {size:,} bytes]"
+
+
+class ToolOutputElider:
+    """Keeps every turn it is given, but replaces each tool result of at least ``min_bytes``
+    by a short stub naming the tool and the size removed.
+
+    The stub is the same tool message (same id, same ``tool_call_id``, so every
+    call keeps its result) with the text :func:`elided_stub` writes and
+    ``metadata["elided"] = {"tool": ..., "bytes": ...}``; the original goes to
+    the archive, as every compaction's originals do, so the transcript still
+    holds it. Only the turns before the tail the policy protects are given to a
+    compactor: recent tool output stays whole. With nothing that large, it has
+    nothing to do (and the compaction reports ``exhausted``).
+    """
+
+    def __init__(self, min_bytes: int = DEFAULT_MIN_BYTES) -> None:
+        """Set the threshold.
+
+        Args:
+            min_bytes: elide tool output at least this many UTF-8 bytes long.
+
+        Raises:
+            TypeError: ``min_bytes`` is not an int.
+            ValueError: ``min_bytes`` is below 1.
+        """
+        if isinstance(min_bytes, bool) or not isinstance(min_bytes, int):
+            raise TypeError(f"min_bytes must be an int, got {type(min_bytes).__name__}")
+        if min_bytes < 1:
+            raise ValueError(f"min_bytes must be at least 1, got {min_bytes}")
+        self.min_bytes = min_bytes
+
+    def compact(self, request: CompactorRequest) -> list[Message] | None:
+        """Every message of ``request.turns``, bulky tool results stubbed; ``None`` if none is."""
+        tools = {
+            pair.result.id: pair.call.name for turn in request.turns for pair in turn.tool_pairs
+        }
+        out: list[Message] = []
+        elided = False
+        for message in request.messages:
+            size = len(message.content.encode("utf-8", "surrogatepass"))
+            tool = tools.get(message.id)
+            if tool is not None and message.role == "tool" and size >= self.min_bytes:
+                out.append(_stub(message, tool, size))
+                elided = True
+            else:
+                out.append(message)
+        return out if elided else None
+
+    def __repr__(self) -> str:
+        return f"ToolOutputElider(min_bytes={self.min_bytes})"
+
+
+def _stub(message: Message, tool: str, size: int) -> Message:
+    """``message`` with its content replaced by the stub."""
+    return Message.tool(
+        elided_stub(tool, size),
+        tool_call_id=message.tool_call_id or "",
+        id=message.id,
+        name=message.name,
+        created_at=message.created_at,
+        metadata={**message.metadata, "elided": {"tool": tool, "bytes": size}},
+    )
