@@ -186,10 +186,10 @@ def to_messages(items: Sequence[Any]) -> list[Message]:
                 groups[-1][1].append(item)
                 continue
             side = "assistant"
-        if groups and side != "tool" and groups[-1][0] == side:
-            if not (_kind(item) in CALLS and _has_call(groups[-1][1], item.get("call_id"))):
-                groups[-1][1].append(item)
-                continue
+        joins = groups and side != "tool" and groups[-1][0] == side
+        if joins and not (_kind(item) in CALLS and _has_call(groups[-1][1], item.get("call_id"))):
+            groups[-1][1].append(item)
+            continue
         groups.append((side, [item]))
     return [_message(role, group) for role, group in groups]
 
@@ -326,20 +326,18 @@ class RedisHistorySession:
         if not items:
             return
         messages = to_messages(items)
-        try:
-            await self.history.append_many(with_bridges(messages, None))
-            return
-        except (RoleOrderError, ToolPairingError):
-            pass  # the SDK's order needs bridges after what is stored: read the tail
-        for attempt in range(ATTEMPTS):
-            state = await self._tail_state()
+        state: RoleState | None = None  # unknown: most calls need no bridge before them
+        for attempt in range(ATTEMPTS + 1):
             try:
                 await self.history.append_many(with_bridges(messages, state))
-                return
             except (RoleOrderError, ToolPairingError):
-                # Refused again: another writer moved the tail, or the items break pairing.
-                if attempt == ATTEMPTS - 1:
+                # The SDK's order needs bridges after what is stored, or another writer moved
+                # the tail since it was read, or the items break pairing: read it (again).
+                if attempt == ATTEMPTS:
                     raise
+                state = await self._tail_state()
+            else:
+                return
 
     async def _tail_state(self) -> RoleState:
         """The stored tail's role and open calls, from the latest assistant message on."""
@@ -364,10 +362,12 @@ class RedisHistorySession:
         """
         for attempt in range(ATTEMPTS):
             try:
-                return await self._pop_once()
-            except StaleSnapshotError:
+                popped: TResponseInputItem | None = await self._pop_once()
+            except StaleSnapshotError:  # another writer moved or removed it: read again
                 if attempt == ATTEMPTS - 1:
                     raise
+            else:
+                return popped
         return None  # unreachable: the last attempt returns or raises
 
     async def _pop_once(self) -> Any:
