@@ -144,7 +144,7 @@ def test_nothing_imports_the_framework_adapters_but_themselves() -> None:
 def test_the_package_imports_without_the_frameworks() -> None:
     """With the Agents SDK and LangChain made unimportable, ``redis_history``, its context
     layer and the Agents SDK session (a structural ``Session``: the SDK's types are for the
-    type checker only) still import: the frameworks are optional extras."""
+    type checker only) still import; the LangChain adapter says which extra it needs."""
     probe = PROBE.replace(
         'name == "rq" or name.startswith("rq.")', f"name.split('.')[0] in {FRAMEWORKS!r}"
     ).replace('"rq was imported"', '"a framework was imported"')
@@ -158,7 +158,11 @@ def test_the_package_imports_without_the_frameworks() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == f"ok {len(modules)}"
-    seen = subprocess.run(
-        [sys.executable, "-c", probe, "agents"], capture_output=True, text=True, check=False
+    langchain = subprocess.run(
+        [sys.executable, "-c", probe, f"{INTEGRATIONS}.langchain"],
+        capture_output=True,
+        text=True,
+        check=False,
     )
-    assert "unimportable" in seen.stderr  # the probe does block a framework
+    assert langchain.returncode != 0  # the probe does block a framework
+    assert "needs langchain-core: pip install 'redis-history[langchain]'" in langchain.stderr
