@@ -150,6 +150,26 @@ def test_items_of_every_shape_come_back_unchanged(aclient: Any) -> None:
     run(aclient, scenario())
 
 
+def test_each_text_is_stored_once(aclient: Any) -> None:
+    """A message's or an output's text is the stored message's content, not a second copy
+    in the kept item; it reads back in its place."""
+    long_output: Any = {**OUT_L, "output": "ZQ" * 500}
+    parts: Any = {**REPLY, "content": [*REPLY["content"], {"type": "refusal", "refusal": "no"}]}
+
+    async def scenario() -> None:
+        s = session(aclient)
+        await s.add_items([USER, CALL_L, long_output, REPLY])
+        raw = b"".join(await aclient.lrange(s.history.keys.msgs, 0, -1))
+        assert raw.count(b"ZQZQ" * 200) == 1
+        assert raw.count("Lisbon 21 °C".encode()) == 1
+        assert raw.count(b"Weather in Lisbon and Porto?") == 1
+        again: Any = {"role": "user", "content": "again"}
+        await s.add_items([again, parts])  # a reply of two texts keeps its item whole
+        assert await s.get_items() == [USER, CALL_L, long_output, REPLY, again, parts]
+
+    run(aclient, scenario())
+
+
 def test_limit_defaults_to_the_session_settings(aclient: Any) -> None:
     """``session_settings.limit`` is get_items' default; an explicit limit wins."""
 

@@ -39,6 +39,7 @@ Popping a tool output reopens its call, which the store allows.
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Self
@@ -58,10 +59,12 @@ else:
     TResponseInputItem = Any
     SessionSettings = Any
 
-__all__ = ["BRIDGE", "ITEMS", "RedisHistorySession"]
+__all__ = ["BRIDGE", "ITEMS", "TEXT", "RedisHistorySession", "to_items", "to_messages"]
 
 ITEMS = "openai_agents_items"
 """The ``metadata`` key holding the SDK items a message stores, verbatim and in order."""
+TEXT = "openai_agents_text"
+"""The ``metadata`` key saying where in ``ITEMS`` the message's ``content`` was taken out."""
 BRIDGE = "openai_agents_bridge"
 """The ``metadata`` key marking a message written only so that the SDK's order passes."""
 
@@ -142,15 +145,44 @@ def _arguments(item: Mapping[str, Any]) -> dict[str, Any]:
     return raw if isinstance(raw, dict) else {}
 
 
+def _text_path(item: Mapping[str, Any], key: str) -> list[Any] | None:
+    """Where ``item``'s text is, if it is one string: ``[key]`` or ``[key, part, "text"]``."""
+    value = item.get(key)
+    if isinstance(value, str):
+        return [key]
+    if isinstance(value, list):
+        texts = [
+            i
+            for i, part in enumerate(value)
+            if isinstance(part, Mapping) and ("text" in part or "refusal" in part)
+        ]
+        if len(texts) == 1 and isinstance(value[texts[0]].get("text"), str):
+            return [key, texts[0], "text"]
+    return None
+
+
+def _at(item: Any, path: list[Any]) -> tuple[Any, Any]:
+    """The container holding ``path``'s last step, and that step."""
+    for step in path[:-1]:
+        item = item[step]
+    return item, path[-1]
+
+
 def _message(role: Role, items: list[dict[str, Any]]) -> Message:
-    """The message holding ``items`` (all of one side), priced by their text."""
+    """The message holding ``items`` (all of one side), priced by their text.
+
+    When the text is one item's one string, the stored copy of that item holds ``""`` in
+    its place (``metadata[TEXT]`` says where), so the text is stored once.
+    """
     texts: list[str] = []
+    sources: list[tuple[int, list[Any] | None]] = []
     calls: list[ToolCall] = []
     call_id: str | None = None
-    for item in items:
+    for index, item in enumerate(items):
         kind = _kind(item)
+        key = None
         if kind == "message":
-            texts.append(_text(item.get("content")))
+            key = "content"
         elif kind in CALLS and item.get("call_id") and role == "assistant":
             name = item.get("name")
             calls.append(
@@ -162,8 +194,19 @@ def _message(role: Role, items: list[dict[str, Any]]) -> Message:
             )
         elif kind in OUTPUTS and role == "tool" and call_id is None:
             call_id = str(item["call_id"])
-            texts.append(_text(item.get("output")))
-    metadata = {ITEMS: items}
+            key = "output"
+        if key is not None:
+            text = _text(item.get(key))
+            texts.append(text)
+            if text:
+                sources.append((index, _text_path(item, key)))
+    metadata: dict[str, Any] = {ITEMS: items}
+    if len(sources) == 1 and sources[0][1] is not None:
+        index, path = sources[0][0], sources[0][1]
+        stored = copy.deepcopy(items[index])
+        holder, step = _at(stored, path)
+        holder[step] = ""
+        metadata = {ITEMS: [*items[:index], stored, *items[index + 1 :]], TEXT: [index, *path]}
     if role == "tool":
         assert call_id is not None
         return Message.tool("".join(texts), tool_call_id=call_id, metadata=metadata)
@@ -211,6 +254,10 @@ def _items_of(message: Message) -> list[Any]:
         return []
     items = message.metadata.get(ITEMS)
     if isinstance(items, list):
+        where = message.metadata.get(TEXT)
+        if isinstance(where, list) and where:
+            holder, step = _at(items[where[0]], where[1:])
+            holder[step] = message.content
         return items
     return list(render([message], "openai_responses")["input"])
 
