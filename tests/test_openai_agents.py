@@ -178,8 +178,54 @@ def test_limit_defaults_to_the_session_settings(aclient: Any) -> None:
         await s.add_items([USER, *TURN])
         assert await s.get_items() == [OUT_P, REPLY]
         assert await s.get_items(3) == [OUT_L, OUT_P, REPLY]
+        as_dict = session(aclient, session_settings={"limit": 1})  # type: ignore[arg-type]
+        assert await as_dict.get_items() == [REPLY]
 
     run(aclient, scenario())
+
+
+@pytest.mark.real_redis
+def test_concurrent_sessions_on_one_conversation_keep_every_turn_whole(redis_url: str) -> None:
+    """Eight sessions (own clients) adding whole turns at once, as pods do: every item
+    lands, each turn's items stay together and in order, and the store's rules hold."""
+
+    def turn(w: int, n: int) -> list[Any]:
+        return [
+            {"role": "user", "content": f"w{w} t{n}"},
+            {**CALL_L, "call_id": f"c{w}-{n}"},
+            {**OUT_L, "call_id": f"c{w}-{n}"},
+            {**REPLY, "id": f"msg_{w}_{n}"},
+        ]
+
+    async def writer(w: int) -> None:
+        client = redis.asyncio.Redis.from_url(redis_url)
+        s = session(client, "shared")
+        for n in range(10):
+            await s.add_items(turn(w, n))
+        await client.aclose()
+
+    async def scenario() -> list[Any]:
+        client = redis.asyncio.Redis.from_url(redis_url)
+        await client.flushall()
+        await asyncio.gather(*(writer(w) for w in range(8)))
+        reader = session(client, "shared")
+        items = await reader.get_items()
+        RoleState().advance_all(await reader.history.snapshot())
+        await client.aclose()
+        return items
+
+    items = asyncio.run(scenario())
+    assert len(items) == 8 * 10 * 4
+    turns = [items[i : i + 4] for i in range(0, len(items), 4)]
+    assert sorted(t[0]["content"] for t in turns) == sorted(
+        f"w{w} t{n}" for w in range(8) for n in range(10)
+    )
+    for t in turns:
+        w, n = (int(x[1:]) for x in t[0]["content"].split())
+        assert t == turn(w, n)
+    for w in range(8):
+        mine = [t[0]["content"] for t in turns if t[0]["content"].startswith(f"w{w} ")]
+        assert mine == [f"w{w} t{n}" for n in range(10)]
 
 
 def test_add_items_is_atomic_and_refuses_an_output_without_its_call(aclient: Any) -> None:

@@ -341,7 +341,10 @@ class RedisHistorySession:
     def _limit(self, limit: int | None) -> int | None:
         if limit is not None:
             return limit
-        return getattr(self.session_settings, "limit", None)
+        settings: Any = self.session_settings  # the SDK also takes a dict
+        if isinstance(settings, Mapping):
+            return settings.get("limit")
+        return getattr(settings, "limit", None)
 
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
         """The session's items in order; with ``limit``, the latest ``limit`` of them.
