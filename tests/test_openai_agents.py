@@ -178,7 +178,7 @@ def test_limit_defaults_to_the_session_settings(aclient: Any) -> None:
         await s.add_items([USER, *TURN])
         assert await s.get_items() == [OUT_P, REPLY]
         assert await s.get_items(3) == [OUT_L, OUT_P, REPLY]
-        as_dict = session(aclient, session_settings={"limit": 1})  # type: ignore[arg-type]
+        as_dict = session(aclient, session_settings={"limit": 1})
         assert await as_dict.get_items() == [REPLY]
 
     run(aclient, scenario())

@@ -299,7 +299,10 @@ class RedisHistorySession:
     """
 
     def __init__(
-        self, history: AsyncRedisHistory, *, session_settings: SessionSettings | None = None
+        self,
+        history: AsyncRedisHistory,
+        *,
+        session_settings: SessionSettings | Mapping[str, Any] | None = None,
     ) -> None:
         """Keep the session in ``history`` (its conversation id is the ``session_id``).
 
@@ -308,9 +311,13 @@ class RedisHistorySession:
                 the default) for the bridges to be needed, and works without.
             session_settings: the SDK's settings; ``limit`` is ``get_items``'s default.
         """
+        if isinstance(session_settings, Mapping):
+            from agents.memory import SessionSettings as Settings  # noqa: PLC0415  (a dict only)
+
+            session_settings = Settings(**session_settings)
         self.history = history
         self.session_id: str = history.conversation_id
-        self.session_settings = session_settings
+        self.session_settings: SessionSettings | None = session_settings
 
     @classmethod
     def from_client(
@@ -318,7 +325,7 @@ class RedisHistorySession:
         client: Any,
         session_id: str,
         *,
-        session_settings: SessionSettings | None = None,
+        session_settings: SessionSettings | Mapping[str, Any] | None = None,
         **options: Any,
     ) -> Self:
         """A session on ``client`` (``redis.asyncio``); ``options`` go to the history."""
@@ -331,7 +338,7 @@ class RedisHistorySession:
         url: str,
         session_id: str,
         *,
-        session_settings: SessionSettings | None = None,
+        session_settings: SessionSettings | Mapping[str, Any] | None = None,
         **options: Any,
     ) -> Self:
         """A session on a new ``redis.asyncio`` client for ``url``."""
@@ -341,10 +348,7 @@ class RedisHistorySession:
     def _limit(self, limit: int | None) -> int | None:
         if limit is not None:
             return limit
-        settings: Any = self.session_settings  # the SDK also takes a dict
-        if isinstance(settings, Mapping):
-            return settings.get("limit")
-        return getattr(settings, "limit", None)
+        return None if self.session_settings is None else self.session_settings.limit
 
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
         """The session's items in order; with ``limit``, the latest ``limit`` of them.
