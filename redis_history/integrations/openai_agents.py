@@ -26,15 +26,23 @@ How SDK items are stored:
   messages, an empty user message between two replies, an empty result for a call
   the SDK left unanswered before a new message). ``get_items`` skips them. The common
   case (the order already valid) is one round trip.
+- **Each text once.** A message's ``content`` is its items' text (what the store prices);
+  when that text is one string of one item, the kept copy of the item holds ``""`` in
+  its place and ``metadata[TEXT]`` says where, so a large tool output is stored once.
 - **Messages written by others** (compaction summaries, a pod using the store directly)
   have no ``ITEMS`` and read as the ``openai_responses`` wire format renders them.
 
 ``pop_item`` is fenced: it removes the message holding the last item by id
-(:meth:`~redis_history.AsyncRedisHistory.rollback`), with the bridges written for it;
-when that message holds more items (a reply with reasoning, parallel calls), the rest
-stay, through a ``replace`` fenced on the ids the session read. Either refuses when
-another writer changed the conversation meanwhile, and the pop is tried again.
-Popping a tool output reopens its call, which the store allows.
+(:meth:`~redis_history.AsyncRedisHistory.rollback`), with the bridges written just
+before it, and refuses (then reads again) if that message is gone; it never removes an
+item it did not return. When that message holds more items (a reply with reasoning,
+parallel calls), the others stay, through a ``replace`` of the conversation fenced on
+the ids the session read: atomic, but it rewrites the whole list (O(n)) and is refused
+by any write meanwhile. Popping a tool output reopens its call, which the store allows.
+
+Limits: ``add_items`` gives its messages fresh ids, so a caller that repeats a call after
+a ``StoreUnavailableError`` may store its items twice (redis-py's own retries are
+recognised); the bridges show in ``snapshot()`` and to compaction as empty messages.
 """
 
 from __future__ import annotations
