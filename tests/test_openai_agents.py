@@ -311,6 +311,33 @@ def test_pop_item_returns_items_newest_first_until_none(aclient: Any) -> None:
     run(aclient, scenario())
 
 
+def test_pop_is_fenced_against_a_write_in_between(aclient: Any) -> None:
+    """A write landing between a pop's read and its rewrite refuses the rewrite, and the
+    pop reads again: it returns (and removes) the item that is latest by then."""
+    later: Any = {"role": "user", "content": "meanwhile"}
+
+    async def scenario() -> None:
+        s = session(aclient)
+        other = session(aclient)
+        await s.add_items([USER, REASONING, REPLY])  # the reply: one message of two items
+        replace = s.history.replace
+        calls = 0
+
+        async def racing_replace(*args: Any, **kwargs: Any) -> None:
+            nonlocal calls
+            calls += 1
+            if calls == 1:
+                await other.add_items([later])
+            await replace(*args, **kwargs)
+
+        s.history.replace = racing_replace  # type: ignore[method-assign]
+        assert await s.pop_item() == later
+        assert calls == 1  # refused, then the pop found a single-item message to roll back
+        assert await s.get_items() == [USER, REASONING, REPLY]
+
+    run(aclient, scenario())
+
+
 def test_popping_an_output_reopens_its_call_and_takes_its_bridges(aclient: Any) -> None:
     """A popped output leaves its call open for a new one; a popped input takes the
     bridge written for it."""
