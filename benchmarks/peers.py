@@ -24,12 +24,14 @@ import redis.asyncio
 from traffic import Msg
 
 from redis_history import Message, RedisHistory, ToolCall
+from redis_history.integrations.openai_agents import RedisHistorySession
 
 __all__ = [
     "ASYNC_FLOOR",
     "CONTESTANTS",
     "FLOOR",
     "Contestant",
+    "RedisHistorySessionStore",
     "RedisHistoryStore",
     "Store",
     "new_id",
@@ -305,6 +307,21 @@ class AgentsStore(Store):
         await self.session.close()
 
 
+class RedisHistorySessionStore(AgentsStore):
+    """redis-history's Agents SDK ``Session``: ``RedisHistorySession.from_url(url, session_id)``.
+
+    The same items as the SDK's own ``RedisSession`` above, through the same protocol.
+    """
+
+    def __init__(self, url: str, conversation: str) -> None:
+        Store.__init__(self, url, conversation)
+        self.session = RedisHistorySession.from_url(url, conversation)
+        self.items = 0
+
+    async def aclose(self) -> None:
+        await self.session.history.client.aclose()
+
+
 @dataclass(frozen=True)
 class Contestant:
     slug: str
@@ -382,6 +399,18 @@ CONTESTANTS = (
             "`MULTI` `HSET` `HSETNX` `RPUSH` `HSET` `EXEC` in one pipeline, retried whole on a "
             "`WATCH` conflict (with a ttl: a third `TYPE`, `TIME` and 3 `PEXPIREAT`); "
             "get_items: `LRANGE` + `json.loads` per item; no checks"
+        ),
+    ),
+    Contestant(
+        "openai-agents",
+        "redis-history (Agents SDK session)",
+        RedisHistorySessionStore,
+        per_call=(
+            "add_items (asyncio): the items grouped into messages (a reply's items one "
+            "assistant message), each kept verbatim in its metadata, then one `EVALSHA` as "
+            "append_many (role order and tool pairing checked; a tail read and a second "
+            "`EVALSHA` only when the SDK's order needs bridges); get_items: `LRANGE`, one "
+            "pydantic-core validation per envelope, the items taken from the metadata"
         ),
     ),
 )

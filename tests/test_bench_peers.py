@@ -91,7 +91,7 @@ def test_quick_peer_benchmark_prints_every_row_against_the_library_alone() -> No
         "role | count | mean chars",
     ):
         assert row in out
-    assert out.count("skipped: not selected (--only)") == 3
+    assert out.count("skipped: not selected (--only)") == 4
 
 
 @pytest.mark.real_redis

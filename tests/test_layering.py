@@ -99,7 +99,10 @@ def test_the_store_never_imports_the_context_layer() -> None:
     below = [
         m
         for m in package_modules()
-        if m != CONTEXT and not m.startswith(CONTEXT + ".") and m not in ABOVE_CONTEXT
+        if m != CONTEXT
+        and not m.startswith(CONTEXT + ".")
+        and m not in ABOVE_CONTEXT
+        and not m.startswith(INTEGRATIONS)
     ]
     assert "redis_history.history" in below
     assert "redis_history.testing" in below
@@ -116,3 +119,50 @@ def test_the_context_layer_is_seen_by_the_import_check() -> None:
     """The check above would see an import of the context layer: the context package's own
     modules import each other."""
     assert any(n.startswith(CONTEXT) for n in imported_modules(CONTEXT))
+
+
+INTEGRATIONS = "redis_history.integrations"
+FRAMEWORKS = ("agents", "langchain_core", "langchain")
+
+
+def test_nothing_imports_the_framework_adapters_but_themselves() -> None:
+    """The adapters sit on top: no other module of the package imports them, and only they
+    import a framework, not even lazily inside a function."""
+    others = [m for m in package_modules() if not m.startswith(INTEGRATIONS)]
+    assert "redis_history.history" in others
+    offenders = {
+        module: sorted(
+            n
+            for n in imported_modules(module)
+            if n.startswith(INTEGRATIONS) or n.split(".")[0] in FRAMEWORKS
+        )
+        for module in others
+    }
+    assert {m: names for m, names in offenders.items() if names} == {}
+
+
+def test_the_package_imports_without_the_frameworks() -> None:
+    """With the Agents SDK and LangChain made unimportable, ``redis_history``, its context
+    layer and the Agents SDK session (a structural ``Session``: the SDK's types are for the
+    type checker only) still import; the LangChain adapter says which extra it needs."""
+    probe = PROBE.replace(
+        'name == "rq" or name.startswith("rq.")', f"name.split('.')[0] in {FRAMEWORKS!r}"
+    ).replace('"rq was imported"', '"a framework was imported"')
+    probe = probe.replace(
+        'any(m == "rq" or m.startswith("rq.") for m in sys.modules)',
+        f"any(m.split('.')[0] in {FRAMEWORKS!r} for m in sys.modules)",
+    )
+    modules = ["redis_history", CONTEXT, f"{INTEGRATIONS}.openai_agents"]
+    done = subprocess.run(
+        [sys.executable, "-c", probe, *modules], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"ok {len(modules)}"
+    langchain = subprocess.run(
+        [sys.executable, "-c", probe, f"{INTEGRATIONS}.langchain"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert langchain.returncode != 0  # the probe does block a framework
+    assert "needs langchain-core: pip install 'redis-history[langchain]'" in langchain.stderr

@@ -48,5 +48,6 @@ def test_usage_example_runs(real_redis: redis.Redis) -> None:
     port = real_redis.connection_pool.connection_kwargs["port"]
     namespace: dict[str, object] = {}
     for example in examples:
-        exec(example.replace("redis.Redis()", f"redis.Redis(port={port})"), namespace)
+        local = example.replace("redis.asyncio.Redis()", f"redis.asyncio.Redis(port={port})")
+        exec(local.replace("redis.Redis()", f"redis.Redis(port={port})"), namespace)
     assert real_redis.llen("rh:tenant-a:{conv-1}:archive") == 3

@@ -1,0 +1,467 @@
+"""An OpenAI Agents SDK ``Session`` kept in redis-history: ``Runner.run(..., session=...)``.
+
+How SDK items are stored:
+
+- **Verbatim.** Every item ``add_items`` receives is kept, as the SDK gave it, in the
+  ``metadata[ITEMS]`` of the message that holds it, and ``get_items`` returns exactly
+  those dicts: messages, function calls and their outputs, reasoning, hosted tool
+  calls, any item type the SDK adds later.
+- **As messages the store checks.** Consecutive items of one side form one message, the
+  way :mod:`redis_history.context.formats` reads Responses items: a model's reply
+  (``reasoning``, assistant ``message``, ``function_call`` and other output items) is
+  one assistant message whose ``tool_calls`` are its calls (``function_call``,
+  ``custom_tool_call``, ``computer_call``, ``shell_call``, ``apply_patch_call``,
+  ``program``, by ``call_id``); each ``*_output`` answering one is a tool message; user
+  input (``message`` items of role ``user``, ``system`` or ``developer``) is a user
+  message, since the store allows a system message only first. Items of a type the
+  store has no role for join the message before them in the same call (or start an
+  assistant message). So role order and tool pairing are checked atomically by the
+  append script: an output that answers no open call is refused
+  (:class:`~redis_history.errors.ToolPairingError`) and nothing of that call is written.
+- **Bridges.** The SDK's order is looser than the store's: a new user input may follow
+  a user input whose run failed, or tool outputs; a model reply may follow another.
+  When the store refuses a call's messages for their *order* only, the session reads
+  the tail's state and writes, in the same atomic batch, empty messages marked
+  ``metadata[BRIDGE]`` that make the order valid (an empty assistant between two user
+  messages, an empty user message between two replies, an empty result for a call
+  the SDK left unanswered before a new message). ``get_items`` skips them. The common
+  case (the order already valid) is one round trip.
+- **Each text once.** A message's ``content`` is its items' text (what the store prices);
+  when that text is one string of one item, the kept copy of the item holds ``""`` in
+  its place and ``metadata[TEXT]`` says where, so a large tool output is stored once.
+- **Messages written by others** (compaction summaries, a pod using the store directly)
+  have no ``ITEMS`` and read as the ``openai_responses`` wire format renders them.
+
+``pop_item`` is fenced: it removes the message holding the last item by id
+(:meth:`~redis_history.AsyncRedisHistory.rollback`), with the bridges written just
+before it, and refuses (then reads again) if that message is gone; it never removes an
+item it did not return. When that message holds more items (a reply with reasoning,
+parallel calls), the others stay, through a ``replace`` of the conversation fenced on
+the ids the session read: atomic, but it rewrites the whole list (O(n)) and is refused
+by any write meanwhile. Popping a tool output reopens its call, which the store allows.
+
+Limits: ``add_items`` gives its messages fresh ids, so a caller that repeats a call after
+a ``StoreUnavailableError`` may store its items twice (redis-py's own retries are
+recognised); the bridges show in ``snapshot()`` and to compaction as empty messages.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Self
+
+import redis.asyncio
+
+from redis_history.context.formats import render
+from redis_history.errors import RoleOrderError, StaleSnapshotError, ToolPairingError
+from redis_history.history import AsyncRedisHistory
+from redis_history.models import Message, Role, ToolCall
+from redis_history.roles import RoleState
+
+if TYPE_CHECKING:
+    from agents.items import TResponseInputItem
+    from agents.memory import SessionSettings
+else:
+    TResponseInputItem = Any
+    SessionSettings = Any
+
+__all__ = ["BRIDGE", "ITEMS", "TEXT", "RedisHistorySession", "to_items", "to_messages"]
+
+ITEMS = "openai_agents_items"
+"""The ``metadata`` key holding the SDK items a message stores, verbatim and in order."""
+TEXT = "openai_agents_text"
+"""The ``metadata`` key saying where in ``ITEMS`` the message's ``content`` was taken out."""
+BRIDGE = "openai_agents_bridge"
+"""The ``metadata`` key marking a message written only so that the SDK's order passes."""
+
+CALLS = frozenset(
+    {
+        "function_call",
+        "custom_tool_call",
+        "computer_call",
+        "shell_call",
+        "apply_patch_call",
+        "program",
+    }
+)
+"""Item types that are tool calls answered, by ``call_id``, by an item of type ``<type>_output``."""
+OUTPUTS = frozenset(f"{kind}_output" for kind in CALLS)
+REPLY = frozenset(
+    {
+        "reasoning",
+        "compaction",
+        "mcp_list_tools",
+        "mcp_approval_request",
+        "local_shell_call",
+        "tool_search_call",
+    }
+)
+"""Model output types kept in the assistant message (also any other ``*_call``)."""
+
+ATTEMPTS = 4
+"""How often a write refused because another writer got in first is tried again."""
+
+
+def _plain(item: Any) -> dict[str, Any]:
+    """An item as a dict: SDK items are TypedDicts; a pydantic output item is dumped."""
+    if hasattr(item, "model_dump"):
+        return item.model_dump(mode="json", exclude_unset=True)  # type: ignore[no-any-return]
+    if not isinstance(item, Mapping):
+        raise TypeError(f"an Agents SDK item is a dict, not {type(item).__name__}")
+    return dict(item)
+
+
+def _kind(item: Mapping[str, Any]) -> str:
+    return str(item.get("type", "message"))  # an easy input message may leave the type out
+
+
+def _side(item: Mapping[str, Any]) -> Role | None:
+    """The role of the message an item belongs to; ``None``: it joins the one before it."""
+    kind = _kind(item)
+    if kind == "message":
+        return "assistant" if item.get("role") == "assistant" else "user"
+    if kind in CALLS:
+        return "assistant" if item.get("call_id") else None
+    if kind in OUTPUTS:
+        return "tool" if item.get("call_id") else None
+    if kind in REPLY or kind.endswith("_call"):
+        return "assistant"
+    return None
+
+
+def _text(content: Any) -> str:
+    """The text of a content string or list of parts (other parts are kept in the item)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [p for p in content if isinstance(p, Mapping)]
+        return "".join(str(p.get("text", p.get("refusal", ""))) for p in parts)
+    return json.dumps(content, ensure_ascii=False)
+
+
+def _arguments(item: Mapping[str, Any]) -> dict[str, Any]:
+    raw = item.get("arguments")
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw) if raw.strip() else {}
+        except json.JSONDecodeError:
+            return {}  # the item keeps the text as it was
+    return raw if isinstance(raw, dict) else {}
+
+
+def _text_path(item: Mapping[str, Any], key: str) -> list[Any] | None:
+    """Where ``item``'s text is, if it is one string: ``[key]`` or ``[key, part, "text"]``."""
+    value = item.get(key)
+    if isinstance(value, str):
+        return [key]
+    if isinstance(value, list):
+        texts = [
+            i
+            for i, part in enumerate(value)
+            if isinstance(part, Mapping) and ("text" in part or "refusal" in part)
+        ]
+        if len(texts) == 1 and isinstance(value[texts[0]].get("text"), str):
+            return [key, texts[0], "text"]
+    return None
+
+
+def _at(item: Any, path: list[Any]) -> tuple[Any, Any]:
+    """The container holding ``path``'s last step, and that step."""
+    for step in path[:-1]:
+        item = item[step]
+    return item, path[-1]
+
+
+def _message(role: Role, items: list[dict[str, Any]]) -> Message:
+    """The message holding ``items`` (all of one side), priced by their text.
+
+    When the text is one item's one string, the stored copy of that item holds ``""`` in
+    its place (``metadata[TEXT]`` says where), so the text is stored once.
+    """
+    texts: list[str] = []
+    sources: list[tuple[int, list[Any] | None]] = []
+    calls: list[ToolCall] = []
+    call_id: str | None = None
+    for index, item in enumerate(items):
+        kind = _kind(item)
+        key = None
+        if kind == "message":
+            key = "content"
+        elif kind in CALLS and item.get("call_id") and role == "assistant":
+            name = item.get("name")
+            calls.append(
+                ToolCall(
+                    id=str(item["call_id"]),
+                    name=name if isinstance(name, str) and name else kind,
+                    arguments=_arguments(item),
+                )
+            )
+        elif kind in OUTPUTS and role == "tool" and call_id is None:
+            call_id = str(item["call_id"])
+            key = "output"
+        if key is not None:
+            text = _text(item.get(key))
+            texts.append(text)
+            if text:
+                sources.append((index, _text_path(item, key)))
+    metadata: dict[str, Any] = {ITEMS: items}
+    if len(sources) == 1 and sources[0][1] is not None:
+        index, path = sources[0][0], sources[0][1]
+        stored = copy.deepcopy(items[index])
+        holder, step = _at(stored, path)
+        holder[step] = ""
+        metadata = {ITEMS: [*items[:index], stored, *items[index + 1 :]], TEXT: [index, *path]}
+    if role == "tool":
+        assert call_id is not None
+        return Message.tool("".join(texts), tool_call_id=call_id, metadata=metadata)
+    return Message(role=role, content="".join(texts), tool_calls=tuple(calls), metadata=metadata)
+
+
+def to_messages(items: Sequence[Any]) -> list[Message]:
+    """The messages that store ``items``: one per run of items of one side.
+
+    Raises:
+        TypeError: an item is not a dict (or an SDK model).
+        ValueError: an item holds what a message cannot (not JSON data, a call id twice).
+    """
+    groups: list[tuple[Role, list[dict[str, Any]]]] = []
+    for raw in items:
+        item = _plain(raw)
+        side = _side(item)
+        if side is None:
+            if groups:
+                groups[-1][1].append(item)
+                continue
+            side = "assistant"
+        joins = groups and side != "tool" and groups[-1][0] == side
+        if joins and not (_kind(item) in CALLS and _has_call(groups[-1][1], item.get("call_id"))):
+            groups[-1][1].append(item)
+            continue
+        groups.append((side, [item]))
+    return [_message(role, group) for role, group in groups]
+
+
+def _has_call(items: list[dict[str, Any]], call_id: Any) -> bool:
+    return any(_kind(i) in CALLS and i.get("call_id") == call_id for i in items)
+
+
+def to_items(messages: Sequence[Message]) -> list[TResponseInputItem]:
+    """The SDK items ``messages`` hold, in order; bridges hold none."""
+    out: list[Any] = []
+    for message in messages:
+        out.extend(_items_of(message))
+    return out
+
+
+def _items_of(message: Message) -> list[Any]:
+    if message.metadata.get(BRIDGE) is True:
+        return []
+    items = message.metadata.get(ITEMS)
+    if isinstance(items, list):
+        where = message.metadata.get(TEXT)
+        if isinstance(where, list) and where:
+            holder, step = _at(items[where[0]], where[1:])
+            holder[step] = message.content
+        return items
+    return list(render([message], "openai_responses")["input"])
+
+
+def _bridge(role: Role, tool_call_id: str | None = None) -> Message:
+    return Message(role=role, tool_call_id=tool_call_id, metadata={BRIDGE: True})
+
+
+def with_bridges(messages: Sequence[Message], state: RoleState | None) -> list[Message]:
+    """``messages`` with the bridges that let each follow ``state`` (the stored tail's).
+
+    ``state=None``: the tail is unknown, so none before the first message.
+    """
+    out: list[Message] = []
+    for message in messages:
+        if state is None:
+            state = RoleState(role=message.role, open=[c.id for c in message.tool_calls])
+            out.append(message)
+            continue
+        if message.role != "tool":
+            for call_id in list(state.open):
+                out.append(_bridge("tool", call_id))
+                state.advance(out[-1], check=False)
+            if message.role == "user" and state.role not in ("", "system", "assistant"):
+                out.append(_bridge("assistant"))
+            elif message.role == "assistant" and state.role not in ("user", "tool"):
+                out.append(_bridge("user"))
+        out.append(message)
+        state.advance(message, check=False)
+    return out
+
+
+class RedisHistorySession:
+    """The Agents SDK's ``Session`` protocol on one redis-history conversation.
+
+    ``Runner.run(agent, input, session=RedisHistorySession.from_url(url, "user-1"))``.
+    The conversation stays a redis-history conversation: compaction, TTLs, rollback,
+    snapshots and the wire formats work on it as on any other.
+    """
+
+    def __init__(
+        self,
+        history: AsyncRedisHistory,
+        *,
+        session_settings: SessionSettings | Mapping[str, Any] | None = None,
+    ) -> None:
+        """Keep the session in ``history`` (its conversation id is the ``session_id``).
+
+        Args:
+            history: the asyncio history; it must check role order (``validate=True``,
+                the default) for the bridges to be needed, and works without.
+            session_settings: the SDK's settings; ``limit`` is ``get_items``'s default.
+        """
+        if isinstance(session_settings, Mapping):
+            from agents.memory import SessionSettings as Settings  # noqa: PLC0415  (a dict only)
+
+            session_settings = Settings(**session_settings)
+        self.history = history
+        self.session_id: str = history.conversation_id
+        self.session_settings: SessionSettings | None = session_settings
+
+    @classmethod
+    def from_client(
+        cls,
+        client: Any,
+        session_id: str,
+        *,
+        session_settings: SessionSettings | Mapping[str, Any] | None = None,
+        **options: Any,
+    ) -> Self:
+        """A session on ``client`` (``redis.asyncio``); ``options`` go to the history."""
+        history = AsyncRedisHistory(client, session_id, **options)
+        return cls(history, session_settings=session_settings)
+
+    @classmethod
+    def from_url(
+        cls,
+        url: str,
+        session_id: str,
+        *,
+        session_settings: SessionSettings | Mapping[str, Any] | None = None,
+        **options: Any,
+    ) -> Self:
+        """A session on a new ``redis.asyncio`` client for ``url``."""
+        client = redis.asyncio.Redis.from_url(url)
+        return cls.from_client(client, session_id, session_settings=session_settings, **options)
+
+    def _limit(self, limit: int | None) -> int | None:
+        if limit is not None:
+            return limit
+        return None if self.session_settings is None else self.session_settings.limit
+
+    async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
+        """The session's items in order; with ``limit``, the latest ``limit`` of them.
+
+        ``limit`` defaults to ``session_settings.limit``. Reads the tail only, a window
+        that doubles until it holds enough items.
+        """
+        limit = self._limit(limit)
+        if limit is None:
+            return to_items(await self.history.snapshot())
+        if limit <= 0:
+            return []
+        window = limit
+        while True:
+            messages = await self.history.tail(window)
+            items = to_items(messages)
+            if len(items) >= limit or len(messages) < window:
+                return items[-limit:]
+            window *= 2
+
+    async def add_items(self, items: list[TResponseInputItem]) -> None:
+        """Append ``items`` atomically: all of them are stored, or none.
+
+        Raises:
+            ToolPairingError: an output answers no open call; nothing was written.
+            InvalidMessageError: an item is too large or not JSON data; nothing was written.
+            StoreUnavailableError: Redis could not be reached; repeating the call is safe.
+        """
+        if not items:
+            return
+        messages = to_messages(items)
+        state: RoleState | None = None  # unknown: most calls need no bridge before them
+        for attempt in range(ATTEMPTS + 1):
+            try:
+                await self.history.append_many(with_bridges(messages, state))
+            except (RoleOrderError, ToolPairingError):
+                # The SDK's order needs bridges after what is stored, or another writer moved
+                # the tail since it was read, or the items break pairing: read it (again).
+                if attempt == ATTEMPTS:
+                    raise
+                state = await self._tail_state()
+            else:
+                return
+
+    async def _tail_state(self) -> RoleState:
+        """The stored tail's role and open calls, from the latest assistant message on."""
+        window = 8
+        while True:
+            messages = await self.history.tail(window)
+            starts = [i for i, m in enumerate(messages) if m.role == "assistant"]
+            if starts or len(messages) < window:
+                break
+            window *= 4
+        if not starts:
+            return RoleState(role=messages[-1].role if messages else "")
+        return RoleState.of(messages[starts[-1] :])
+
+    async def pop_item(self) -> TResponseInputItem | None:
+        """Remove and return the latest item; ``None`` when the session holds none.
+
+        Fenced: removes the message holding it by id (a tool output reopens its call).
+
+        Raises:
+            StaleSnapshotError: other writers kept changing the conversation.
+        """
+        for attempt in range(ATTEMPTS):
+            try:
+                popped: TResponseInputItem | None = await self._pop_once()
+            except StaleSnapshotError:  # another writer moved or removed it: read again
+                if attempt == ATTEMPTS - 1:
+                    raise
+            else:
+                return popped
+        return None  # unreachable: the last attempt returns or raises
+
+    async def _pop_once(self) -> Any:
+        window = 8
+        while True:
+            messages = await self.history.tail(window)
+            holders = [i for i, m in enumerate(messages) if _items_of(m)]
+            if holders or len(messages) < window:
+                break
+            window *= 4
+        if not holders:
+            if messages:  # only bridges: remove them, they bridge to nothing now
+                await self.history.rollback(messages)
+            return None
+        last = holders[-1]
+        first = last
+        while first > 0 and messages[first - 1].metadata.get(BRIDGE) is True:
+            first -= 1
+        holder = messages[last]
+        items = _items_of(holder)
+        if len(items) == 1:
+            await self.history.rollback([*messages[first:last], *messages[last:]])
+            return items[0]
+        snapshot = await self.history.snapshot()
+        ids = [m.id for m in snapshot]
+        if holder.id not in ids:
+            raise StaleSnapshotError(f"message {holder.id} was moved meanwhile")
+        at = ids.index(holder.id)
+        kept = [*snapshot[:at], _message(holder.role, items[:-1])]
+        await self.history.replace(kept, expected_ids=ids)
+        return items[-1]
+
+    async def clear_session(self) -> None:
+        """Delete the conversation (messages, archive, counters)."""
+        await self.history.delete()

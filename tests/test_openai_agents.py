@@ -1,0 +1,485 @@
+"""RedisHistorySession meets the Agents SDK's Session protocol, its items and its Runner."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+from collections.abc import Coroutine, Iterator
+from typing import Any, TypeVar
+
+import fakeredis
+import pytest
+import redis.asyncio
+
+pytest.importorskip("agents", reason="the Agents SDK adapter needs openai-agents (test extra)")
+
+from agents import Agent, Model, ModelResponse, RunConfig, Runner, Usage, function_tool
+from agents.memory import Session, SessionSettings, SQLiteSession
+from openai.types.responses import (
+    ResponseFunctionToolCall,
+    ResponseOutputMessage,
+    ResponseOutputText,
+    ResponseReasoningItem,
+)
+from openai.types.responses.response_reasoning_item import Summary
+
+from redis_history import Message, ToolPairingError
+from redis_history.integrations.openai_agents import BRIDGE, ITEMS, RedisHistorySession
+from redis_history.roles import RoleState
+
+T = TypeVar("T")
+
+USER: Any = {"role": "user", "content": "Weather in Lisbon and Porto?"}
+REASONING: Any = {
+    "id": "rs_1",
+    "type": "reasoning",
+    "summary": [{"type": "summary_text", "text": "two cities: two calls"}],
+    "encrypted_content": "gAAAAB...",
+}
+CALL_L: Any = {
+    "id": "fc_1",
+    "type": "function_call",
+    "call_id": "call_l",
+    "name": "weather",
+    "arguments": '{"city": "Lisbon"}',
+    "status": "completed",
+}
+CALL_P: Any = {**CALL_L, "id": "fc_2", "call_id": "call_p", "arguments": '{"city":"Porto"}'}
+OUT_L: Any = {"type": "function_call_output", "call_id": "call_l", "output": '{"temp_c": 21}'}
+OUT_P: Any = {"type": "function_call_output", "call_id": "call_p", "output": '{"temp_c": 19}'}
+REPLY: Any = {
+    "id": "msg_1",
+    "type": "message",
+    "role": "assistant",
+    "status": "completed",
+    "content": [{"type": "output_text", "text": "Lisbon 21 °C, Porto 19 °C.", "annotations": []}],
+}
+MORE: Any = [
+    {"type": "message", "role": "developer", "content": "Answer in French."},
+    {
+        "type": "message",
+        "role": "user",
+        "content": [
+            {"type": "input_text", "text": "Et ce plan ?"},
+            {"type": "input_image", "image_url": "https://example.com/a.png", "detail": "auto"},
+        ],
+    },
+    {
+        "id": "ws_1",
+        "type": "web_search_call",
+        "status": "completed",
+        "action": {"type": "search", "query": "Lisbon"},
+    },
+    {
+        "id": "ct_1",
+        "type": "custom_tool_call",
+        "call_id": "call_c",
+        "name": "grep",
+        "input": "a.*b",
+    },
+    {"type": "custom_tool_call_output", "call_id": "call_c", "output": "no match"},
+    {"type": "item_reference", "id": "msg_0"},
+    {
+        "id": "msg_2",
+        "type": "message",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "refusal", "refusal": "Je ne peux pas."}],
+    },
+]
+TURN: Any = [REASONING, CALL_L, CALL_P, OUT_L, OUT_P, REPLY]
+
+
+@pytest.fixture(params=["fakeredis", pytest.param("redis", marks=pytest.mark.real_redis)])
+def aclient(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """An asyncio client: fakeredis, or one on the session's flushed redis-server."""
+    if request.param == "fakeredis":
+        yield fakeredis.FakeAsyncRedis()
+        return
+    request.getfixturevalue("real_redis")  # flushed before the test
+    yield redis.asyncio.Redis.from_url(request.getfixturevalue("redis_url"))
+
+
+def run(aclient: Any, coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` on a fresh loop, then drop the client's connections made on it."""
+
+    async def main() -> T:
+        try:
+            return await coro
+        finally:
+            await aclient.connection_pool.disconnect()
+
+    return asyncio.run(main())
+
+
+def session(aclient: Any, session_id: str = "s1", **options: Any) -> RedisHistorySession:
+    return RedisHistorySession.from_client(aclient, session_id, **options)
+
+
+def test_session_is_the_sdks_session_protocol() -> None:
+    """The SDK's runtime-checkable protocol recognises it, with the id the history has."""
+    s = session(fakeredis.FakeAsyncRedis(), "user-1")
+    assert isinstance(s, Session)
+    assert s.session_id == "user-1" == s.history.conversation_id
+
+
+def test_items_of_every_shape_come_back_unchanged(aclient: Any) -> None:
+    """Messages, reasoning, parallel calls and outputs, hosted and custom tool items, a
+    refusal and an image part: get_items returns exactly the dicts add_items was given."""
+    added: list[list[Any]] = [[USER], TURN, MORE]
+
+    async def scenario() -> None:
+        s = session(aclient)
+        for items in added:
+            await s.add_items(copy.deepcopy(items))
+        everything = [item for items in added for item in items]
+        assert await s.get_items() == everything
+        for limit in range(1, len(everything) + 2):
+            assert await s.get_items(limit) == everything[-limit:]
+        assert await s.get_items(0) == []
+        # the store holds them as messages it checked, its rules intact
+        stored = await s.history.snapshot()
+        RoleState().advance_all(stored)
+        assert [m.role for m in stored][:5] == ["user", "assistant", "tool", "tool", "assistant"]
+        assert [c.id for c in stored[1].tool_calls] == ["call_l", "call_p"]
+        assert stored[1].tool_calls[0].arguments == {"city": "Lisbon"}
+        assert stored[1].metadata[ITEMS] == [REASONING, CALL_L, CALL_P]
+        assert stored[2].content == '{"temp_c": 21}'
+
+    run(aclient, scenario())
+
+
+def test_each_text_is_stored_once(aclient: Any) -> None:
+    """A message's or an output's text is the stored message's content, not a second copy
+    in the kept item; it reads back in its place."""
+    long_output: Any = {**OUT_L, "output": "ZQ" * 500}
+    parts: Any = {**REPLY, "content": [*REPLY["content"], {"type": "refusal", "refusal": "no"}]}
+
+    async def scenario() -> None:
+        s = session(aclient)
+        await s.add_items([USER, CALL_L, long_output, REPLY])
+        raw = b"".join(await aclient.lrange(s.history.keys.msgs, 0, -1))
+        assert raw.count(b"ZQZQ" * 200) == 1
+        assert raw.count("Lisbon 21 °C".encode()) == 1
+        assert raw.count(b"Weather in Lisbon and Porto?") == 1
+        again: Any = {"role": "user", "content": "again"}
+        await s.add_items([again, parts])  # a reply of two texts keeps its item whole
+        assert await s.get_items() == [USER, CALL_L, long_output, REPLY, again, parts]
+
+    run(aclient, scenario())
+
+
+def test_limit_defaults_to_the_session_settings(aclient: Any) -> None:
+    """``session_settings.limit`` is get_items' default; an explicit limit wins."""
+
+    async def scenario() -> None:
+        s = session(aclient, session_settings=SessionSettings(limit=2))
+        await s.add_items([USER, *TURN])
+        assert await s.get_items() == [OUT_P, REPLY]
+        assert await s.get_items(3) == [OUT_L, OUT_P, REPLY]
+        as_dict = session(aclient, session_settings={"limit": 1})
+        assert await as_dict.get_items() == [REPLY]
+
+    run(aclient, scenario())
+
+
+@pytest.mark.real_redis
+def test_concurrent_sessions_on_one_conversation_keep_every_turn_whole(redis_url: str) -> None:
+    """Eight sessions (own clients) adding whole turns at once, as pods do: every item
+    lands, each turn's items stay together and in order, and the store's rules hold."""
+
+    def turn(w: int, n: int) -> list[Any]:
+        return [
+            {"role": "user", "content": f"w{w} t{n}"},
+            {**CALL_L, "call_id": f"c{w}-{n}"},
+            {**OUT_L, "call_id": f"c{w}-{n}"},
+            {**REPLY, "id": f"msg_{w}_{n}"},
+        ]
+
+    async def writer(w: int) -> None:
+        client = redis.asyncio.Redis.from_url(redis_url)
+        s = session(client, "shared")
+        for n in range(10):
+            await s.add_items(turn(w, n))
+        await client.aclose()
+
+    async def scenario() -> list[Any]:
+        client = redis.asyncio.Redis.from_url(redis_url)
+        await client.flushall()
+        await asyncio.gather(*(writer(w) for w in range(8)))
+        reader = session(client, "shared")
+        items = await reader.get_items()
+        RoleState().advance_all(await reader.history.snapshot())
+        await client.aclose()
+        return items
+
+    items = asyncio.run(scenario())
+    assert len(items) == 8 * 10 * 4
+    turns = [items[i : i + 4] for i in range(0, len(items), 4)]
+    assert sorted(t[0]["content"] for t in turns) == sorted(
+        f"w{w} t{n}" for w in range(8) for n in range(10)
+    )
+    for t in turns:
+        w, n = (int(x[1:]) for x in t[0]["content"].split())
+        assert t == turn(w, n)
+    for w in range(8):
+        mine = [t[0]["content"] for t in turns if t[0]["content"].startswith(f"w{w} ")]
+        assert mine == [f"w{w} t{n}" for n in range(10)]
+
+
+def test_add_items_is_atomic_and_refuses_an_output_without_its_call(aclient: Any) -> None:
+    """A call whose output answers no open call is refused whole: nothing of it is stored."""
+
+    async def scenario() -> None:
+        s = session(aclient)
+        await s.add_items([USER])
+        orphan: Any = {"type": "function_call_output", "call_id": "nope", "output": "x"}
+        with pytest.raises(ToolPairingError):
+            await s.add_items([REPLY, {"role": "user", "content": "and?"}, orphan])
+        assert await s.get_items() == [USER]
+        assert await s.history.len() == 1
+
+    run(aclient, scenario())
+
+
+def test_an_open_call_is_accepted_and_answered_by_a_later_call(aclient: Any) -> None:
+    """Mid-run, calls are stored before their outputs (a tool is running, an approval waits)."""
+
+    async def scenario() -> None:
+        s = session(aclient)
+        await s.add_items([USER, REASONING, CALL_L, CALL_P])
+        await s.add_items([OUT_P])
+        await s.add_items([OUT_L, REPLY])
+        assert await s.get_items() == [USER, *TURN[:3], OUT_P, OUT_L, REPLY]
+
+    run(aclient, scenario())
+
+
+def test_the_sdks_looser_order_is_bridged_and_read_back_unchanged(aclient: Any) -> None:
+    """A user input after a failed run's input, after tool outputs, while a call is left
+    open, and a reply after a reply: stored with bridges that get_items never shows."""
+    again: Any = {"role": "user", "content": "Hello?"}
+    items: list[list[Any]] = [
+        [USER],
+        [again],  # the previous run failed after storing its input
+        [CALL_L, OUT_L],  # a run that stopped at its tool's output
+        [again],
+        [CALL_P],  # a call never answered (the run was abandoned)
+        [again],
+        [REPLY],
+        [REPLY],  # two replies in a row
+    ]
+
+    async def scenario() -> None:
+        s = session(aclient)
+        for batch in items:
+            await s.add_items(copy.deepcopy(batch))
+        assert await s.get_items() == [item for batch in items for item in batch]
+        stored = await s.history.snapshot()
+        RoleState().advance_all(stored)  # the store's rules hold, bridges included
+        bridges = [m for m in stored if m.metadata.get(BRIDGE)]
+        assert [(m.role, m.tool_call_id) for m in bridges] == [
+            ("assistant", None),
+            ("assistant", None),
+            ("tool", "call_p"),  # then a user message may not follow a tool result:
+            ("assistant", None),
+            ("user", None),
+        ]
+        assert all(m.content == "" and ITEMS not in m.metadata for m in bridges)
+
+    run(aclient, scenario())
+
+
+def test_pop_item_returns_items_newest_first_until_none(aclient: Any) -> None:
+    """Each pop removes the latest item only, also out of a reply holding several, until
+    the session is empty; what remains reads back as the prefix."""
+    added: list[list[Any]] = [[USER], TURN, [{"role": "user", "content": "again"}], [REPLY]]
+    everything = [item for batch in added for item in batch]
+
+    async def scenario() -> None:
+        s = session(aclient)
+        for batch in added:
+            await s.add_items(copy.deepcopy(batch))
+        for n in range(len(everything), 0, -1):
+            assert await s.pop_item() == everything[n - 1]
+            assert await s.get_items() == everything[: n - 1]
+            RoleState().advance_all(await s.history.snapshot())
+        assert await s.pop_item() is None
+        assert await s.history.len() == 0
+
+    run(aclient, scenario())
+
+
+def test_pop_is_fenced_against_a_write_in_between(aclient: Any) -> None:
+    """A write landing between a pop's read and its rewrite refuses the rewrite, and the
+    pop reads again: it returns (and removes) the item that is latest by then."""
+    later: Any = {"role": "user", "content": "meanwhile"}
+
+    async def scenario() -> None:
+        s = session(aclient)
+        other = session(aclient)
+        await s.add_items([USER, REASONING, REPLY])  # the reply: one message of two items
+        replace = s.history.replace
+        calls = 0
+
+        async def racing_replace(*args: Any, **kwargs: Any) -> None:
+            nonlocal calls
+            calls += 1
+            if calls == 1:
+                await other.add_items([later])
+            await replace(*args, **kwargs)
+
+        s.history.replace = racing_replace  # type: ignore[method-assign]
+        assert await s.pop_item() == later
+        assert calls == 1  # refused, then the pop found a single-item message to roll back
+        assert await s.get_items() == [USER, REASONING, REPLY]
+
+    run(aclient, scenario())
+
+
+def test_popping_an_output_reopens_its_call_and_takes_its_bridges(aclient: Any) -> None:
+    """A popped output leaves its call open for a new one; a popped input takes the
+    bridge written for it."""
+    again: Any = {"role": "user", "content": "Hello?"}
+
+    async def scenario() -> None:
+        s = session(aclient)
+        await s.add_items([USER, CALL_L, OUT_L])
+        assert await s.pop_item() == OUT_L
+        retried: Any = {**OUT_L, "output": "retried"}
+        await s.add_items([retried])
+        await s.add_items([again])  # after a tool output: bridged
+        assert await s.history.len() == 5
+        assert await s.pop_item() == again
+        assert await s.history.len() == 3  # the bridge went with it
+        await s.add_items([REPLY])
+        assert await s.get_items() == [USER, CALL_L, retried, REPLY]
+
+    run(aclient, scenario())
+
+
+def test_messages_written_by_others_read_as_responses_items(aclient: Any) -> None:
+    """A compaction summary (or any message not written by the session) reads as the
+    Responses format renders it, and the session goes on after it."""
+
+    async def scenario() -> None:
+        s = session(aclient)
+        await s.add_items([USER, *TURN])
+        await s.history.splice_prefix(4, Message.system("Summary: weather asked."))
+        assert await s.get_items() == [
+            {"type": "message", "role": "system", "content": "Summary: weather asked."},
+            REPLY,
+        ]
+        await s.add_items([{"role": "user", "content": "Thanks"}])
+        assert len(await s.get_items()) == 3
+
+    run(aclient, scenario())
+
+
+def test_clear_session_removes_everything(aclient: Any) -> None:
+    """clear_session deletes the conversation; the session starts over empty."""
+
+    async def scenario() -> None:
+        s = session(aclient)
+        await s.add_items([USER, *TURN])
+        await s.clear_session()
+        assert await s.get_items() == []
+        assert await s.pop_item() is None
+        await s.add_items([USER])
+        assert await s.get_items() == [USER]
+
+    run(aclient, scenario())
+
+
+# --- a Runner run against a local stub model ---------------------------------------------
+
+
+class StubModel(Model):
+    """A model that returns canned outputs, one per call, and records its inputs."""
+
+    def __init__(self, outputs: list[list[Any]]) -> None:
+        self.outputs = outputs
+        self.inputs: list[Any] = []
+
+    async def get_response(self, *args: Any, **kwargs: Any) -> ModelResponse:
+        self.inputs.append(copy.deepcopy(kwargs["input"]))
+        return ModelResponse(output=self.outputs.pop(0), usage=Usage(), response_id=None)
+
+    def stream_response(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError
+
+
+@function_tool
+def weather(city: str) -> str:
+    """The weather in a city."""
+    return json.dumps({"city": city, "temp_c": 21 if city == "Lisbon" else 19})
+
+
+def canned() -> list[list[Any]]:
+    def text(i: int, words: str) -> ResponseOutputMessage:
+        return ResponseOutputMessage(
+            id=f"msg_{i}",
+            type="message",
+            role="assistant",
+            status="completed",
+            content=[ResponseOutputText(type="output_text", text=words, annotations=[])],
+        )
+
+    def call(i: int, city: str) -> ResponseFunctionToolCall:
+        return ResponseFunctionToolCall(
+            id=f"fc_{i}",
+            type="function_call",
+            call_id=f"call_{i}",
+            name="weather",
+            arguments=json.dumps({"city": city}),
+            status="completed",
+        )
+
+    thought = ResponseReasoningItem(
+        id="rs_1", type="reasoning", summary=[Summary(type="summary_text", text="two calls")]
+    )
+    return [
+        [thought, call(1, "Lisbon"), call(2, "Porto")],
+        [text(1, "Lisbon 21 °C, Porto 19 °C.")],
+        [text(2, "Lisbon is warmer.")],
+    ]
+
+
+async def two_runs(s: Any) -> tuple[list[Any], StubModel]:
+    model = StubModel(canned())
+    agent = Agent(name="travel", instructions="Be brief.", tools=[weather], model=model)
+    config = RunConfig(tracing_disabled=True)
+    first = await Runner.run(agent, "Weather in Lisbon and Porto?", session=s, run_config=config)
+    assert first.final_output == "Lisbon 21 °C, Porto 19 °C."
+    second = await Runner.run(agent, "Which is warmer?", session=s, run_config=config)
+    assert second.final_output == "Lisbon is warmer."
+    return await s.get_items(), model
+
+
+def test_runner_runs_on_the_session_as_on_the_sdks_own(aclient: Any, tmp_path: Any) -> None:
+    """Two Runner.run turns (reasoning, parallel tool calls, answers) against a stub model:
+    the session stores what the SDK's own SQLiteSession stores, and the model's second
+    input is the same history."""
+
+    async def scenario() -> None:
+        ours, our_model = await two_runs(session(aclient, "travel"))
+        reference = SQLiteSession("travel", str(tmp_path / "sdk.db"))
+        theirs, their_model = await two_runs(reference)
+        reference.close()
+        assert ours == theirs
+        assert our_model.inputs == their_model.inputs
+        assert [i.get("type", "message") for i in ours] == [
+            "message",
+            "reasoning",
+            "function_call",
+            "function_call",
+            "function_call_output",
+            "function_call_output",
+            "message",
+            "message",
+            "message",
+        ]
+        assert our_model.inputs[-1][:-1] == ours[:7]  # the second run saw the first
+
+    run(aclient, scenario())
