@@ -29,7 +29,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["DEFAULT_NAMESPACE", "DEFAULT_PREFIX", "ConversationKeys", "validate_name"]
+__all__ = ["DEFAULT_NAMESPACE", "DEFAULT_PREFIX", "ConversationKeys", "MemoryKeys", "validate_name"]
 
 DEFAULT_PREFIX = "rh"
 DEFAULT_NAMESPACE = "default"
@@ -97,3 +97,57 @@ class ConversationKeys:
     def all(self) -> tuple[str, str, str, str]:
         """Every key, for ``delete()``."""
         return (self.msgs, self.meta, self.archive, self.lock)
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryKeys:
+    """Every key of one owner's long-term memories (an agent, or an agent and one user), all
+    in one hash slot, so a recall is one script on one node.
+
+    With prefix ``rh``, namespace ``NS``, agent ``A`` and user ``U`` (``{A}`` for the agent's
+    memories kept without a user)::
+
+        rh:NS:mem:{A:U}:stats    HASH  seq (the last id), docs (memories), len (their terms)
+        rh:NS:mem:{A:U}:docs     HASH  id -> the memory's record (JSON: text, metadata, terms)
+        rh:NS:mem:{A:U}:dedup    HASH  hash of the normalized text -> id
+        rh:NS:mem:{A:U}:recent   ZSET  id -> last stored (ms), the recency order
+        rh:NS:mem:{A:U}:c:<conv> SET   ids of the memories stored from a conversation
+        rh:NS:mem:{A:U}:g:<tag>  SET   ids of the memories carrying a tag
+        rh:NS:mem:{A:U}:t:<term> HASH  id -> length * 1000 + term frequency (the postings)
+
+    The agent id may not contain ``:`` (so ``{A:U}`` names one owner); the user id may.
+    """
+
+    base: str
+    stats: str
+    docs: str
+    dedup: str
+    recent: str
+
+    @classmethod
+    def build(
+        cls,
+        agent_id: str,
+        user_id: str | None = None,
+        namespace: str = DEFAULT_NAMESPACE,
+        prefix: str = DEFAULT_PREFIX,
+    ) -> MemoryKeys:
+        """Validate the names and build the owner's keys."""
+        validate_name(agent_id, "agent id", allow_colon=False)
+        validate_name(namespace, "namespace", allow_colon=False)
+        validate_name(prefix, "key prefix", allow_colon=False)
+        owner = agent_id if user_id is None else f"{agent_id}:{validate_name(user_id, 'user id')}"
+        base = f"{prefix}:{namespace}:mem:{{{owner}}}"
+        return cls(base, f"{base}:stats", f"{base}:docs", f"{base}:dedup", f"{base}:recent")
+
+    def conversation(self, conversation_id: str) -> str:
+        """The set of the memories stored from ``conversation_id``."""
+        return f"{self.base}:c:{validate_name(conversation_id, 'conversation id')}"
+
+    def tag(self, tag: str) -> str:
+        """The set of the memories carrying ``tag``."""
+        return f"{self.base}:g:{validate_name(tag, 'tag')}"
+
+    def term(self, term: str) -> str:
+        """The postings of ``term`` (a term of the tokenizer: word characters only)."""
+        return f"{self.base}:t:{term}"

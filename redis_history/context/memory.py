@@ -3,7 +3,8 @@
 A :class:`LongTermMemory` stores texts with metadata and recalls the ones nearest a query,
 among those a :class:`MemoryFilters` allows. :class:`InMemoryMemory` is the reference
 implementation, for tests and single-process use: it ranks by shared words, newest first on a
-tie. A Redis-backed one (vector search) plugs in through the same protocol;
+tie. :class:`~redis_history.context.redis_memory.RedisLongTermMemory` keeps them in Redis
+(BM25 over an index in Redis) behind the same protocol;
 :func:`resolve_memory` takes an object, ``"in_memory"`` or a dotted path, as the other plug-ins.
 
 Every stored text carries the metadata keys of :class:`MemoryFilters` (``agent_id``,
@@ -71,6 +72,8 @@ class MemoryRecord:
     """Its metadata, as stored."""
     score: float = 0.0
     """How near the query it is; higher is nearer (the scale is the memory's own)."""
+    memory_id: str | None = None
+    """The id its ``store`` returned, when the memory gives it."""
 
 
 @runtime_checkable
@@ -127,12 +130,15 @@ class InMemoryMemory:
             raise ValueError(f"top_k must be >= 0, got {top_k}")
         wanted = _words(query)
         scored = [
-            (len(wanted & _words(text)) / len(wanted) if wanted else 0.0, order, text, metadata)
-            for order, (_, text, metadata) in enumerate(self._items)
+            (len(wanted & _words(text)) / len(wanted) if wanted else 0.0, order, memory_id)
+            for order, (memory_id, text, metadata) in enumerate(self._items)
             if filters.matches(metadata)
         ]
         scored.sort(key=lambda item: (-item[0], -item[1]))
-        return [MemoryRecord(text, metadata, score) for score, _, text, metadata in scored[:top_k]]
+        return [
+            MemoryRecord(self._items[order][1], self._items[order][2], score, memory_id)
+            for score, order, memory_id in scored[:top_k]
+        ]
 
     def all(self) -> Sequence[tuple[str, str, Mapping[str, Any]]]:
         """Every stored memory: its id, text and metadata, oldest first."""

@@ -1,0 +1,37 @@
+--[[
+memory_list: an owner's memories, the most recently stored first, a page at a time; only
+those in every filter set given (a conversation, tags).
+
+KEYS[1] docs     HASH  id -> record (JSON)
+KEYS[2] recent   ZSET  id -> last stored (ms)
+then nf filter sets
+ARGV[1] offset   memories skipped (>= 0)
+ARGV[2] limit    the most memories returned (> 0)
+ARGV[3] nf       filter sets given
+
+Returns {id, record, ...}.
+]]
+local docs, recent = KEYS[1], KEYS[2]
+local offset, limit, nf = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local ids
+if nf == 0 then
+  ids = redis.call('ZREVRANGE', recent, offset, offset + limit - 1)
+else
+  local all = redis.call('SINTER', unpack(KEYS, 3, 2 + nf))
+  local up = {}
+  for i = 1, #all do up[all[i]] = tonumber(redis.call('ZSCORE', recent, all[i])) or 0 end
+  table.sort(all, function(x, y)
+    if up[x] ~= up[y] then return up[x] > up[y] end
+    return tonumber(x) > tonumber(y)
+  end)
+  ids = {}
+  for i = offset + 1, math.min(offset + limit, #all) do ids[#ids + 1] = all[i] end
+end
+if #ids == 0 then return {} end
+local records = redis.call('HMGET', docs, unpack(ids))
+local out = {}
+for i = 1, #ids do
+  out[#out + 1] = ids[i]
+  out[#out + 1] = records[i] or ''
+end
+return out

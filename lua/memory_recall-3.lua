@@ -1,0 +1,108 @@
+--[[
+memory_recall: an owner's top_k memories by BM25 (k1 = 1.2, b = 0.75) over the query's terms,
+the most recently stored first on equal scores. Only the keys given are read, all of one
+owner; the conversation and tag sets given are intersected here, so a memory outside them is
+never scored.
+
+KEYS[1] stats    HASH  docs, len (for the mean length)
+KEYS[2] docs     HASH  id -> record (JSON)
+KEYS[3] recent   ZSET  id -> last stored (ms)
+then nf filter sets (a conversation, tags), then one postings HASH per distinct query term
+(id -> length * 1000 + the term's frequency)
+ARGV[1] top_k    the most memories returned (> 0)
+ARGV[2] nf       filter sets given
+
+Returns {id, score, record, ...}, best first; the score as text.
+]]
+local stats, docs, recent = KEYS[1], KEYS[2], KEYS[3]
+local top, nf = tonumber(ARGV[1]), tonumber(ARGV[2])
+local counts = redis.call('HMGET', stats, 'docs', 'len')
+local n = tonumber(counts[1]) or 0
+if n <= 0 then return {} end
+local avg = (tonumber(counts[2]) or 0) / n
+if avg <= 0 then avg = 1 end
+
+local allowed, passed, nallowed
+if nf > 0 then
+  passed = redis.call('SINTER', unpack(KEYS, 4, 3 + nf))
+  nallowed = #passed
+  if nallowed == 0 then return {} end
+  allowed = {}
+  for i = 1, nallowed do allowed[passed[i]] = true end
+end
+
+local scores = {}
+local a, c = 1.2 * 0.25, 1.2 * 0.75 / avg
+for i = 4 + nf, #KEYS do
+  local df = redis.call('HLEN', KEYS[i])
+  if df > 0 then
+    local w = math.log(1 + (n - df + 0.5) / (df + 0.5)) * 2.2
+    if allowed and nallowed < df then
+      -- fewer memories pass the filters than carry the term: look those up
+      local ids, values = passed, {}
+      for j = 1, #ids, 1000 do
+        local got = redis.call('HMGET', KEYS[i], unpack(ids, j, math.min(j + 999, #ids)))
+        for g = 1, #got do values[j + g - 1] = got[g] end
+      end
+      for j = 1, #ids do
+        local v = values[j]
+        if v then
+          v = tonumber(v)
+          local tf = v % 1000
+          local id = ids[j]
+          scores[id] = (scores[id] or 0) + w * tf / (tf + a + c * (v - tf) / 1000)
+        end
+      end
+    else
+      local p = redis.call('HGETALL', KEYS[i])
+      for j = 1, #p, 2 do
+        local id = p[j]
+        if not allowed or allowed[id] then
+          local v = tonumber(p[j + 1])
+          local tf = v % 1000
+          scores[id] = (scores[id] or 0) + w * tf / (tf + a + c * (v - tf) / 1000)
+        end
+      end
+    end
+  end
+end
+
+-- the top_k best scores, ascending; then every memory scoring at least the last of them
+local best, m = {}, 0
+for _, s in pairs(scores) do
+  if m < top then
+    m = m + 1
+    local j = m
+    while j > 1 and best[j - 1] > s do best[j] = best[j - 1]; j = j - 1 end
+    best[j] = s
+  elseif s > best[1] then
+    local j = 1
+    while j < m and best[j + 1] < s do best[j] = best[j + 1]; j = j + 1 end
+    best[j] = s
+  end
+end
+if m == 0 then return {} end
+local floor = best[1]
+local group, up = {}, {}
+for id, s in pairs(scores) do
+  if s >= floor then
+    group[#group + 1] = id
+    up[id] = tonumber(redis.call('ZSCORE', recent, id)) or 0
+  end
+end
+table.sort(group, function(x, y)
+  local sx, sy = scores[x], scores[y]
+  if sx ~= sy then return sx > sy end
+  if up[x] ~= up[y] then return up[x] > up[y] end
+  return tonumber(x) > tonumber(y)
+end)
+local chosen = {}
+for i = 1, math.min(top, #group) do chosen[i] = group[i] end
+local records = redis.call('HMGET', docs, unpack(chosen))
+local out = {}
+for i = 1, #chosen do
+  out[#out + 1] = chosen[i]
+  out[#out + 1] = string.format('%.17g', scores[chosen[i]])
+  out[#out + 1] = records[i] or ''
+end
+return out

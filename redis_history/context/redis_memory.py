@@ -1,0 +1,423 @@
+"""Long-term memory on plain Redis (no modules): BM25 over terms indexed in Redis.
+
+:class:`RedisLongTermMemory` is a :class:`~redis_history.context.memory.LongTermMemory` that
+runs on any Redis 6.2+ (the embedded one included) and on Redis Cluster. Each owner (an agent
+and one user, or an agent alone for memories kept without a user) has its own keys under one
+hash tag (:class:`~redis_history.keys.MemoryKeys`): the memories, an inverted index (one hash
+of postings per term), the counts BM25 needs, and one set per conversation and per tag.
+
+- **Filters by construction.** A recall reads only the keys of the owner its filters name
+  (the script is given no other key); the conversation and tag sets are intersected in the
+  same script before any memory is scored. ``user_id=None`` recalls the agent's memories kept
+  without a user, never every user's: a recall does not span users.
+- **Ranking.** BM25 (k1 = 1.2, b = 0.75, the Lucene idf) over the query's terms, in one
+  script per recall; equal scores go to the most recently stored. Only memories sharing a term
+  with the query are returned (a query with no terms recalls nothing).
+- **Duplicates merge.** A text whose normalized form (case-folded, whitespace collapsed) an
+  owner already has is not stored again: that memory keeps its id, takes the new
+  conversation and tags, and counts as stored now (it moves up in recency). A retried store is
+  such a merge, so it is applied once.
+- **Terms.** Case-folded word characters, a short English stop list left out, a plural
+  ``s`` taken off; Chinese and Japanese runs (which have no spaces) as character bigrams.
+
+Limits (:data:`MAX_TEXT_BYTES`, :data:`MAX_TERMS`, :data:`MAX_TAGS`, :data:`MAX_EXTRA_BYTES`,
+:data:`MAX_TOP_K`) raise ``ValueError`` when a store or recall exceeds them; a query's terms
+past :data:`MAX_QUERY_TERMS` are ignored (the query is often a whole user message).
+"""
+
+from __future__ import annotations
+
+import builtins
+import hashlib
+import json
+import re
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
+from typing import Any, TypeVar
+
+from redis.exceptions import NoScriptError
+from redis.exceptions import ResponseError as _ResponseError
+
+from redis_history._core import _UNAVAILABLE, Call, RedisFailure
+from redis_history.context.memory import MemoryFilters, MemoryRecord
+from redis_history.errors import CorruptHistoryError, HistoryError, StoreUnavailableError
+from redis_history.keys import DEFAULT_NAMESPACE, DEFAULT_PREFIX, MemoryKeys, validate_name
+from redis_history.scripts import script
+
+__all__ = [
+    "MAX_EXTRA_BYTES",
+    "MAX_QUERY_TERMS",
+    "MAX_TAGS",
+    "MAX_TERMS",
+    "MAX_TEXT_BYTES",
+    "MAX_TOP_K",
+    "RedisLongTermMemory",
+    "normalize",
+    "terms",
+]
+
+T = TypeVar("T")
+
+MAX_TEXT_BYTES = 8192
+"""The longest memory, in UTF-8 bytes: memories are facts, not documents."""
+MAX_TERMS = 1024
+"""The most distinct terms one memory may have (each is a key its store writes)."""
+MAX_QUERY_TERMS = 32
+"""The distinct terms of a query that count; those after are ignored."""
+MAX_TAGS = 16
+"""The most tags one memory (or one filter) may carry."""
+MAX_EXTRA_BYTES = 4096
+"""The largest extra metadata (beyond the filter keys), as JSON."""
+MAX_TOP_K = 100
+"""The most memories one recall returns."""
+MAX_TERM_LENGTH = 64
+"""Longer words are cut to this many characters."""
+MAX_TF = 999
+"""A term's count in one memory is capped here (BM25 saturates long before)."""
+FORGET_ATTEMPTS = 5
+
+RESERVED = frozenset(
+    {"agent_id", "user_id", "conversation_id", "conversation_ids", "tags", "created_ms",
+     "updated_ms", "memory_id"}
+)  # fmt: skip
+"""Metadata keys the memory sets itself; other keys are kept as given (JSON)."""
+
+STOPWORDS = frozenset(
+    """a an and are as at be been but by can could did do does for from had has have he her
+    him his how i if in into is it its me my of on or our she so than that the their them
+    then there these they this to was we were what when where which who why will with would
+    you your""".split()  # noqa: SIM905 -- a word list reads better as text
+)
+"""Words left out of the index and of queries: they match nearly every memory."""
+
+_WORD = re.compile(r"\w+")
+_CJK = re.compile("([\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ffff]+)")
+
+
+def normalize(text: str) -> str:
+    """``text`` case-folded with its whitespace collapsed: what duplicates are found by."""
+    return " ".join(text.casefold().split())
+
+
+def _stem(word: str) -> str:
+    if not word.isascii() or len(word) <= 3 or word.endswith("ss"):
+        return word
+    if word.endswith("ies") and len(word) > 4:
+        return word[:-3] + "y"
+    return word[:-1] if word.endswith("s") else word
+
+
+def terms(text: str) -> list[str]:
+    """The terms of ``text``, in order, repeats kept: what the index and queries use."""
+    out: list[str] = []
+    for word in _WORD.findall(text.casefold()):
+        for i, part in enumerate(_CJK.split(word)):
+            if not part:
+                continue
+            if i % 2:  # a Chinese or Japanese run: bigrams, or the one character
+                if len(part) == 1:
+                    out.append(part)
+                else:
+                    out.extend(part[j : j + 2] for j in range(len(part) - 1))
+            elif part not in STOPWORDS and part != "_":
+                out.append(_stem(part[:MAX_TERM_LENGTH]))
+    return out
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _list(value: Any) -> list[str]:
+    """A JSON list the script may have re-encoded as ``{}`` when empty."""
+    return [str(v) for v in value] if isinstance(value, list) else []
+
+
+def _wrap(exc: Exception) -> HistoryError:
+    if isinstance(exc, _UNAVAILABLE):
+        return StoreUnavailableError(f"Redis is unavailable: {exc}")
+    if isinstance(exc, _ResponseError) and "WRONGTYPE" in str(exc):
+        return CorruptHistoryError(f"a memory key holds the wrong data type: {exc}")
+    return HistoryError(f"Redis refused the operation: {exc}")
+
+
+def _memory_call(
+    parse: Callable[[Any], T], name: str, keys: Sequence[str], more: Sequence[str], args: Any
+) -> Call[T]:
+    """A call of script ``name``: its declared keys, then ``more`` keys its ARGV describe."""
+    lua = script(name)
+    if len(keys) != lua.nkeys:
+        raise AssertionError(f"{name} takes {lua.nkeys} keys, called with {len(keys)}")
+    return Call(parse, ("EVALSHA", lua.sha, len(keys) + len(more), *keys, *more, *args), lua)
+
+
+class RedisLongTermMemory:
+    """A :class:`~redis_history.context.memory.LongTermMemory` in Redis, ranked by BM25.
+
+    Every method is one script (``forget`` reads the memory first), on one hash slot.
+    """
+
+    def __init__(
+        self,
+        client: Any,
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        prefix: str = DEFAULT_PREFIX,
+        clock: Callable[[], int] | None = None,
+    ) -> None:
+        """Keep memories through ``client``.
+
+        Args:
+            client: a ``redis.Redis`` or ``redis.cluster.RedisCluster``.
+            namespace: the tenant; first in every key, so ACL patterns can confine it.
+            prefix: the first part of every key.
+            clock: milliseconds since the epoch, for the stored times (tests inject one).
+
+        Raises:
+            ValueError: an unusable namespace or prefix.
+        """
+        validate_name(namespace, "namespace", allow_colon=False)
+        validate_name(prefix, "key prefix", allow_colon=False)
+        self.client = client
+        self.namespace = namespace
+        self.prefix = prefix
+        self._clock = clock or (lambda: time.time_ns() // 1_000_000)
+
+    def keys(self, agent_id: str, user_id: str | None = None) -> MemoryKeys:
+        """The keys of one owner's memories."""
+        return MemoryKeys.build(agent_id, user_id, self.namespace, self.prefix)
+
+    def _run(self, call: Call[T]) -> T:
+        try:
+            try:
+                reply = self.client.execute_command(*call.command)
+            except NoScriptError:  # a restarted or failed-over server, or SCRIPT FLUSH
+                reply = self.client.execute_command(*call.fallback())
+        except RedisFailure as exc:
+            raise _wrap(exc) from exc
+        return call.parse(reply)
+
+    # -- store --------------------------------------------------------------------------------
+
+    def store(self, text: str, metadata: Mapping[str, Any]) -> str:
+        """Keep ``text`` for the owner ``metadata`` names, or merge it into that owner's memory
+        with the same normalized text; returns the memory's id (the same id for a merge).
+
+        Args:
+            text: the memory.
+            metadata: ``agent_id`` (required), ``user_id``, ``conversation_id``, ``tags``
+                (strings), and any other JSON-serializable keys, kept as given (on a merge the
+                new values win).
+
+        Raises:
+            ValueError: no ``agent_id``, an unusable name or tag, an empty text, or a text,
+                tag list or extra metadata over its limit.
+            StoreUnavailableError: Redis could not be reached.
+        """
+        filters, extra = _split(metadata)
+        if not isinstance(text, str) or not text.strip():
+            raise ValueError("a memory needs a non-empty text")
+        try:
+            size = len(text.encode())
+        except UnicodeEncodeError:
+            raise ValueError("a memory's text must be valid UTF-8 text") from None
+        if size > MAX_TEXT_BYTES:
+            raise ValueError(f"a memory is {size} bytes; the limit is {MAX_TEXT_BYTES}")
+        counts = Counter(terms(text))
+        if len(counts) > MAX_TERMS:
+            raise ValueError(f"a memory has {len(counts)} distinct terms; the limit is {MAX_TERMS}")
+        keys = self.keys(filters.agent_id, filters.user_id)
+        length = sum(counts.values())
+        now = self._clock()
+        conversations = [] if filters.conversation_id is None else [filters.conversation_id]
+        record = json.dumps(
+            {"t": text, "c": conversations, "g": list(filters.tags), "x": extra, "at": now,
+             "up": now, "n": length, "k": list(counts)},
+            ensure_ascii=False,
+            separators=(",", ":"),
+        )  # fmt: skip
+        sets = [keys.conversation(c) for c in conversations] + [keys.tag(t) for t in filters.tags]
+        postings = [length * 1000 + min(tf, MAX_TF) for tf in counts.values()]
+        call = _memory_call(
+            lambda reply: _text(reply[0]),
+            "memory_store",
+            (keys.stats, keys.docs, keys.dedup, keys.recent),
+            [*sets, *map(keys.term, counts)],
+            (_hash(text), now, record, length, len(conversations), len(filters.tags), *postings),
+        )
+        return self._run(call)
+
+    # -- recall -------------------------------------------------------------------------------
+
+    def recall(self, query: str, filters: MemoryFilters, top_k: int) -> list[MemoryRecord]:
+        """At most ``top_k`` of the owner's memories that ``filters`` allows and that share a
+        term with ``query``, by BM25 score, the most recently stored first on a tie.
+
+        Raises:
+            ValueError: ``top_k`` below 0 or above :data:`MAX_TOP_K`; an unusable name.
+            StoreUnavailableError: Redis could not be reached.
+        """
+        if not 0 <= top_k <= MAX_TOP_K:
+            raise ValueError(f"top_k must be 0 to {MAX_TOP_K}, got {top_k}")
+        keys = self.keys(filters.agent_id, filters.user_id)
+        sets = _filter_sets(keys, filters)
+        wanted = list(dict.fromkeys(terms(query)))[:MAX_QUERY_TERMS]
+        if not wanted or top_k == 0:
+            return []
+        call = _memory_call(
+            lambda reply: self._records(reply, filters, scored=True),
+            "memory_recall",
+            (keys.stats, keys.docs, keys.recent),
+            [*sets, *map(keys.term, wanted)],
+            (top_k, len(sets)),
+        )
+        return self._run(call)
+
+    def _records(self, reply: Any, filters: MemoryFilters, *, scored: bool) -> list[MemoryRecord]:
+        step = 3 if scored else 2
+        out: list[MemoryRecord] = []
+        for i in range(0, len(reply), step):
+            memory_id = _text(reply[i])
+            score = float(reply[i + 1]) if scored else 0.0
+            text, metadata = _decode(reply[i + step - 1], memory_id, filters)
+            out.append(MemoryRecord(text, metadata, score, memory_id))
+        return out
+
+    # -- forget -------------------------------------------------------------------------------
+
+    def forget(self, memory_id: str, filters: MemoryFilters) -> bool:
+        """Remove the memory ``memory_id`` of the owner ``filters`` names (its agent and user;
+        the other fields are not checked); returns whether there was one.
+
+        Raises:
+            ValueError: an unusable name.
+            HistoryError: the memory kept changing while it was being removed.
+            StoreUnavailableError: Redis could not be reached.
+        """
+        keys = self.keys(filters.agent_id, filters.user_id)
+        for _ in range(FORGET_ATTEMPTS):
+            try:
+                raw = self.client.hget(keys.docs, memory_id)
+            except RedisFailure as exc:
+                raise _wrap(exc) from exc
+            if raw is None:
+                return False
+            try:
+                record = json.loads(raw)
+            except ValueError as exc:
+                raise CorruptHistoryError(f"memory {memory_id} is not a record") from exc
+            sets = [keys.conversation(c) for c in _list(record.get("c"))]
+            sets += [keys.tag(t) for t in _list(record.get("g"))]
+            postings = [keys.term(t) for t in _list(record.get("k"))]
+            call = _memory_call(
+                int,
+                "memory_forget",
+                (keys.stats, keys.docs, keys.dedup, keys.recent),
+                [*sets, *postings],
+                (memory_id, raw, _hash(record["t"]), record.get("n", 0), len(sets)),
+            )
+            removed = self._run(call)
+            if removed >= 0:
+                return removed == 1
+        raise HistoryError(f"memory {memory_id} changed {FORGET_ATTEMPTS} times while forgotten")
+
+    def list(
+        self, filters: MemoryFilters, *, limit: int = 100, offset: int = 0
+    ) -> builtins.list[MemoryRecord]:
+        """The owner's memories ``filters`` allows, the most recently stored first: ``limit``
+        of them from ``offset``.
+
+        Raises:
+            ValueError: ``limit`` not positive or ``offset`` negative; an unusable name.
+            StoreUnavailableError: Redis could not be reached.
+        """
+        if limit <= 0 or offset < 0:
+            raise ValueError(f"list needs limit > 0 and offset >= 0, got {limit}, {offset}")
+        keys = self.keys(filters.agent_id, filters.user_id)
+        sets = _filter_sets(keys, filters)
+        call = _memory_call(
+            lambda reply: self._records(reply, filters, scored=False),
+            "memory_list",
+            (keys.docs, keys.recent),
+            sets,
+            (offset, limit, len(sets)),
+        )
+        return self._run(call)
+
+    def __repr__(self) -> str:
+        return f"RedisLongTermMemory({self.namespace!r})"
+
+
+def _hash(text: str) -> str:
+    return hashlib.blake2b(normalize(text).encode(), digest_size=16).hexdigest()
+
+
+def _split(metadata: Mapping[str, Any]) -> tuple[MemoryFilters, dict[str, Any]]:
+    """The filter fields of a memory's metadata, checked, and the rest (JSON, size-capped)."""
+    if not isinstance(metadata, Mapping) or not metadata.get("agent_id"):
+        raise ValueError("a memory's metadata needs an agent_id")
+    tags = metadata.get("tags") or ()
+    if isinstance(tags, str) or not all(isinstance(t, str) for t in tags):
+        raise ValueError(f"tags must be a list of strings, got {tags!r}")
+    filters = MemoryFilters(
+        metadata["agent_id"],
+        metadata.get("user_id"),
+        metadata.get("conversation_id"),
+        tuple(dict.fromkeys(tags)),
+    )
+    extra = {k: v for k, v in metadata.items() if k not in RESERVED}
+    if not all(isinstance(k, str) for k in extra):
+        raise ValueError("metadata keys must be strings")
+    try:
+        size = len(json.dumps(extra, ensure_ascii=False).encode())
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"a memory's extra metadata must be JSON: {exc}") from None
+    if size > MAX_EXTRA_BYTES:
+        raise ValueError(f"extra metadata is {size} bytes as JSON; the limit is {MAX_EXTRA_BYTES}")
+    for key in ("conversation_ids", "created_ms", "updated_ms", "memory_id"):
+        if key in metadata:
+            raise ValueError(f"metadata key {key!r} is set by the memory itself")
+    _check_tags(filters.tags)
+    return filters, extra
+
+
+def _check_tags(tags: Sequence[str]) -> None:
+    if len(tags) > MAX_TAGS:
+        raise ValueError(f"{len(tags)} tags; the limit is {MAX_TAGS}")
+    for tag in tags:
+        validate_name(tag, "tag")
+
+
+def _filter_sets(keys: MemoryKeys, filters: MemoryFilters) -> list[str]:
+    tags = list(dict.fromkeys(filters.tags))
+    _check_tags(tags)
+    sets = [keys.tag(t) for t in tags]
+    if filters.conversation_id is not None:
+        sets.insert(0, keys.conversation(filters.conversation_id))
+    return sets
+
+
+def _decode(raw: Any, memory_id: str, filters: MemoryFilters) -> tuple[str, Mapping[str, Any]]:
+    """A record's text and the metadata a caller sees."""
+    try:
+        record = json.loads(raw)
+        text = record["t"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise CorruptHistoryError(f"memory {memory_id} is not a record: {raw!r}") from exc
+    conversations = _list(record.get("c"))
+    metadata: dict[str, Any] = dict(record.get("x") or {})
+    metadata["agent_id"] = filters.agent_id
+    if filters.user_id is not None:
+        metadata["user_id"] = filters.user_id
+    if filters.conversation_id in conversations:
+        metadata["conversation_id"] = filters.conversation_id
+    elif conversations:
+        metadata["conversation_id"] = conversations[0]
+    metadata["conversation_ids"] = conversations
+    metadata["tags"] = _list(record.get("g"))
+    metadata["created_ms"] = record.get("at")
+    metadata["updated_ms"] = record.get("up")
+    metadata["memory_id"] = memory_id
+    return str(text), MappingProxyType(metadata)
