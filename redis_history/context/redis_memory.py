@@ -17,8 +17,9 @@ of postings per term), the counts BM25 needs, and one set per conversation and p
   owner already has is not stored again: that memory keeps its id, takes the new
   conversation and tags, and counts as stored now (it moves up in recency). A retried store is
   such a merge, so it is applied once.
-- **Terms.** Case-folded word characters, a short English stop list left out, a plural
-  ``s`` taken off; Chinese and Japanese runs (which have no spaces) as character bigrams.
+- **Terms.** Case-folded word characters, a short English stop list and single Latin
+  letters left out, a plural ``s`` taken off; Chinese and Japanese runs (which have no
+  spaces) as character bigrams.
 
 Limits (:data:`MAX_TEXT_BYTES`, :data:`MAX_TERMS`, :data:`MAX_TAGS`, :data:`MAX_EXTRA_BYTES`,
 :data:`MAX_TOP_K`) raise ``ValueError`` when a store or recall exceeds them; a query's terms
@@ -109,6 +110,11 @@ def _stem(word: str) -> str:
     return word[:-1] if word.endswith("s") else word
 
 
+def _noise(part: str) -> bool:
+    """Underscores alone, or one Latin letter (the ``s`` of ``user's``)."""
+    return not part.strip("_") or (len(part) == 1 and part.isascii() and part.isalpha())
+
+
 def terms(text: str) -> list[str]:
     """The terms of ``text``, in order, repeats kept: what the index and queries use."""
     out: list[str] = []
@@ -121,7 +127,7 @@ def terms(text: str) -> list[str]:
                     out.append(part)
                 else:
                     out.extend(part[j : j + 2] for j in range(len(part) - 1))
-            elif part not in STOPWORDS and part != "_":
+            elif part not in STOPWORDS and not _noise(part):
                 out.append(_stem(part[:MAX_TERM_LENGTH]))
     return out
 
