@@ -393,3 +393,27 @@ def test_memories_on_a_cluster(cluster_client: RedisCluster) -> None:
             slot
         }
     assert len(slots) > 1
+
+
+@pytest.mark.parametrize(
+    "backend", ["fakeredis", pytest.param("cluster", marks=pytest.mark.real_redis)]
+)
+def test_store_many_pipelines_stores_and_reloads_a_flushed_script(
+    backend: str, request: pytest.FixtureRequest
+) -> None:
+    """A batch stores in one pipeline, duplicates merged as one by one, after a script
+    cache flush too; a bad item refuses the whole batch before anything is sent."""
+    client: Any = (
+        fakeredis.FakeRedis()
+        if backend == "fakeredis"
+        else request.getfixturevalue("cluster_client")
+    )
+    memory = RedisLongTermMemory(client, clock=Clock())
+    who = {"agent_id": "a", "user_id": "u"}
+    client.script_flush()
+    ids = memory.store_many([("green tea", who), ("black coffee", who), ("Green  TEA", who)])
+    assert ids == ["1", "2", "1"]
+    assert memory.store_many([]) == []
+    with pytest.raises(ValueError, match="agent_id"):
+        memory.store_many([("water", who), ("juice", {"user_id": "u"})])
+    assert [r.text for r in memory.list(MemoryFilters("a", "u"))] == ["green tea", "black coffee"]

@@ -222,6 +222,39 @@ class RedisLongTermMemory:
                 tag list or extra metadata over its limit.
             StoreUnavailableError: Redis could not be reached.
         """
+        return self._run(self._store_call(text, metadata))
+
+    def store_many(self, items: Sequence[tuple[str, Mapping[str, Any]]]) -> builtins.list[str]:
+        """Store each ``(text, metadata)`` as :meth:`store` does, in one pipeline (not one
+        transaction: each store is atomic, and a retried batch merges into itself); returns
+        the ids in order. Every item is checked before anything is sent.
+
+        Raises:
+            ValueError: an item :meth:`store` would refuse (nothing is sent).
+            HistoryError: Redis refused a store (those before it are kept).
+            StoreUnavailableError: Redis could not be reached.
+        """
+        calls = [self._store_call(text, metadata) for text, metadata in items]
+        if not calls:
+            return []
+        try:
+            with self.client.pipeline(transaction=False) as pipe:
+                for call in calls:
+                    pipe.execute_command(*call.command)
+                replies = pipe.execute(raise_on_error=False)
+            out: builtins.list[str] = []
+            for call, reply in zip(calls, replies, strict=True):
+                if isinstance(reply, NoScriptError):  # the first EVAL loads it for the rest
+                    out.append(self._run(call))
+                    continue
+                if isinstance(reply, Exception):
+                    raise reply
+                out.append(call.parse(reply))
+        except RedisFailure as exc:
+            raise _wrap(exc) from exc
+        return out
+
+    def _store_call(self, text: str, metadata: Mapping[str, Any]) -> Call[str]:
         filters, extra = _split(metadata)
         if not isinstance(text, str) or not text.strip():
             raise ValueError("a memory needs a non-empty text")
@@ -253,7 +286,7 @@ class RedisLongTermMemory:
             [*sets, *map(keys.term, counts)],
             (_hash(text), now, record, length, len(conversations), len(filters.tags), *postings),
         )
-        return self._run(call)
+        return call
 
     # -- recall -------------------------------------------------------------------------------
 
