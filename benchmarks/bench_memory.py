@@ -40,8 +40,7 @@ from typing import Any
 
 import redis
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from memory_samples import MEMORIES, QUERIES, recall_at_k
 
@@ -123,9 +122,16 @@ def latency(
                     pipe.execute()
 
             postings.append(sum(int(client.hlen(k)) for k in term_keys))
-            times["recall"].append(timed(lambda q=query: memory.recall(q, filters, TOP_K)))
+
+            def recall(query: str = query) -> None:
+                memory.recall(query, filters, TOP_K)
+
+            def trip(memory_id: Any = ids[0]) -> None:
+                client.hget(keys.docs, memory_id)
+
+            times["recall"].append(timed(recall))
             times["raw reads"].append(timed(raw))
-            times["round trip"].append(timed(lambda i=ids[0]: client.hget(keys.docs, i)))
+            times["round trip"].append(timed(trip))
         row: dict[str, Any] = {
             "size": size,
             "stored": stored,
@@ -151,9 +157,7 @@ def quality(client: redis.Redis) -> dict[str, dict[int, float]]:
     filters = MemoryFilters("assistant", "u-1")
     ids = memory.store_many([(t, {"agent_id": "assistant", "user_id": "u-1"}) for t in MEMORIES])
     position = {memory_id: i for i, memory_id in enumerate(ids)}
-    bm25 = [
-        [position[r.memory_id or ""] for r in memory.recall(q, filters, 5)] for q, _ in QUERIES
-    ]
+    bm25 = [[position[r.memory_id or ""] for r in memory.recall(q, filters, 5)] for q, _ in QUERIES]
     newest_first = [
         [
             i

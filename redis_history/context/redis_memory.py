@@ -279,14 +279,13 @@ class RedisLongTermMemory:
         )  # fmt: skip
         sets = [keys.conversation(c) for c in conversations] + [keys.tag(t) for t in filters.tags]
         postings = [length * 1000 + min(tf, MAX_TF) for tf in counts.values()]
-        call = _memory_call(
+        return _memory_call(
             lambda reply: _text(reply[0]),
             "memory_store",
             (keys.stats, keys.docs, keys.dedup, keys.recent),
             [*sets, *map(keys.term, counts)],
             (_hash(text), now, record, length, len(conversations), len(filters.tags), *postings),
         )
-        return call
 
     # -- recall -------------------------------------------------------------------------------
 
