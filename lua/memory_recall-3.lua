@@ -2,7 +2,9 @@
 memory_recall: an owner's top_k memories by BM25 (k1 = 1.2, b = 0.75) over the query's terms,
 the most recently stored first on equal scores. Only the keys given are read, all of one
 owner; the conversation and tag sets given are intersected here, so a memory outside them is
-never scored.
+never scored. Terms are read rarest first; once the k-th best score is above what the terms
+left could add, those terms are looked up only for the memories that can still reach the top
+(MaxScore pruning: the same result, without reading a frequent term's whole postings).
 
 KEYS[1] stats    HASH  docs, len (for the mean length)
 KEYS[2] docs     HASH  id -> record (JSON)
@@ -33,56 +35,94 @@ end
 
 local scores = {}
 local a, c = 1.2 * 0.25, 1.2 * 0.75 / avg
-for i = 4 + nf, #KEYS do
-  local df = redis.call('HLEN', KEYS[i])
-  if df > 0 then
-    local w = math.log(1 + (n - df + 0.5) / (df + 0.5)) * 2.2
-    if allowed and nallowed < df then
-      -- fewer memories pass the filters than carry the term: look those up
-      local ids, values = passed, {}
-      for j = 1, #ids, 1000 do
-        local got = redis.call('HMGET', KEYS[i], unpack(ids, j, math.min(j + 999, #ids)))
-        for g = 1, #got do values[j + g - 1] = got[g] end
-      end
-      for j = 1, #ids do
-        local v = values[j]
-        if v then
-          v = tonumber(v)
-          local tf = v % 1000
-          local id = ids[j]
-          scores[id] = (scores[id] or 0) + w * tf / (tf + a + c * (v - tf) / 1000)
-        end
-      end
-    else
-      local p = redis.call('HGETALL', KEYS[i])
-      for j = 1, #p, 2 do
-        local id = p[j]
-        if not allowed or allowed[id] then
-          local v = tonumber(p[j + 1])
-          local tf = v % 1000
-          scores[id] = (scores[id] or 0) + w * tf / (tf + a + c * (v - tf) / 1000)
-        end
+
+-- the k-th best score so far (and how many there are, if fewer than k)
+local function kth()
+  local best, m = {}, 0
+  for _, s in pairs(scores) do
+    if m < top then
+      m = m + 1
+      local j = m
+      while j > 1 and best[j - 1] > s do best[j] = best[j - 1]; j = j - 1 end
+      best[j] = s
+    elseif s > best[1] then
+      local j = 1
+      while j < m and best[j + 1] < s do best[j] = best[j + 1]; j = j + 1 end
+      best[j] = s
+    end
+  end
+  return best[1], m
+end
+
+-- add a term's weight to the memories of ids that carry it (looked up 1000 at a time)
+local function lookup(key, ids, w)
+  for j = 1, #ids, 1000 do
+    local last = math.min(j + 999, #ids)
+    local got = redis.call('HMGET', key, unpack(ids, j, last))
+    for g = 1, #got do
+      local v = got[g]
+      if v then
+        v = tonumber(v)
+        local tf = v % 1000
+        local id = ids[j + g - 1]
+        scores[id] = (scores[id] or 0) + w * tf / (tf + a + c * (v - tf) / 1000)
       end
     end
   end
 end
 
--- the top_k best scores, ascending; then every memory scoring at least the last of them
-local best, m = {}, 0
-for _, s in pairs(scores) do
-  if m < top then
-    m = m + 1
-    local j = m
-    while j > 1 and best[j - 1] > s do best[j] = best[j - 1]; j = j - 1 end
-    best[j] = s
-  elseif s > best[1] then
-    local j = 1
-    while j < m and best[j + 1] < s do best[j] = best[j + 1]; j = j + 1 end
-    best[j] = s
+-- rarest terms first; a term adds at most its weight w to a memory's score
+local query = {}
+for i = 4 + nf, #KEYS do
+  local df = redis.call('HLEN', KEYS[i])
+  if df > 0 then
+    query[#query + 1] = {KEYS[i], df, math.log(1 + (n - df + 0.5) / (df + 0.5)) * 2.2}
   end
 end
+table.sort(query, function(x, y) return x[2] < y[2] end)
+local rest = {}
+local bound = 0
+for i = #query, 1, -1 do bound = bound + query[i][3]; rest[i] = bound end
+
+local found = 0
+for i, term in ipairs(query) do
+  local key, df, w = term[1], term[2], term[3]
+  local live
+  if found >= top then
+    -- a memory not scored yet, or scoring below the k-th best by more than what the terms
+    -- left can add, cannot reach the top: look up only those that can (exact, MaxScore)
+    local floor = kth()
+    if floor > rest[i] then
+      live = {}
+      for id, s in pairs(scores) do
+        if s + rest[i] >= floor then live[#live + 1] = id end
+      end
+    end
+  end
+  if live then
+    lookup(key, live, w)
+  elseif allowed and nallowed < df then
+    lookup(key, passed, w)  -- fewer memories pass the filters than carry the term
+  else
+    local p = redis.call('HGETALL', key)
+    for j = 1, #p, 2 do
+      local id = p[j]
+      if not allowed or allowed[id] then
+        local v = tonumber(p[j + 1])
+        local tf = v % 1000
+        scores[id] = (scores[id] or 0) + w * tf / (tf + a + c * (v - tf) / 1000)
+      end
+    end
+  end
+  if not live then  -- new memories may have been scored
+    found = 0
+    for _ in pairs(scores) do found = found + 1 end
+  end
+end
+
+-- every memory scoring at least the k-th best, in order
+local floor, m = kth()
 if m == 0 then return {} end
-local floor = best[1]
 local group, up = {}, {}
 for id, s in pairs(scores) do
   if s >= floor then

@@ -5,6 +5,7 @@ cluster."""
 from __future__ import annotations
 
 import itertools
+import math
 import random
 from collections.abc import Iterator
 from typing import Any
@@ -417,3 +418,37 @@ def test_store_many_pipelines_stores_and_reloads_a_flushed_script(
     with pytest.raises(ValueError, match="agent_id"):
         memory.store_many([("water", who), ("juice", {"user_id": "u"})])
     assert [r.text for r in memory.list(MemoryFilters("a", "u"))] == ["green tea", "black coffee"]
+
+
+def test_recall_scores_are_exact_bm25_despite_pruning(memory: RedisLongTermMemory) -> None:
+    """With frequent and rare words mixed (so the script skips most of a frequent term's
+    postings), every recall returns the top_k BM25 scores a full computation gives."""
+    rng = random.Random(3)
+    words = [f"w{i}" for i in range(60)]
+    weights = [1 / (rank**1.2) for rank in range(1, 61)]
+    texts = [
+        f"{' '.join(rng.choices(words, weights, k=rng.randint(3, 12)))} u{i}" for i in range(300)
+    ]
+    ids = memory.store_many([(text, {"agent_id": "a"}) for text in texts])
+    docs = [terms(text) for text in texts]
+    avg = sum(map(len, docs)) / len(docs)
+
+    def bm25(query: list[str], doc: list[str]) -> float:
+        total = 0.0
+        for term in dict.fromkeys(query):
+            df = sum(term in d for d in docs)
+            if tf := doc.count(term):
+                idf = math.log(1 + (len(docs) - df + 0.5) / (df + 0.5))
+                total += idf * tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * len(doc) / avg))
+        return total
+
+    for _ in range(40):
+        query = [*rng.choices(words[:5], k=2), rng.choice(words[20:]), f"u{rng.randrange(300)}"]
+        top_k = rng.choice([1, 3, 10])
+        got = memory.recall(" ".join(query), MemoryFilters("a"), top_k)
+        reference = sorted((bm25(query, d) for d in docs), reverse=True)
+        assert [r.score for r in got] == pytest.approx(reference[:top_k])
+        for record in got:
+            assert record.score == pytest.approx(
+                bm25(query, docs[ids.index(record.memory_id or "")])
+            )
