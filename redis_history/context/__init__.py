@@ -2,7 +2,8 @@
 
 It sits on the store and imports it; the store never imports it. Wire formats
 (:mod:`~redis_history.context.formats`), budget fitting (:mod:`~redis_history.context.budget`),
-long-term memory (:mod:`~redis_history.context.memory`) and the
+long-term memory (:mod:`~redis_history.context.memory`, and
+:mod:`~redis_history.context.redis_memory` on Redis) and the
 :class:`~redis_history.context.manager.HistoryManager` that puts them together. The grouping
 into turns lives in the store (``redis_history.turns``, which ``history.turns()``
 reads with) and is re-exported here with the rest of the layer.
@@ -44,6 +45,7 @@ from redis_history.context.memory import (
     MemoryRecord,
     resolve_memory,
 )
+from redis_history.context.redis_memory import RedisLongTermMemory
 from redis_history.turns import (
     Step,
     ToolPair,
@@ -71,6 +73,7 @@ __all__ = [
     "MemoryFilters",
     "MemoryRecord",
     "PreparedRequest",
+    "RedisLongTermMemory",
     "Step",
     "Strategy",
     "ToolPair",
