@@ -7,7 +7,9 @@ from __future__ import annotations
 import itertools
 import math
 import random
+import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import fakeredis
@@ -452,3 +454,45 @@ def test_recall_scores_are_exact_bm25_despite_pruning(memory: RedisLongTermMemor
             assert record.score == pytest.approx(
                 bm25(query, docs[ids.index(record.memory_id or "")])
             )
+
+
+def test_forget_reads_again_when_the_memory_changed_meanwhile(
+    memory: RedisLongTermMemory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A forget whose read is overtaken by a merge (new tags, so more keys) reads again and
+    removes the memory from every set; one overtaken every time raises HistoryError."""
+    who = {"agent_id": "a", "user_id": "u"}
+    memory_id = memory.store("green tea", {**who, "tags": ["x"]})
+    keys = memory.keys("a", "u")
+    stale = memory.client.hget(keys.docs, memory_id)
+    memory.store("Green tea", {**who, "tags": ["y"], "conversation_id": "c"})
+    real_hget = memory.client.hget
+    answers = [stale]
+    monkeypatch.setattr(
+        memory.client, "hget", lambda *a: answers.pop() if answers else real_hget(*a)
+    )
+    assert memory.forget(memory_id, MemoryFilters("a", "u"))
+    assert owner_keys(memory.client) == [keys.stats]
+    memory_id = memory.store("black tea", who)
+    monkeypatch.setattr(memory.client, "hget", lambda *a: b'{"t":"black tea"}')
+    with pytest.raises(HistoryError, match="changed 5 times"):
+        memory.forget(memory_id, MemoryFilters("a", "u"))
+
+
+@pytest.mark.real_redis
+def test_concurrent_stores_of_one_text_make_one_memory(real_redis: redis.Redis) -> None:
+    """Eight threads storing the same fact with their own tags, at once, leave one memory
+    carrying every tag."""
+    memory = RedisLongTermMemory(real_redis)
+    start = threading.Barrier(8)
+
+    def store(n: int) -> str:
+        start.wait()
+        return memory.store("Likes jazz", {"agent_id": "a", "user_id": "u", "tags": [f"t{n}"]})
+
+    with ThreadPoolExecutor(8) as pool:
+        ids = set(pool.map(store, range(8)))
+    assert len(ids) == 1
+    (record,) = memory.list(MemoryFilters("a", "u"))
+    assert sorted(record.metadata["tags"]) == [f"t{n}" for n in range(8)]
+    assert real_redis.hget(memory.keys("a", "u").stats, "docs") == b"1"

@@ -327,7 +327,10 @@ class RedisLongTermMemory:
 
     def forget(self, memory_id: str, filters: MemoryFilters) -> bool:
         """Remove the memory ``memory_id`` of the owner ``filters`` names (its agent and user;
-        the other fields are not checked); returns whether there was one.
+        the other fields are not checked); returns whether there was one. The memory is read
+        first, then removed by a script that checks it is unchanged (a merge in between makes
+        it read again). A call redis-py retried after a lost reply returns ``False``, the
+        first attempt having removed it.
 
         Raises:
             ValueError: an unusable name.
