@@ -94,14 +94,17 @@ def test_a_replica_confirms_writes_and_a_stalled_one_is_reported(tmp_path: Any) 
             lambda: replica.client().info("replication")["master_link_status"] == "up",
             "the replica to sync",
         )
-        history = RedisHistory(primary.client(), "c", wait_replicas=1, wait_timeout=0.3)
+        # A generous timeout where the replica is live (WAIT returns as soon as it confirms,
+        # so a loaded machine cannot fail the write), a short one where it is stopped.
+        history = RedisHistory(primary.client(), "c", wait_replicas=1, wait_timeout=10)
         history.append_many(turns(2))
         assert replica.client().llen(history.keys.msgs) == 9
         assert replica.pid is not None
         os.kill(replica.pid, signal.SIGSTOP)
         try:
+            stalled = RedisHistory(primary.client(), "c", wait_replicas=1, wait_timeout=0.3)
             with pytest.raises(ReplicationError):
-                history.append(Message.user("not confirmed"))
+                stalled.append(Message.user("not confirmed"))
         finally:
             os.kill(replica.pid, signal.SIGCONT)
 
@@ -136,7 +139,7 @@ def test_async_cluster_writes_wait_for_the_slots_replica(replicated_cluster: Loc
     async def scenario() -> None:
         client = AsyncRedisCluster(host="127.0.0.1", port=replicated_cluster.nodes[0].port)
         try:
-            history = AsyncRedisHistory(client, "async-c", wait_replicas=1, wait_timeout=0.3)
+            history = AsyncRedisHistory(client, "async-c", wait_replicas=1, wait_timeout=10)
             await history.append_many(turns(2))
             await client.initialize()
             replica = client.get_node_from_key(history.keys.msgs, replica=True)
@@ -146,8 +149,9 @@ def test_async_cluster_writes_wait_for_the_slots_replica(replicated_cluster: Loc
             assert server.pid is not None
             os.kill(server.pid, signal.SIGSTOP)
             try:
+                stalled = AsyncRedisHistory(client, "async-c", wait_replicas=1, wait_timeout=0.3)
                 with pytest.raises(ReplicationError):
-                    await history.append(Message.user("not confirmed"))
+                    await stalled.append(Message.user("not confirmed"))
             finally:
                 os.kill(server.pid, signal.SIGCONT)
         finally:
