@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar, cast
 
@@ -145,3 +145,23 @@ class PluginKind(Generic[T]):
             TypeError: what the path names is not of this kind, or needs arguments.
         """
         return self.from_target(import_path(spec, self.noun, self.expected()), spec)
+
+    def resolve(self, spec: object, aliases: Mapping[str, Callable[[], T]]) -> T:
+        """The plug-in ``spec`` names: an alias (a fresh one from ``aliases``), a dotted path,
+        a class or zero-argument factory (called), or an instance (checked).
+
+        Raises:
+            ValueError: a name that is no alias nor an importable path.
+            TypeError: an object (or what a path names) not of this kind, or one that needs
+                arguments.
+        """
+        if isinstance(spec, str):
+            factory = aliases.get(spec)
+            if factory is not None:
+                return factory()
+            if ":" not in spec and "." not in spec:
+                raise ValueError(f"unknown {self.noun} {spec!r}; expected {self.expected()}")
+            return self.from_path(spec)
+        if isinstance(spec, type):
+            return self.from_target(spec, spec.__qualname__)
+        return self.checked(spec, f"the {type(spec).__name__} given")

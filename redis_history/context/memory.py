@@ -174,12 +174,4 @@ def resolve_memory(spec: LongTermMemory | str | type) -> LongTermMemory:
         ValueError: A name that is no alias nor an importable path.
         TypeError: An object (or what a path names) that is not a ``LongTermMemory``.
     """
-    if isinstance(spec, str):
-        if spec == "in_memory":
-            return InMemoryMemory()
-        if ":" not in spec and "." not in spec:
-            raise ValueError(f"unknown long-term memory {spec!r}; expected {_EXPECTED}")
-        return _KIND.from_path(spec)
-    if isinstance(spec, type):
-        return _KIND.from_target(spec, spec.__qualname__)
-    return _KIND.checked(spec, f"the {type(spec).__name__} given")
+    return _KIND.resolve(spec, {"in_memory": InMemoryMemory})

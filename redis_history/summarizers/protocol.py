@@ -99,15 +99,4 @@ def resolve_summarizer(spec: Summarizer | str | None) -> Summarizer:
         TypeError: an object (or what a path names) that is not a ``Summarizer``,
             or a class or factory that needs arguments.
     """
-    if spec is None:
-        return ALIASES["extractive"]()
-    if isinstance(spec, str):
-        factory = ALIASES.get(spec)
-        if factory is not None:
-            return factory()
-        if ":" not in spec and "." not in spec:
-            raise ValueError(f"unknown summarizer {spec!r}; expected {_expected()}")
-        return _KIND.from_path(spec)
-    if isinstance(spec, type):
-        return _KIND.from_target(spec, spec.__qualname__)
-    return _KIND.checked(spec, f"the {type(spec).__name__} given")
+    return _KIND.resolve("extractive" if spec is None else spec, ALIASES)
