@@ -119,6 +119,23 @@ class Call(NamedTuple, Generic[T]):
         return ("EVAL", self.script.source, *self.command[2:])
 
 
+def send(client: Any, call: Call[Any]) -> Any:
+    """The reply to ``call``; a server that does not know its script (restarted, failed
+    over, ``SCRIPT FLUSH``) is sent the source by ``EVAL``."""
+    try:
+        return client.execute_command(*call.command)
+    except redis_errors.NoScriptError:
+        return client.execute_command(*call.fallback())
+
+
+async def asend(client: Any, call: Call[Any]) -> Any:
+    """:func:`send` on an asyncio client."""
+    try:
+        return await client.execute_command(*call.command)
+    except redis_errors.NoScriptError:
+        return await client.execute_command(*call.fallback())
+
+
 @dataclass(frozen=True, slots=True)
 class TranscriptPage:
     """A page of the full record (archived originals, then live messages, no summaries)."""

@@ -33,6 +33,8 @@ from redis_history._core import (
     Schedule,
     TranscriptPage,
     TranscriptPages,
+    asend,
+    send,
 )
 from redis_history.codec import Entry
 from redis_history.keys import DEFAULT_NAMESPACE, DEFAULT_PREFIX, ConversationKeys
@@ -144,10 +146,7 @@ class RedisHistory(_Base):
         if call.durable and self.core.wait is not None:
             return self._run_waiting(call)
         try:
-            try:
-                reply = self.client.execute_command(*call.command)
-            except NoScriptError:  # a restarted or failed-over server, or SCRIPT FLUSH
-                reply = self.client.execute_command(*call.fallback())
+            reply = send(self.client, call)
         except RedisFailure as exc:
             raise self.core.wrap(exc) from exc
         return call.parse(reply)
@@ -516,10 +515,7 @@ class AsyncRedisHistory(_Base):
         if call.durable and self.core.wait is not None:
             return await self._run_waiting(call)
         try:
-            try:
-                reply = await self.client.execute_command(*call.command)
-            except NoScriptError:  # a restarted or failed-over server, or SCRIPT FLUSH
-                reply = await self.client.execute_command(*call.fallback())
+            reply = await asend(self.client, call)
         except RedisFailure as exc:
             raise self.core.wrap(exc) from exc
         return call.parse(reply)

@@ -41,7 +41,7 @@ from typing import Any, TypeVar
 from redis.exceptions import NoScriptError
 from redis.exceptions import ResponseError as _ResponseError
 
-from redis_history._core import _UNAVAILABLE, Call, RedisFailure
+from redis_history._core import _UNAVAILABLE, Call, RedisFailure, send
 from redis_history.context.memory import MemoryFilters, MemoryRecord
 from redis_history.errors import CorruptHistoryError, HistoryError, StoreUnavailableError
 from redis_history.keys import DEFAULT_NAMESPACE, DEFAULT_PREFIX, MemoryKeys, validate_name
@@ -197,10 +197,7 @@ class RedisLongTermMemory:
 
     def _run(self, call: Call[T]) -> T:
         try:
-            try:
-                reply = self.client.execute_command(*call.command)
-            except NoScriptError:  # a restarted or failed-over server, or SCRIPT FLUSH
-                reply = self.client.execute_command(*call.fallback())
+            reply = send(self.client, call)
         except RedisFailure as exc:
             raise _wrap(exc) from exc
         return call.parse(reply)
