@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import fakeredis
 import pytest
 import redis
 from redis.cluster import RedisCluster
+from worker_processes import Workers
 
 from redis_history._server import LocalCluster, RedisServer
+from redis_history.jobs import CompactionQueue, compaction_queue
 
 pytest_plugins = ["backends", "chat_server", "faults"]
 
@@ -73,3 +76,18 @@ def cluster_client(redis_cluster: LocalCluster) -> Iterator[RedisCluster]:
     client.flushall(target_nodes=RedisCluster.PRIMARIES)
     yield client
     client.close()
+
+
+@pytest.fixture
+def workers(redis_url: str, real_redis: redis.Redis, tmp_path: Path) -> Iterator[Workers]:
+    """A launcher of real worker processes on the session's (flushed) real Redis (a module
+    may define its own, on other servers)."""
+    launcher = Workers(real_redis, redis_url, tmp_path)
+    yield launcher
+    launcher.stop_all()
+
+
+@pytest.fixture
+def queue(real_redis: redis.Redis) -> CompactionQueue:
+    """The compaction queue, JSON only, on the same Redis as the history."""
+    return compaction_queue(connection=real_redis, name="redis-history")

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import signal
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,7 +19,7 @@ from worker_processes import DEADLINE, Workers, wait_for
 
 from redis_history import CompactionPolicy, Message, RedisHistory, ToolCall
 from redis_history.compactors import elided_stub
-from redis_history.jobs import CompactionQueue, compaction_queue
+from redis_history.jobs import CompactionQueue
 
 pytestmark = [pytest.mark.real_redis, pytest.mark.slow]
 
@@ -34,20 +32,6 @@ POLICY = CompactionPolicy(
     lock_ttl_seconds=1,
     claim_ttl_seconds=2,
 )
-
-
-@pytest.fixture
-def workers(redis_url: str, real_redis: redis.Redis, tmp_path: Path) -> Iterator[Workers]:
-    """A worker launcher on the session's (flushed) real Redis."""
-    launcher = Workers(real_redis, redis_url, tmp_path)
-    yield launcher
-    launcher.stop_all()
-
-
-@pytest.fixture
-def queue(real_redis: redis.Redis) -> CompactionQueue:
-    """The compaction queue, JSON only, on the same Redis as the history."""
-    return compaction_queue(connection=real_redis, name="redis-history")
 
 
 def seeded(client: redis.Redis, conversation: str, turns: int, output: str) -> RedisHistory:

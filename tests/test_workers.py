@@ -13,8 +13,6 @@ import json
 import multiprocessing
 import signal
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,20 +26,6 @@ from redis_history.jobs import CompactionQueue, compaction_queue
 from redis_history.roles import RoleState
 
 pytestmark = [pytest.mark.real_redis, pytest.mark.slow]
-
-
-@pytest.fixture
-def workers(redis_url: str, real_redis: redis.Redis, tmp_path: Path) -> Iterator[Workers]:
-    """A worker launcher on the session's (flushed) real Redis."""
-    launcher = Workers(real_redis, redis_url, tmp_path)
-    yield launcher
-    launcher.stop_all()
-
-
-@pytest.fixture
-def queue(real_redis: redis.Redis) -> CompactionQueue:
-    """The compaction queue, JSON only, on the same Redis as the history."""
-    return compaction_queue(connection=real_redis, name="redis-history")
 
 
 def turn(conversation: str, writer: str, n: int) -> list[Message]:
