@@ -3,14 +3,10 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parent.parent
-BENCH = ROOT / "benchmarks"
+from bench_runs import run_bench
 
 pytestmark = [pytest.mark.real_redis, pytest.mark.slow]
 
@@ -20,21 +16,9 @@ def test_quick_compaction_benchmark_compacts_every_conversation_in_both_modes(
 ) -> None:
     """``bench_compaction.py --quick`` times every round and drains every queued conversation."""
     out_json = tmp_path / "compaction.json"
-    out = subprocess.run(
-        [
-            sys.executable,
-            str(BENCH / "bench_compaction.py"),
-            "--quick",
-            "--markdown",
-            "--json",
-            str(out_json),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=True,
-    ).stdout
+    out = run_bench(
+        "bench_compaction.py", "--quick", "--markdown", "--json", str(out_json), timeout=240
+    )
     assert "| forking (default) |" in out
     assert "| `--no-fork` |" in out
     report = json.loads(out_json.read_text())

@@ -4,14 +4,10 @@ documented bound on the seeded traffic (deterministic accuracy, not timing)."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parent.parent
-BENCH = ROOT / "benchmarks"
+from bench_runs import run_bench
 
 
 @pytest.mark.real_redis
@@ -19,14 +15,7 @@ def test_quick_estimate_benchmark_meets_the_documented_bounds(tmp_path: Path) ->
     """``bench_estimate.py --quick`` prints every row; on the realistic mix, with the input
     tokens reported at every LLM call, the estimate stays within 3% of the exact prompt."""
     out = tmp_path / "estimate.json"
-    printed = subprocess.run(
-        [sys.executable, str(BENCH / "bench_estimate.py"), "--quick", "--json", str(out)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    ).stdout
+    printed = run_bench("bench_estimate.py", "--quick", "--json", str(out))
     result = json.loads(out.read_text())
     rows = {(r["mix"], r["label"]): r for r in result["errors"]}
     for mix in ("realistic", "coding", "short"):

@@ -4,14 +4,10 @@ timing assertions)."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parent.parent
-BENCH = ROOT / "benchmarks" / "bench_memory.py"
+from bench_runs import run_bench
 
 
 @pytest.mark.real_redis
@@ -19,20 +15,7 @@ def test_quick_memory_benchmark_runs_and_bm25_beats_newest_first(tmp_path: Path)
     """``bench_memory.py --quick`` fills 1,000 memories, times recalls against both floors,
     and reports BM25's recall@3 above newest-first's on the labelled set."""
     out = tmp_path / "memory.json"
-    printed = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "benchmarks" / "bench_memory.py"),
-            "--quick",
-            "--json",
-            str(out),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    ).stdout
+    printed = run_bench("bench_memory.py", "--quick", "--json", str(out))
     assert "| 1,000 |" in printed
     result = json.loads(out.read_text())
     (row,) = result["latency"]

@@ -4,18 +4,14 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import subprocess
 import sys
-from pathlib import Path
 from types import ModuleType
 
 import pytest
+from bench_runs import BENCH, run_bench
 
 from redis_history import Message, ToolCall
 from redis_history.roles import RoleState
-
-ROOT = Path(__file__).resolve().parent.parent
-BENCH = ROOT / "benchmarks"
 
 
 def load(name: str) -> ModuleType:
@@ -65,21 +61,7 @@ def test_realistic_mix_is_seeded_sized_and_in_role_order() -> None:
 @pytest.mark.real_redis
 def test_quick_peer_benchmark_prints_every_row_against_the_library_alone() -> None:
     """``bench_peers.py --quick --only redis-history`` runs end to end; the rest show as skipped."""
-    out = subprocess.run(
-        [
-            sys.executable,
-            str(BENCH / "bench_peers.py"),
-            "--quick",
-            "--only",
-            "redis-history",
-            "--markdown",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    ).stdout
+    out = run_bench("bench_peers.py", "--quick", "--only", "redis-history", "--markdown")
     for row in (
         "| append, median |",
         "| append, p99 |",
@@ -98,14 +80,7 @@ def test_quick_peer_benchmark_prints_every_row_against_the_library_alone() -> No
 def test_snapshot_benchmark_runs_and_checks_the_chat_completions_read() -> None:
     """``bench_snapshot.py`` runs end to end on both mixes (it asserts that
     ``snapshot_openai()`` equals ``to_openai()`` of the snapshot before timing)."""
-    out = subprocess.run(
-        [sys.executable, str(BENCH / "bench_snapshot.py"), "--sizes", "10,40", "--rounds", "20"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    ).stdout
+    out = run_bench("bench_snapshot.py", "--sizes", "10,40", "--rounds", "20")
     for row in ("| realistic | 10 |", "| realistic | 40 |", "| short | 10 |", "| short | 40 |"):
         assert row in out
     assert "nan" not in out
