@@ -21,6 +21,7 @@ from typing import Any, Generic, NamedTuple, TypeVar
 from pydantic_core import PydanticSerializationError, to_json
 from redis import exceptions as redis_errors
 
+from redis_history._lane import aexecute, execute
 from redis_history.codec import (
     Entry,
     batch_args,
@@ -123,17 +124,17 @@ def send(client: Any, call: Call[Any]) -> Any:
     """The reply to ``call``; a server that does not know its script (restarted, failed
     over, ``SCRIPT FLUSH``) is sent the source by ``EVAL``."""
     try:
-        return client.execute_command(*call.command)
+        return execute(client, call.command)
     except redis_errors.NoScriptError:
-        return client.execute_command(*call.fallback())
+        return execute(client, call.fallback())
 
 
 async def asend(client: Any, call: Call[Any]) -> Any:
     """:func:`send` on an asyncio client."""
     try:
-        return await client.execute_command(*call.command)
+        return await aexecute(client, call.command)
     except redis_errors.NoScriptError:
-        return await client.execute_command(*call.fallback())
+        return await aexecute(client, call.fallback())
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,136 @@
+"""The store's own round trips: connections borrowed once from the client's pool.
+
+redis-py's ``execute_command`` takes a connection from the pool and gives it
+back for every command, with a lock, pool and operation metrics and event
+dispatch each time; on a loopback round trip of about 100 µs that measured
+about a third of it (``benchmarks/README.md``). The store's commands go instead
+on connections it borrows from the same pool once and keeps idle in a *lane*
+for its next command. Before each use a lane connection gets the check the
+pool makes (``can_read``: a connection the server closed while it sat idle, or
+one with anything waiting on it, is reconnected first), each command runs under
+the connection's own ``Retry`` and disconnects on failure, as
+``execute_command`` does, and an interruption (a timeout, ``KeyboardInterrupt``)
+disconnects it, so a reply is never read as another command's.
+
+The lane is used only where that is all ``execute_command`` would do: a
+``redis.Redis`` whose ``execute_command`` is redis-py's own, with no pinned
+connection (``single_connection_client``), on a pool whose ``get_connection`` is
+redis-py's own (not a ``BlockingConnectionPool``, whose fixed size a lane could
+starve) and with no client-side cache. Anything
+else (a cluster client, another client class) gets ``execute_command``. The
+lane holds at most as many connections as the store ever ran commands at once
+in this process, and a forked child starts its own.
+"""
+
+from __future__ import annotations
+
+import os
+import weakref
+from typing import Any
+
+import redis
+import redis.asyncio
+from redis.exceptions import ConnectionError, ResponseError, TimeoutError
+
+__all__ = ["aexecute", "execute"]
+
+_LANES: weakref.WeakKeyDictionary[Any, _Lane] = weakref.WeakKeyDictionary()
+
+
+class _Lane:
+    """Idle connections borrowed from one pool, in one process."""
+
+    __slots__ = ("idle", "pid", "pushes")
+
+    def __init__(self, pushes: bool) -> None:
+        self.pid = os.getpid()
+        self.idle: list[Any] = []
+        self.pushes = pushes
+        """Whether the server may push notices to an idle connection (RESP3 maintenance
+        notifications), which the next read handles: then only a closed one is replaced."""
+
+
+def _lane(client: Any, own: type[Any], pool_class: type[Any]) -> _Lane | None:
+    """The lane for ``client``'s pool, or ``None`` where ``execute_command`` must be used."""
+    if type(client).execute_command is not own.execute_command or client.connection is not None:
+        return None
+    pool = client.connection_pool
+    if (
+        type(pool).get_connection is not pool_class.get_connection
+        or getattr(pool, "cache", None) is not None
+    ):
+        return None
+    lane = _LANES.get(pool)
+    if lane is None or lane.pid != os.getpid():
+        notified = getattr(pool, "maint_notifications_enabled", None)
+        lane = _LANES[pool] = _Lane(bool(notified and notified()))
+    return lane
+
+
+def execute(client: Any, args: tuple[Any, ...]) -> Any:
+    """``client.execute_command(*args)`` without a response callback, on the lane if it
+    has one: the raw reply, or the error reply raised as redis-py raises it."""
+    lane = _lane(client, redis.Redis, redis.ConnectionPool)
+    if lane is None:
+        return client.execute_command(*args)
+    try:
+        conn = lane.idle.pop()
+    except IndexError:
+        conn = client.connection_pool.get_connection()
+    else:
+        try:  # what the pool checks: closed while idle, or anything but a push waiting
+            if conn.can_read(0) and not lane.pushes:
+                conn.disconnect()
+        except (ConnectionError, TimeoutError, OSError):
+            conn.disconnect()
+
+    def round_trip() -> Any:
+        conn.send_packed_command(conn.pack_command(*args))
+        return conn.read_response()
+
+    try:
+        reply = conn.retry.call_with_retry(round_trip, lambda _error: conn.disconnect())
+    except ResponseError:
+        lane.idle.append(conn)  # an error reply, read whole
+        raise
+    except BaseException:
+        conn.disconnect()  # a reply may still be on its way: never read as the next one's
+        lane.idle.append(conn)
+        raise
+    lane.idle.append(conn)
+    return reply
+
+
+async def aexecute(client: Any, args: tuple[Any, ...]) -> Any:
+    """:func:`execute` on an asyncio client."""
+    lane = _lane(client, redis.asyncio.Redis, redis.asyncio.ConnectionPool)
+    if lane is None:
+        return await client.execute_command(*args)
+    pool = client.connection_pool
+    try:
+        conn = lane.idle.pop()
+    except IndexError:
+        conn = await pool.get_connection()
+    else:
+        check = getattr(conn, "can_read", None) or conn.can_read_destructive  # redis-py < 8
+        try:
+            if await check() and not lane.pushes:
+                await conn.disconnect()
+        except (ConnectionError, TimeoutError, OSError):
+            await conn.disconnect()
+
+    async def round_trip() -> Any:
+        await conn.send_packed_command(conn.pack_command(*args))
+        return await conn.read_response()
+
+    try:
+        reply = await conn.retry.call_with_retry(round_trip, lambda _error: conn.disconnect())
+    except ResponseError:
+        lane.idle.append(conn)
+        raise
+    except BaseException:
+        await conn.disconnect(nowait=True)  # cancelled: the reply may still be on its way
+        lane.idle.append(conn)
+        raise
+    lane.idle.append(conn)
+    return reply
