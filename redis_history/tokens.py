@@ -19,6 +19,7 @@ alias, an OpenAI model name or a dotted path.
 from __future__ import annotations
 
 import math
+import weakref
 from functools import cache
 from typing import Protocol, runtime_checkable
 
@@ -307,6 +308,27 @@ def resolve_counter(spec: TokenCounter | str | None) -> TokenCounter:
     return _KIND.checked(spec, f"the {type(spec).__name__} given")
 
 
+_ROLE_TOKENS: weakref.WeakKeyDictionary[TokenCounter, dict[str, int]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _role_tokens(counter: TokenCounter, role: str) -> int:
+    """``counter.count(role)``, asked once per counter and role (four roles, so
+    an append does not count the same word again)."""
+    try:
+        known = _ROLE_TOKENS[counter]
+    except KeyError:
+        known = _ROLE_TOKENS[counter] = {}
+    except TypeError:  # a counter that cannot be weakly referenced or hashed
+        return counter.count(role)
+    try:
+        return known[role]
+    except KeyError:
+        tokens = known[role] = counter.count(role)
+        return tokens
+
+
 def message_tokens(message: Message, counter: TokenCounter) -> int:
     """An estimate of what ``message`` costs in a chat-completions prompt.
 
@@ -323,7 +345,7 @@ def message_tokens(message: Message, counter: TokenCounter) -> int:
         The token count, ``>= 3``.
     """
     count = counter.count
-    tokens = MESSAGE_OVERHEAD + count(message.role) + count(message.content)
+    tokens = MESSAGE_OVERHEAD + _role_tokens(counter, message.role) + count(message.content)
     if message.name:
         tokens += count(message.name) + NAME_OVERHEAD
     for call in message.tool_calls:

@@ -409,3 +409,29 @@ def test_tool_call_arguments_are_priced_as_compact_json() -> None:
         assert message_tokens(calling, counter) == (
             3 + counter.count("assistant") + counter.count("f") + counter.count(compact) + 3
         )
+
+
+def test_a_counter_is_asked_the_price_of_each_role_once() -> None:
+    """The role's price is remembered per counter, so appends do not count it again; a
+    counter that cannot be remembered is asked every time."""
+    asked: list[str] = []
+
+    class Counting:
+        name, exact = "counting", False
+
+        def count(self, text: str) -> int:
+            asked.append(text)
+            return len(text.split())
+
+    counter = Counting()
+    for _ in range(3):
+        assert message_tokens(Message.user("one two"), counter) == 3 + 1 + 2
+    assert asked.count("user") == 1
+
+    class Unhashable(Counting):
+        __hash__ = None  # type: ignore[assignment]
+
+    unhashable = Unhashable()
+    for _ in range(2):
+        assert message_tokens(Message.user("one two"), unhashable) == 3 + 1 + 2
+    assert asked.count("user") == 3
