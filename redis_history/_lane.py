@@ -31,6 +31,10 @@ from typing import Any
 import redis
 import redis.asyncio
 from redis.exceptions import ConnectionError, ResponseError, TimeoutError
+from redis.utils import HIREDIS_AVAILABLE
+
+if HIREDIS_AVAILABLE:
+    from hiredis import pack_command
 
 __all__ = ["aexecute", "execute"]
 
@@ -40,14 +44,32 @@ _LANES: weakref.WeakKeyDictionary[Any, _Lane] = weakref.WeakKeyDictionary()
 class _Lane:
     """Idle connections borrowed from one pool, in one process."""
 
-    __slots__ = ("idle", "pid", "pushes")
+    __slots__ = ("hiredis", "idle", "pid", "pushes")
 
-    def __init__(self, pushes: bool) -> None:
+    def __init__(self, pool: Any, asyncio: bool) -> None:
         self.pid = os.getpid()
         self.idle: list[Any] = []
-        self.pushes = pushes
+        notified = getattr(pool, "maint_notifications_enabled", None)
+        self.pushes = bool(notified and notified())
         """Whether the server may push notices to an idle connection (RESP3 maintenance
         notifications), which the next read handles: then only a closed one is replaced."""
+        options = pool.connection_kwargs
+        self.hiredis = (
+            HIREDIS_AVAILABLE
+            and options.get("command_packer") is None
+            and (not asyncio or _utf8(options))
+        )
+        """Whether commands may be packed by hiredis directly: what a sync connection's
+        packer does (after a check of each argument the store never needs), and what an
+        asyncio one's Python packer does when it encodes text as strict UTF-8."""
+
+    def pack(self, conn: Any, args: tuple[Any, ...]) -> list[bytes]:
+        return [pack_command(args)] if self.hiredis else conn.pack_command(*args)
+
+
+def _utf8(options: dict[str, Any]) -> bool:
+    encoding = str(options.get("encoding", "utf-8")).lower().replace("_", "-")
+    return encoding in ("utf-8", "utf8") and options.get("encoding_errors", "strict") == "strict"
 
 
 def _lane(client: Any, own: type[Any], pool_class: type[Any]) -> _Lane | None:
@@ -62,8 +84,7 @@ def _lane(client: Any, own: type[Any], pool_class: type[Any]) -> _Lane | None:
         return None
     lane = _LANES.get(pool)
     if lane is None or lane.pid != os.getpid():
-        notified = getattr(pool, "maint_notifications_enabled", None)
-        lane = _LANES[pool] = _Lane(bool(notified and notified()))
+        lane = _LANES[pool] = _Lane(pool, asyncio=own is not redis.Redis)
     return lane
 
 
@@ -85,7 +106,7 @@ def execute(client: Any, args: tuple[Any, ...]) -> Any:
             conn.disconnect()
 
     def round_trip() -> Any:
-        conn.send_packed_command(conn.pack_command(*args))
+        conn.send_packed_command(lane.pack(conn, args))
         return conn.read_response()
 
     try:
@@ -120,7 +141,7 @@ async def aexecute(client: Any, args: tuple[Any, ...]) -> Any:
             await conn.disconnect()
 
     async def round_trip() -> Any:
-        await conn.send_packed_command(conn.pack_command(*args))
+        await conn.send_packed_command(lane.pack(conn, args))
         return await conn.read_response()
 
     try:

@@ -308,9 +308,7 @@ def resolve_counter(spec: TokenCounter | str | None) -> TokenCounter:
     return _KIND.checked(spec, f"the {type(spec).__name__} given")
 
 
-_ROLE_TOKENS: weakref.WeakKeyDictionary[TokenCounter, dict[str, int]] = (
-    weakref.WeakKeyDictionary()
-)
+_ROLE_TOKENS: weakref.WeakKeyDictionary[TokenCounter, dict[str, int]] = weakref.WeakKeyDictionary()
 
 
 def _role_tokens(counter: TokenCounter, role: str) -> int:

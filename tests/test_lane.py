@@ -267,3 +267,44 @@ def test_concurrent_coroutines_never_share_a_lane_connection(redis_url: str) -> 
         await client.aclose()
 
     asyncio.run(scenario())
+
+
+ARGS = ("EVALSHA", "0" * 40, 2, "rh:café:{对话}:msgs", "k2", b"\x00\xffbytes", 0, 12345, "call_é")
+
+
+def test_hiredis_packs_the_bytes_redis_py_would_send(redis_url: str) -> None:
+    """Packed by hiredis directly, a command is byte for byte what the connection's own
+    packer makes, sync and asyncio."""
+    sync = redis.Redis.from_url(redis_url)
+    execute(sync, ("PING",))
+    lane = _LANES[sync.connection_pool]
+    conn = lane.idle[0]
+    assert lane.hiredis
+    assert b"".join(lane.pack(conn, ARGS)) == b"".join(conn.pack_command(*ARGS))
+    sync.close()
+
+    async def scenario() -> None:
+        client = redis.asyncio.Redis.from_url(redis_url)
+        await aexecute(client, ("PING",))
+        alane = _LANES[client.connection_pool]
+        aconn = alane.idle[0]
+        assert alane.hiredis
+        assert b"".join(alane.pack(aconn, ARGS)) == b"".join(aconn.pack_command(*ARGS))
+        await client.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_an_asyncio_client_encoding_text_otherwise_packs_with_its_own_encoder(
+    redis_url: str, real_redis: redis.Redis
+) -> None:
+    async def scenario() -> None:
+        client = redis.asyncio.Redis.from_url(redis_url, encoding="latin-1")
+        history = AsyncRedisHistory(client, "café")
+        await history.append(Message.user("hi"))
+        assert not _LANES[client.connection_pool].hiredis
+        await client.aclose()
+
+    asyncio.run(scenario())
+    latin1_key = "rh:default:{café}:msgs".encode("latin-1")
+    assert real_redis.llen(latin1_key) == 1
