@@ -39,15 +39,15 @@ if HIREDIS_AVAILABLE:
 __all__ = ["aexecute", "execute"]
 
 _LANES: weakref.WeakKeyDictionary[Any, _Lane] = weakref.WeakKeyDictionary()
+os.register_at_fork(after_in_child=_LANES.clear)  # a child never shares its parent's sockets
 
 
 class _Lane:
-    """Idle connections borrowed from one pool, in one process."""
+    """Idle connections borrowed from one pool, in this process."""
 
-    __slots__ = ("hiredis", "idle", "pid", "pushes")
+    __slots__ = ("hiredis", "idle", "pushes")
 
     def __init__(self, pool: Any, asyncio: bool) -> None:
-        self.pid = os.getpid()
         self.idle: list[Any] = []
         notified = getattr(pool, "maint_notifications_enabled", None)
         self.pushes = bool(notified and notified())
@@ -83,7 +83,7 @@ def _lane(client: Any, own: type[Any], pool_class: type[Any]) -> _Lane | None:
     ):
         return None
     lane = _LANES.get(pool)
-    if lane is None or lane.pid != os.getpid():
+    if lane is None:
         lane = _LANES[pool] = _Lane(pool, asyncio=own is not redis.Redis)
     return lane
 
