@@ -18,8 +18,9 @@ connection (``single_connection_client``), on a pool whose ``get_connection`` is
 redis-py's own (not a ``BlockingConnectionPool``, whose fixed size a lane could
 starve) and with no client-side cache. Anything
 else (a cluster client, another client class) gets ``execute_command``. The
-lane holds at most as many connections as the store ever ran commands at once
-in this process, and a forked child starts its own.
+lane keeps at most as many connections as the store ran commands at once, and
+never more than a quarter of the pool's ``max_connections`` (more go back to the
+pool); a forked child starts its own.
 """
 
 from __future__ import annotations
@@ -45,10 +46,13 @@ os.register_at_fork(after_in_child=_LANES.clear)  # a child never shares its par
 class _Lane:
     """Idle connections borrowed from one pool, in this process."""
 
-    __slots__ = ("hiredis", "idle", "pushes")
+    __slots__ = ("hiredis", "idle", "pushes", "room")
 
     def __init__(self, pool: Any, asyncio: bool) -> None:
         self.idle: list[Any] = []
+        self.room = pool.max_connections // 4
+        """The most connections the lane keeps: a quarter of the pool's, so that what it
+        keeps never starves the pool's other users; more go back to the pool."""
         notified = getattr(pool, "maint_notifications_enabled", None)
         self.pushes = bool(notified and notified())
         """Whether the server may push notices to an idle connection (RESP3 maintenance
@@ -62,6 +66,13 @@ class _Lane:
         """Whether commands may be packed by hiredis directly: what a sync connection's
         packer does (after a check of each argument the store never needs), and what an
         asyncio one's Python packer does when it encodes text as strict UTF-8."""
+
+    def keeps(self, conn: Any) -> bool:
+        """Keep ``conn`` idle for the next command, if there is room."""
+        if len(self.idle) < self.room:
+            self.idle.append(conn)
+            return True
+        return False
 
     def pack(self, conn: Any, args: tuple[Any, ...]) -> list[bytes]:
         return [pack_command(args)] if self.hiredis else conn.pack_command(*args)
@@ -85,7 +96,7 @@ def _lane(client: Any, own: type[Any], pool_class: type[Any]) -> _Lane | None:
     lane = _LANES.get(pool)
     if lane is None:
         lane = _LANES[pool] = _Lane(pool, asyncio=own is not redis.Redis)
-    return lane
+    return lane if lane.room else None
 
 
 def execute(client: Any, args: tuple[Any, ...]) -> Any:
@@ -110,16 +121,15 @@ def execute(client: Any, args: tuple[Any, ...]) -> Any:
         return conn.read_response()
 
     try:
-        reply = conn.retry.call_with_retry(round_trip, lambda _error: conn.disconnect())
+        return conn.retry.call_with_retry(round_trip, lambda _error: conn.disconnect())
     except ResponseError:
-        lane.idle.append(conn)  # an error reply, read whole
-        raise
+        raise  # an error reply, read whole
     except BaseException:
         conn.disconnect()  # a reply may still be on its way: never read as the next one's
-        lane.idle.append(conn)
         raise
-    lane.idle.append(conn)
-    return reply
+    finally:
+        if not lane.keeps(conn):
+            client.connection_pool.release(conn)
 
 
 async def aexecute(client: Any, args: tuple[Any, ...]) -> Any:
@@ -145,13 +155,12 @@ async def aexecute(client: Any, args: tuple[Any, ...]) -> Any:
         return await conn.read_response()
 
     try:
-        reply = await conn.retry.call_with_retry(round_trip, lambda _error: conn.disconnect())
+        return await conn.retry.call_with_retry(round_trip, lambda _error: conn.disconnect())
     except ResponseError:
-        lane.idle.append(conn)
         raise
     except BaseException:
         await conn.disconnect(nowait=True)  # cancelled: the reply may still be on its way
-        lane.idle.append(conn)
         raise
-    lane.idle.append(conn)
-    return reply
+    finally:
+        if not lane.keeps(conn):
+            await pool.release(conn)

@@ -308,3 +308,35 @@ def test_an_asyncio_client_encoding_text_otherwise_packs_with_its_own_encoder(
     asyncio.run(scenario())
     latin1_key = "rh:default:{café}:msgs".encode("latin-1")
     assert real_redis.llen(latin1_key) == 1
+
+
+def test_a_lane_keeps_at_most_a_quarter_of_its_pools_connections(redis_url: str) -> None:
+    """Beyond a quarter of ``max_connections``, connections go back to the pool; a pool
+    too small for that gets no lane."""
+    client = redis.Redis.from_url(redis_url, max_connections=8)
+    barrier = threading.Barrier(6)
+    errors: list[BaseException] = []
+
+    def converse(n: int) -> None:
+        try:
+            barrier.wait()
+            _turn(RedisHistory(client, f"q{n}"), 10)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=converse, args=(n,)) for n in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert 1 <= _lane_size(client) <= 2
+    in_use = client.connection_pool._in_use_connections
+    assert set(in_use) == set(_LANES[client.connection_pool].idle)
+    client.close()
+
+    tiny = redis.Redis.from_url(redis_url, max_connections=3)
+    RedisHistory(tiny, "tiny").append(Message.user("hi"))
+    assert _lane_size(tiny) <= 0
+    assert not tiny.connection_pool._in_use_connections
+    tiny.close()
