@@ -26,6 +26,7 @@ pool); a forked child starts its own.
 from __future__ import annotations
 
 import os
+import threading
 import weakref
 from typing import Any
 
@@ -40,7 +41,22 @@ if HIREDIS_AVAILABLE:
 __all__ = ["aexecute", "execute"]
 
 _LANES: weakref.WeakKeyDictionary[Any, _Lane] = weakref.WeakKeyDictionary()
-os.register_at_fork(after_in_child=_LANES.clear)  # a child never shares its parent's sockets
+
+
+class _Making:
+    """The lock under which a pool's lane is made, once."""
+
+    lock = threading.Lock()
+
+    @classmethod
+    def forget(cls) -> None:
+        """In a forked child: no lane of the parent's (its sockets are the parent's), and a
+        fresh lock (another thread may have held it at the fork)."""
+        _LANES.clear()
+        cls.lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_Making.forget)
 
 
 class _Lane:
@@ -95,7 +111,10 @@ def _lane(client: Any, own: type[Any], pool_class: type[Any]) -> _Lane | None:
         return None
     lane = _LANES.get(pool)
     if lane is None:
-        lane = _LANES[pool] = _Lane(pool, asyncio=own is not redis.Redis)
+        with _Making.lock:  # two threads' first commands must not make two lanes
+            lane = _LANES.get(pool)
+            if lane is None:
+                lane = _LANES[pool] = _Lane(pool, asyncio=own is not redis.Redis)
     return lane if lane.room else None
 
 

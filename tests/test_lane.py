@@ -108,9 +108,11 @@ def test_a_write_whose_reply_is_lost_is_retried_on_the_lane_and_applied_once(
 
 def test_threads_share_the_lane_without_sharing_a_connection(real_redis: redis.Redis) -> None:
     errors: list[BaseException] = []
+    barrier = threading.Barrier(8)  # their first commands race to make the pool's lane
 
     def converse(n: int) -> None:
         try:
+            barrier.wait()
             _turn(RedisHistory(real_redis, f"t{n}"), 40)
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
@@ -126,6 +128,9 @@ def test_threads_share_the_lane_without_sharing_a_connection(real_redis: redis.R
     assert 1 <= _lane_size(real_redis) <= 8
     lane = _LANES[real_redis.connection_pool].idle
     assert len({id(conn) for conn in lane}) == len(lane)
+    # Every connection borrowed is in the one lane or back in the pool: none was lost to a
+    # second lane made by a thread racing the first.
+    assert set(real_redis.connection_pool._in_use_connections) == set(lane)
 
 
 def test_a_forked_child_never_uses_its_parents_connections(real_redis: redis.Redis) -> None:
