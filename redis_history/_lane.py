@@ -38,9 +38,13 @@ from redis.utils import HIREDIS_AVAILABLE
 if HIREDIS_AVAILABLE:
     from hiredis import pack_command
 
-__all__ = ["aexecute", "execute"]
+__all__ = ["aexecute", "execute", "lane_of"]
 
-_LANES: weakref.WeakKeyDictionary[Any, _Lane] = weakref.WeakKeyDictionary()
+_ATTRIBUTE = "_redis_history_lane"
+"""Where a pool keeps its lane: on the pool itself, so the lane lives and dies with it
+(a connection refers to its pool, so a lane kept anywhere else would keep the pool)."""
+_LANED: weakref.WeakSet[Any] = weakref.WeakSet()
+"""The pools that have a lane, for a forked child to drop."""
 
 
 class _Making:
@@ -52,11 +56,19 @@ class _Making:
     def forget(cls) -> None:
         """In a forked child: no lane of the parent's (its sockets are the parent's), and a
         fresh lock (another thread may have held it at the fork)."""
-        _LANES.clear()
+        for pool in list(_LANED):
+            vars(pool).pop(_ATTRIBUTE, None)
+        _LANED.clear()
         cls.lock = threading.Lock()
 
 
 os.register_at_fork(after_in_child=_Making.forget)
+
+
+def lane_of(pool: Any) -> _Lane | None:
+    """``pool``'s lane, if it has one."""
+    lane: _Lane | None = vars(pool).get(_ATTRIBUTE)
+    return lane
 
 
 class _Lane:
@@ -109,12 +121,14 @@ def _lane(client: Any, own: type[Any], pool_class: type[Any]) -> _Lane | None:
         or getattr(pool, "cache", None) is not None
     ):
         return None
-    lane = _LANES.get(pool)
+    lane = lane_of(pool)
     if lane is None:
         with _Making.lock:  # two threads' first commands must not make two lanes
-            lane = _LANES.get(pool)
+            lane = lane_of(pool)
             if lane is None:
-                lane = _LANES[pool] = _Lane(pool, asyncio=own is not redis.Redis)
+                lane = _Lane(pool, asyncio=own is not redis.Redis)
+                setattr(pool, _ATTRIBUTE, lane)
+                _LANED.add(pool)
     return lane if lane.room else None
 
 

@@ -7,8 +7,10 @@ a socket with a forked child, starve a fixed-size pool), on a real redis-server.
 from __future__ import annotations
 
 import asyncio
+import gc
 import multiprocessing
 import threading
+import weakref
 from typing import Any
 
 import fakeredis
@@ -20,13 +22,19 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from redis_history import AsyncRedisHistory, Message, RedisHistory
-from redis_history._lane import _LANES, aexecute, execute
+from redis_history._lane import aexecute, execute, lane_of
 
 pytestmark = pytest.mark.real_redis
 
 
-def _lane_size(client: redis.Redis) -> int:
-    lane = _LANES.get(client.connection_pool)
+def _lane(client: Any) -> Any:
+    lane = lane_of(client.connection_pool)
+    assert lane is not None
+    return lane
+
+
+def _lane_size(client: Any) -> int:
+    lane = lane_of(client.connection_pool)
     return -1 if lane is None else len(lane.idle)
 
 
@@ -40,10 +48,10 @@ def test_one_connection_serves_every_command_of_one_thread(real_redis: redis.Red
     history = RedisHistory(real_redis, "c")
     _turn(history, 20)
     assert _lane_size(real_redis) == 1
-    conn = _LANES[real_redis.connection_pool].idle[0]
+    conn = _lane(real_redis).idle[0]
     _turn(history, 5)
     assert history.len() == 50
-    assert _LANES[real_redis.connection_pool].idle == [conn]
+    assert _lane(real_redis).idle == [conn]
     # The pool's own connections are untouched: the lane's one is on loan.
     assert conn in real_redis.connection_pool._in_use_connections
 
@@ -53,7 +61,7 @@ def test_a_reply_left_unread_by_an_interruption_is_never_read_as_the_next_ones(
 ) -> None:
     history = RedisHistory(real_redis, "c")
     history.append(Message.user("warm the lane"))
-    conn = _LANES[real_redis.connection_pool].idle[0]
+    conn = _lane(real_redis).idle[0]
     read = conn.read_response
 
     def interrupted(*args: Any, **kwargs: Any) -> Any:
@@ -70,12 +78,12 @@ def test_a_reply_left_unread_by_an_interruption_is_never_read_as_the_next_ones(
 def test_an_error_reply_keeps_the_connection(real_redis: redis.Redis) -> None:
     history = RedisHistory(real_redis, "c")
     history.append(Message.user("hi"))
-    conn = _LANES[real_redis.connection_pool].idle[0]
+    conn = _lane(real_redis).idle[0]
     real_redis.script_flush()  # the next append's EVALSHA is refused, and sent again by EVAL
     history.append(Message.assistant("hello"))
     with pytest.raises(redis.ResponseError):
         execute(real_redis, ("NO-SUCH-COMMAND",))
-    assert _LANES[real_redis.connection_pool].idle == [conn]
+    assert _lane(real_redis).idle == [conn]
     assert conn._sock is not None
     assert history.len() == 2
 
@@ -85,12 +93,12 @@ def test_a_connection_the_server_closed_is_reconnected_by_its_retry(
 ) -> None:
     history = RedisHistory(real_redis, "c")
     history.append(Message.user("hi"))
-    conn = _LANES[real_redis.connection_pool].idle[0]
+    conn = _lane(real_redis).idle[0]
     killed = real_redis.client_kill_filter(_id=execute(real_redis, ("CLIENT", "ID")))
     assert killed == 1
     history.append(Message.assistant("hello"))  # the connection's Retry reconnects
     assert history.len() == 2
-    assert _LANES[real_redis.connection_pool].idle == [conn]
+    assert _lane(real_redis).idle == [conn]
 
 
 def test_a_write_whose_reply_is_lost_is_retried_on_the_lane_and_applied_once(
@@ -126,7 +134,7 @@ def test_threads_share_the_lane_without_sharing_a_connection(real_redis: redis.R
     for n in range(8):
         assert RedisHistory(real_redis, f"t{n}").len() == 80
     assert 1 <= _lane_size(real_redis) <= 8
-    lane = _LANES[real_redis.connection_pool].idle
+    lane = _lane(real_redis).idle
     assert len({id(conn) for conn in lane}) == len(lane)
     # Every connection borrowed is in the one lane or back in the pool: none was lost to a
     # second lane made by a thread racing the first.
@@ -136,13 +144,13 @@ def test_threads_share_the_lane_without_sharing_a_connection(real_redis: redis.R
 def test_a_forked_child_never_uses_its_parents_connections(real_redis: redis.Redis) -> None:
     history = RedisHistory(real_redis, "c")
     history.append(Message.user("before the fork"))
-    parent_conn = _LANES[real_redis.connection_pool].idle[0]
+    parent_conn = _lane(real_redis).idle[0]
     done: Any = multiprocessing.get_context("fork").SimpleQueue()
 
     def child() -> None:
         # The same client object, inherited: its lane belongs to the parent.
         RedisHistory(real_redis, "c").append(Message.assistant("from the child"))
-        lane = _LANES[real_redis.connection_pool].idle
+        lane = _lane(real_redis).idle
         done.put(parent_conn not in lane and len(lane) == 1)
 
     process = multiprocessing.get_context("fork").Process(target=child)
@@ -156,7 +164,7 @@ def test_a_forked_child_never_uses_its_parents_connections(real_redis: redis.Red
         "from the child",
         "after the fork",
     ]
-    assert _LANES[real_redis.connection_pool].idle == [parent_conn]
+    assert _lane(real_redis).idle == [parent_conn]
 
 
 @pytest.mark.parametrize(
@@ -180,7 +188,7 @@ def test_clients_whose_pool_a_lane_could_disturb_use_execute_command(
     history = RedisHistory(client, "c")
     _turn(history, 3)
     assert history.len() == 6
-    assert client.connection_pool not in _LANES
+    assert lane_of(client.connection_pool) is None
     client.close()
 
 
@@ -228,7 +236,7 @@ def test_an_asyncio_history_keeps_one_connection_and_survives_a_cancellation(
         for i in range(10):
             await history.append(Message.user(f"q{i}"))
             await history.append(Message.assistant(f"a{i}"))
-        lane = _LANES[client.connection_pool].idle
+        lane = _lane(client).idle
         assert len(lane) == 1
         conn = lane[0]
         read = conn.read_response
@@ -266,7 +274,7 @@ def test_concurrent_coroutines_never_share_a_lane_connection(redis_url: str) -> 
         for n in range(8):
             messages = await AsyncRedisHistory(client, f"co{n}").snapshot()
             assert [m.content for m in messages][-2:] == ["q29", "a29"]
-        lane = _LANES[client.connection_pool].idle
+        lane = _lane(client).idle
         assert 1 <= len(lane) <= 8
         assert len({id(conn) for conn in lane}) == len(lane)
         await client.aclose()
@@ -282,7 +290,7 @@ def test_hiredis_packs_the_bytes_redis_py_would_send(redis_url: str) -> None:
     packer makes, sync and asyncio."""
     sync = redis.Redis.from_url(redis_url)
     execute(sync, ("PING",))
-    lane = _LANES[sync.connection_pool]
+    lane = _lane(sync)
     conn = lane.idle[0]
     assert lane.hiredis
     assert b"".join(lane.pack(conn, ARGS)) == b"".join(conn.pack_command(*ARGS))
@@ -291,7 +299,7 @@ def test_hiredis_packs_the_bytes_redis_py_would_send(redis_url: str) -> None:
     async def scenario() -> None:
         client = redis.asyncio.Redis.from_url(redis_url)
         await aexecute(client, ("PING",))
-        alane = _LANES[client.connection_pool]
+        alane = _lane(client)
         aconn = alane.idle[0]
         assert alane.hiredis
         assert b"".join(alane.pack(aconn, ARGS)) == b"".join(aconn.pack_command(*ARGS))
@@ -307,7 +315,7 @@ def test_an_asyncio_client_encoding_text_otherwise_packs_with_its_own_encoder(
         client = redis.asyncio.Redis.from_url(redis_url, encoding="latin-1")
         history = AsyncRedisHistory(client, "café")
         await history.append(Message.user("hi"))
-        assert not _LANES[client.connection_pool].hiredis
+        assert not _lane(client).hiredis
         await client.aclose()
 
     asyncio.run(scenario())
@@ -337,7 +345,7 @@ def test_a_lane_keeps_at_most_a_quarter_of_its_pools_connections(redis_url: str)
     assert errors == []
     assert 1 <= _lane_size(client) <= 2
     in_use = client.connection_pool._in_use_connections
-    assert set(in_use) == set(_LANES[client.connection_pool].idle)
+    assert set(in_use) == set(_lane(client).idle)
     client.close()
 
     tiny = redis.Redis.from_url(redis_url, max_connections=3)
@@ -345,3 +353,28 @@ def test_a_lane_keeps_at_most_a_quarter_of_its_pools_connections(redis_url: str)
     assert _lane_size(tiny) <= 0
     assert not tiny.connection_pool._in_use_connections
     tiny.close()
+
+
+def test_a_dropped_client_takes_its_lane_and_connections_with_it(redis_url: str) -> None:
+    """A history per request on a client of its own (``RedisHistory.from_url``), closed and
+    dropped, leaves no pool, lane or connection behind: the lane does not keep them."""
+    pools = []
+    for n in range(3):
+        history = RedisHistory.from_url(redis_url, f"r{n}")
+        history.append(Message.user("hi"))
+        assert _lane_size(history.client) == 1
+        pools.append(weakref.ref(history.client.connection_pool))
+        history.client.close()
+        del history
+    gc.collect()
+    assert [ref() for ref in pools] == [None, None, None]
+
+    async def scenario() -> weakref.ref[Any]:
+        history = AsyncRedisHistory.from_url(redis_url, "async")
+        await history.append(Message.user("hi"))
+        await history.client.aclose()
+        return weakref.ref(history.client.connection_pool)
+
+    ref = asyncio.run(scenario())
+    gc.collect()
+    assert ref() is None
