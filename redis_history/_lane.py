@@ -20,7 +20,8 @@ starve) and with no client-side cache. Anything
 else (a cluster client, another client class) gets ``execute_command``. The
 lane keeps at most as many connections as the store ran commands at once, and
 never more than a quarter of the pool's ``max_connections`` (more go back to the
-pool); a forked child starts its own.
+pool); a forked child starts its own. redis-py's operation metrics
+(OpenTelemetry) do not see these commands.
 """
 
 from __future__ import annotations
