@@ -53,6 +53,7 @@ from peers import (
     ASYNC_FLOOR,
     CONTESTANTS,
     FLOOR,
+    LANE_FLOOR,
     Contestant,
     RedisHistoryStore,
     Store,
@@ -162,7 +163,7 @@ async def append_phase(
     contestants: Sequence[Contestant], url: str, messages: Sequence[Msg], s: Settings
 ) -> dict[str, dict[str, float]]:
     """Single-writer appends, one message per call, in the traffic's order."""
-    stores = open_stores([FLOOR, ASYNC_FLOOR, *contestants], url, "append")
+    stores = open_stores([FLOOR, ASYNC_FLOOR, LANE_FLOOR, *contestants], url, "append")
     try:
         natives = {label: [st.prepare(m) for m in messages] for label, st in stores.items()}
 
@@ -560,6 +561,16 @@ def async_note(runs: Sequence[MixResult]) -> str:
     )
 
 
+def lane_note(runs: Sequence[MixResult]) -> str:
+    f, held = FLOOR.label, LANE_FLOOR.label
+    ratios = [r.append[held]["p50"] / r.append[f]["p50"] for r in runs]
+    return (
+        f"A bare `RPUSH` sent the way redis-history sends its commands (on a connection it "
+        f"keeps, `redis_history/_lane.py`) measured {spread(ratios, '.2f', 'x')} the floor "
+        "(median): the floor pays redis-py's per-command pool work, redis-history does not."
+    )
+
+
 def environment(server_version: str, dists: Sequence[str], argv: Sequence[str]) -> str:
     cpu = ""
     with contextlib.suppress(OSError):
@@ -743,6 +754,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(percentile_table(runs[name], contestants, s, args.markdown))
         print()
         print(async_note(runs[name]))
+        print()
+        print(lane_note(runs[name]))
     print(f"\n{hh}What each contestant does per call\n")
     keys = {name.split(" ")[0]: rs[0].keys for name, rs in runs.items()}
     print(per_call_table(per_call, keys, contestants, args.markdown))

@@ -24,12 +24,14 @@ import redis.asyncio
 from traffic import Msg
 
 from redis_history import Message, RedisHistory, ToolCall
+from redis_history._lane import execute
 from redis_history.integrations.openai_agents import RedisHistorySession
 
 __all__ = [
     "ASYNC_FLOOR",
     "CONTESTANTS",
     "FLOOR",
+    "LANE_FLOOR",
     "Contestant",
     "RedisHistorySessionStore",
     "RedisHistoryStore",
@@ -105,6 +107,14 @@ class Floor(Store):
 
     async def aclose(self) -> None:
         self.client.close()
+
+
+class LaneFloor(Floor):
+    """Raw ``RPUSH`` sent the way redis-history sends its commands (``_lane.execute``): a
+    connection held across calls, not taken from the pool and given back each time."""
+
+    def append(self, native: Any) -> object:
+        return execute(self.client, ("RPUSH", self.key, native))
 
 
 class AsyncFloor(Floor):
@@ -344,6 +354,7 @@ FLOOR = Contestant(
     per_call="append: `RPUSH` of the chat-completions JSON; read: `LRANGE` + `json.loads` per item",
 )
 ASYNC_FLOOR = Contestant("async-floor", "raw redis.asyncio", AsyncFloor)
+LANE_FLOOR = Contestant("lane-floor", "raw Redis on a held connection", LaneFloor)
 CONTESTANTS = (
     Contestant(
         "redis-history",

@@ -71,6 +71,7 @@ def test_quick_peer_benchmark_prints_every_row_against_the_library_alone() -> No
         "| Redis memory per message (100 messages) |",
         "redis-history (heuristic counter)",
         "role | count | mean chars",
+        "A bare `RPUSH` sent the way redis-history sends its commands",
     ):
         assert row in out
     assert out.count("skipped: not selected (--only)") == 4
