@@ -2,32 +2,18 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from types import ModuleType
 
 import pytest
-from bench_runs import BENCH, run_bench
+from bench_runs import load_bench, run_bench
 
 from redis_history import Message, ToolCall
 from redis_history.roles import RoleState
 
 
-def load(name: str) -> ModuleType:
-    """A module of benchmarks/ (not a package), registered so that its dataclasses work."""
-    spec = importlib.util.spec_from_file_location(f"benchmarks_{name}", BENCH / f"{name}.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_realistic_mix_is_seeded_sized_and_in_role_order() -> None:
     """Same seed, same traffic; sizes in the stated ranges; redis-history's role rules accept it."""
-    traffic = load("traffic")
+    traffic = load_bench("traffic")
     turns = traffic.realistic_turns(600)
     assert [m.wire_json() for m in traffic.flatten(turns)] == [
         m.wire_json() for m in traffic.flatten(traffic.realistic_turns(600))

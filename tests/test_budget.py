@@ -3,15 +3,12 @@ priced as the rendered request: exactly tiktoken's cookbook count with the exact
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import statistics
-import sys
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
+from bench_runs import load_bench
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from samples import conversations
@@ -29,21 +26,9 @@ from redis_history.context import (
 from redis_history.tokens import message_tokens, resolve_counter
 
 EXACT = resolve_counter("o200k_base")
-BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
 
 
-def load_bench() -> ModuleType:
-    """benchmarks/bench_budget.py (not a package), registered so that its dataclasses work."""
-    spec = importlib.util.spec_from_file_location("benchmarks_budget", BENCH / "bench_budget.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-BENCHMARK = load_bench()
+BENCHMARK = load_bench("bench_budget")
 
 
 def cookbook_tokens(request: dict[str, Any]) -> int:
