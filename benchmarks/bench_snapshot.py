@@ -14,17 +14,16 @@ bytes per message are ``MEMORY USAGE`` of the list over its length.
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import platform
 import statistics
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import redis
+from bench_peers import frozen_heap
 from peers import RedisHistoryStore
 from traffic import Turn, flatten, realistic_turns, short_turns
 
@@ -50,17 +49,6 @@ def median_us(calls: dict[str, Callable[[], object]], rounds: int) -> dict[str, 
             if i >= warmup:
                 samples[label].append(elapsed / 1000)
     return {label: statistics.median(values) for label, values in samples.items()}
-
-
-@contextmanager
-def frozen_heap() -> Iterator[None]:
-    """The benchmark's own objects out of the cyclic GC, as ``bench_peers.py`` does."""
-    gc.collect()
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
 
 
 def run_mix(
