@@ -315,16 +315,13 @@ def _role_tokens(counter: TokenCounter, role: str) -> int:
     """``counter.count(role)``, asked once per counter and role (four roles, so
     an append does not count the same word again)."""
     try:
-        known = _ROLE_TOKENS[counter]
-    except KeyError:
-        known = _ROLE_TOKENS[counter] = {}
+        known = _ROLE_TOKENS.setdefault(counter, {})
     except TypeError:  # a counter that cannot be weakly referenced or hashed
         return counter.count(role)
-    try:
-        return known[role]
-    except KeyError:
+    tokens = known.get(role)
+    if tokens is None:
         tokens = known[role] = counter.count(role)
-        return tokens
+    return tokens
 
 
 def message_tokens(message: Message, counter: TokenCounter) -> int:

@@ -44,6 +44,29 @@ def _turn(history: RedisHistory, n: int) -> None:
         history.append(Message.assistant(f"answer {i}"))
 
 
+def _in_threads(
+    client: redis.Redis, prefix: str, *, threads: int, turns: int
+) -> list[BaseException]:
+    """``turns`` turns on each of ``threads`` conversations, one thread each, all released at
+    once; what they raised."""
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(threads)
+
+    def converse(n: int) -> None:
+        try:
+            barrier.wait()
+            _turn(RedisHistory(client, f"{prefix}{n}"), turns)
+        except BaseException as exc:  # pragma: no cover - reported by the caller
+            errors.append(exc)
+
+    started = [threading.Thread(target=converse, args=(n,)) for n in range(threads)]
+    for thread in started:
+        thread.start()
+    for thread in started:
+        thread.join()
+    return errors
+
+
 def test_one_connection_serves_every_command_of_one_thread(real_redis: redis.Redis) -> None:
     history = RedisHistory(real_redis, "c")
     _turn(history, 20)
@@ -115,22 +138,8 @@ def test_a_write_whose_reply_is_lost_is_retried_on_the_lane_and_applied_once(
 
 
 def test_threads_share_the_lane_without_sharing_a_connection(real_redis: redis.Redis) -> None:
-    errors: list[BaseException] = []
-    barrier = threading.Barrier(8)  # their first commands race to make the pool's lane
-
-    def converse(n: int) -> None:
-        try:
-            barrier.wait()
-            _turn(RedisHistory(real_redis, f"t{n}"), 40)
-        except BaseException as exc:  # pragma: no cover - reported below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=converse, args=(n,)) for n in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert errors == []
+    # Their first commands race to make the pool's lane.
+    assert _in_threads(real_redis, "t", threads=8, turns=40) == []
     for n in range(8):
         assert RedisHistory(real_redis, f"t{n}").len() == 80
     assert 1 <= _lane_size(real_redis) <= 8
@@ -327,22 +336,7 @@ def test_a_lane_keeps_at_most_a_quarter_of_its_pools_connections(redis_url: str)
     """Beyond a quarter of ``max_connections``, connections go back to the pool; a pool
     too small for that gets no lane."""
     client = redis.Redis.from_url(redis_url, max_connections=8)
-    barrier = threading.Barrier(6)
-    errors: list[BaseException] = []
-
-    def converse(n: int) -> None:
-        try:
-            barrier.wait()
-            _turn(RedisHistory(client, f"q{n}"), 10)
-        except BaseException as exc:  # pragma: no cover - reported below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=converse, args=(n,)) for n in range(6)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert errors == []
+    assert _in_threads(client, "q", threads=6, turns=10) == []
     assert 1 <= _lane_size(client) <= 2
     in_use = client.connection_pool._in_use_connections
     assert set(in_use) == set(_lane(client).idle)
