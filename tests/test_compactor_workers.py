@@ -8,14 +8,10 @@ its lock while a custom compactor ran writes nothing.
 
 from __future__ import annotations
 
-import json
-import signal
-from typing import Any
-
 import pytest
 import redis
 from samples import BIG_OUTPUT
-from worker_processes import DEADLINE, Workers, wait_for
+from worker_processes import DEADLINE, Workers, refused_after_a_pause
 
 from redis_history import CompactionPolicy, Message, RedisHistory, ToolCall
 from redis_history.compactors import elided_stub
@@ -51,11 +47,6 @@ def seeded(client: redis.Redis, conversation: str, turns: int, output: str) -> R
             Message.assistant(f"The fare is 790 EUR ({n}).", id=f"{key}.r", metadata=tag),
         ])  # fmt: skip
     return history
-
-
-def started_calls(client: redis.Redis, name: str) -> list[dict[str, Any]]:
-    """The calls the Blocking summarizer has announced for ``name``."""
-    return [json.loads(raw) for raw in client.lrange(f"test:started:{name}", 0, -1)]
 
 
 def test_a_worker_runs_a_custom_compactor_named_by_dotted_path(
@@ -107,20 +98,5 @@ def test_a_paused_worker_running_a_custom_compactor_cannot_write_back(
     """A worker stopped past its lock's TTL inside a custom compactor is refused on waking;
     the conversation stays exactly as the worker that compacted meanwhile left it."""
     history = seeded(real_redis, "conv", 6, "{}")
-    sleeper = workers.start("Blocking", compactor=KEEP_LAST_TURN)
-    queue(history.core.compaction_request(POLICY))
-    (call,) = wait_for(lambda: started_calls(real_redis, "conv"), "the compactor to start")
-    workers.signal(sleeper, call["pid"], signal.SIGSTOP)  # the heartbeat stops with it
-    wait_for(lambda: not real_redis.exists(history.keys.lock), "the paused worker's lock to expire")
-
-    queue(history.core.compaction_request(POLICY))
-    other = workers.start("Recording", burst=True)
-    assert other.wait(DEADLINE) == 0, workers.log(other)
-    after_other = history.entries()
-    assert after_other[0].message.metadata.get("summary"), "the other worker compacted"
+    after_other = refused_after_a_pause(workers, queue, history, POLICY, KEEP_LAST_TURN)
     assert "for" not in after_other[0].message.metadata, "with the default compactor"
-
-    workers.signal(sleeper, call["pid"], signal.SIGCONT)
-    real_redis.rpush("test:release:conv", "go")
-    wait_for(lambda: "lock_lost" in workers.log(sleeper), "the woken worker to be refused")
-    assert history.entries() == after_other

@@ -19,7 +19,7 @@ import pytest
 import redis
 from rq import Worker
 from rq.registry import FailedJobRegistry, StartedJobRegistry
-from worker_processes import DEADLINE, Workers, wait_for
+from worker_processes import DEADLINE, Workers, refused_after_a_pause, started_calls, wait_for
 
 from redis_history import CompactionPolicy, Message, RedisHistory, ToolCall
 from redis_history.jobs import CompactionQueue, compaction_queue
@@ -154,11 +154,6 @@ FAULT_POLICY = CompactionPolicy(
 )
 
 
-def started_calls(client: redis.Redis, name: str) -> list[dict[str, Any]]:
-    """The calls the Blocking summarizer has announced for ``name``."""
-    return [json.loads(raw) for raw in client.lrange(f"test:started:{name}", 0, -1)]
-
-
 def test_a_worker_killed_mid_summary_leaves_the_lock_to_expire(
     workers: Workers, real_redis: redis.Redis, queue: CompactionQueue
 ) -> None:
@@ -189,22 +184,7 @@ def test_a_paused_worker_that_lost_its_lock_cannot_write_back(
     """A worker stopped past its lock's TTL while another compacts is refused on waking;
     the conversation stays exactly as the other worker left it."""
     history = seeded(real_redis, "conv", 6)
-    sleeper = workers.start("Blocking")
-    queue(history.core.compaction_request(FAULT_POLICY))
-    (call,) = wait_for(lambda: started_calls(real_redis, "conv"), "the summary to start")
-    workers.signal(sleeper, call["pid"], signal.SIGSTOP)  # the heartbeat stops with it
-    wait_for(lambda: not real_redis.exists(history.keys.lock), "the paused worker's lock to expire")
-
-    queue(history.core.compaction_request(FAULT_POLICY))
-    other = workers.start("Recording", burst=True)
-    assert other.wait(DEADLINE) == 0, workers.log(other)
-    after_other = history.entries()
-    assert after_other[0].message.metadata.get("summary"), "the other worker compacted"
-
-    workers.signal(sleeper, call["pid"], signal.SIGCONT)
-    real_redis.rpush("test:release:conv", "go")
-    wait_for(lambda: "lock_lost" in workers.log(sleeper), "the woken worker to be refused")
-    assert history.entries() == after_other
+    refused_after_a_pause(workers, queue, history, FAULT_POLICY)
     assert not any("call 1" in m.content for m in history.snapshot())
 
 

@@ -1,11 +1,13 @@
 """Real ``redis-history worker`` processes for the tests, and a patient wait for events.
 
-Shared by tests/test_workers.py and tests/test_worker_faults.py.
+Shared by tests/test_workers.py, tests/test_compactor_workers.py and
+tests/test_worker_faults.py.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -33,6 +35,11 @@ def wait_for(condition: Callable[[], object], what: str, deadline: float = DEADL
         if time.monotonic() > end:
             pytest.fail(f"timed out waiting for {what}")
         time.sleep(0.05)
+
+
+def started_calls(client: redis.Redis, name: str) -> list[dict[str, Any]]:
+    """The calls the Blocking summarizer has announced for ``name``."""
+    return [json.loads(raw) for raw in client.lrange(f"test:started:{name}", 0, -1)]
 
 
 class Workers:
@@ -105,3 +112,34 @@ class Workers:
                 os.killpg(process.pid, signal.SIGCONT)
                 os.killpg(process.pid, signal.SIGKILL)
             process.wait()
+
+
+def refused_after_a_pause(
+    workers: Workers,
+    queue: Callable[[Any], object],
+    history: Any,
+    policy: Any,
+    compactor: str | None = None,
+) -> list[Any]:
+    """A ``Blocking`` worker (running ``compactor`` if given) stopped inside its compaction
+    until its lock's TTL has passed, while a second worker compacts the conversation; the
+    first, woken, must be refused and change nothing. Returns the entries the second left."""
+    client = workers.client
+    sleeper = workers.start("Blocking", compactor=compactor)
+    queue(history.core.compaction_request(policy))
+    name = history.conversation_id
+    (call,) = wait_for(lambda: started_calls(client, name), "the compaction to start")
+    workers.signal(sleeper, call["pid"], signal.SIGSTOP)  # the heartbeat stops with it
+    wait_for(lambda: not client.exists(history.keys.lock), "the paused worker's lock to expire")
+
+    queue(history.core.compaction_request(policy))
+    other = workers.start("Recording", burst=True)
+    assert other.wait(DEADLINE) == 0, workers.log(other)
+    after_other: list[Any] = history.entries()
+    assert after_other[0].message.metadata.get("summary"), "the other worker compacted"
+
+    workers.signal(sleeper, call["pid"], signal.SIGCONT)
+    client.rpush(f"test:release:{name}", "go")
+    wait_for(lambda: "lock_lost" in workers.log(sleeper), "the woken worker to be refused")
+    assert history.entries() == after_other
+    return after_other
