@@ -43,7 +43,7 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from memory_samples import MEMORIES, QUERIES, recall_at_k
+from memory_samples import rankings, recall_at_k
 
 from redis_history._server import RedisServer
 from redis_history.context import MemoryFilters
@@ -154,19 +154,7 @@ def latency(
 
 def quality(client: redis.Redis) -> dict[str, dict[int, float]]:
     client.flushall()
-    memory = RedisLongTermMemory(client, namespace="labelled")
-    filters = MemoryFilters("assistant", "u-1")
-    ids = memory.store_many([(t, {"agent_id": "assistant", "user_id": "u-1"}) for t in MEMORIES])
-    position = {memory_id: i for i, memory_id in enumerate(ids)}
-    bm25 = [[position[r.memory_id or ""] for r in memory.recall(q, filters, 5)] for q, _ in QUERIES]
-    newest_first = [
-        [
-            i
-            for i in reversed(range(len(MEMORIES)))
-            if set(terms(q)[:MAX_QUERY_TERMS]) & set(terms(MEMORIES[i]))
-        ]
-        for q, _ in QUERIES
-    ]
+    bm25, newest_first = rankings(RedisLongTermMemory(client, namespace="labelled"), 5)
     return {
         "bm25": {k: round(recall_at_k(bm25, k), 3) for k in (1, 3, 5)},
         "newest first": {k: round(recall_at_k(newest_first, k), 3) for k in (1, 3, 5)},

@@ -4,6 +4,9 @@ and later memories share the questions' words, so newest-first ranking alone doe
 
 from __future__ import annotations
 
+from redis_history.context import MemoryFilters
+from redis_history.context.redis_memory import MAX_QUERY_TERMS, RedisLongTermMemory, terms
+
 MEMORIES: tuple[str, ...] = (
     "Prefers an aisle seat on long-haul flights.",  # 0
     "Is allergic to peanuts and shellfish.",
@@ -86,3 +89,25 @@ def recall_at_k(ranked: list[list[int]], k: int) -> float:
     for (_, relevant), got in zip(QUERIES, ranked, strict=True):
         total += len(relevant & set(got[:k])) / len(relevant)
     return total / len(QUERIES)
+
+
+def rankings(memory: RedisLongTermMemory, top_k: int) -> tuple[list[list[int]], list[list[int]]]:
+    """The labelled set stored in order for one user, then each question's ranking by
+    position: BM25's top ``top_k`` from ``recall``, and every memory sharing a query word,
+    newest first (the tie-breaker alone)."""
+    owner = {"agent_id": "assistant", "user_id": "u-1"}
+    ids = memory.store_many([(text, owner) for text in MEMORIES])
+    position = {memory_id: i for i, memory_id in enumerate(ids)}
+    filters = MemoryFilters("assistant", "u-1")
+    bm25 = [
+        [position[r.memory_id or ""] for r in memory.recall(q, filters, top_k)] for q, _ in QUERIES
+    ]
+    newest_first = [
+        [
+            i
+            for i in reversed(range(len(MEMORIES)))
+            if set(terms(q)[:MAX_QUERY_TERMS]) & set(terms(MEMORIES[i]))
+        ]
+        for q, _ in QUERIES
+    ]
+    return bm25, newest_first

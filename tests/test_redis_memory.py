@@ -15,7 +15,7 @@ from typing import Any
 import fakeredis
 import pytest
 import redis
-from memory_samples import MEMORIES, QUERIES, recall_at_k
+from memory_samples import rankings, recall_at_k
 from redis.cluster import RedisCluster
 
 from redis_history import HistoryError, Message
@@ -29,7 +29,6 @@ from redis_history.context import (
     resolve_memory,
 )
 from redis_history.context.redis_memory import (
-    MAX_QUERY_TERMS,
     MAX_TAGS,
     MAX_TERMS,
     MAX_TEXT_BYTES,
@@ -254,18 +253,7 @@ def test_a_recall_reads_only_its_owners_keys(real_redis: redis.Redis, redis_url:
 def test_bm25_beats_recency_on_the_labelled_set(memory: RedisLongTermMemory) -> None:
     """On the labelled set, BM25's recall@3 and recall@1 are above ranking the memories that
     share a query word newest first (the tie-breaker alone)."""
-    filters = MemoryFilters("assistant", "u-1")
-    ids = [memory.store(text, {"agent_id": "assistant", "user_id": "u-1"}) for text in MEMORIES]
-    position = {memory_id: i for i, memory_id in enumerate(ids)}
-    bm25 = [[position[r.memory_id or ""] for r in memory.recall(q, filters, 3)] for q, _ in QUERIES]
-    newest_first = [
-        [
-            i
-            for i in reversed(range(len(MEMORIES)))
-            if set(terms(q)[:MAX_QUERY_TERMS]) & set(terms(MEMORIES[i]))
-        ]
-        for q, _ in QUERIES
-    ]
+    bm25, newest_first = rankings(memory, 3)
     # measured: BM25 1.00 at 3 and 0.89 at 1; newest first 0.72 at 3 and 0.22 at 1
     assert recall_at_k(bm25, 3) >= 0.9
     assert recall_at_k(bm25, 3) > recall_at_k(newest_first, 3)
