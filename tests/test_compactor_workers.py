@@ -11,23 +11,15 @@ from __future__ import annotations
 import pytest
 import redis
 from samples import BIG_OUTPUT
-from worker_processes import DEADLINE, Workers, refused_after_a_pause
+from worker_processes import DEADLINE, FAULT_POLICY, Workers, refused_after_a_pause
 
-from redis_history import CompactionPolicy, Message, RedisHistory, ToolCall
+from redis_history import Message, RedisHistory, ToolCall
 from redis_history.compactors import elided_stub
 from redis_history.jobs import CompactionQueue
 
 pytestmark = [pytest.mark.real_redis, pytest.mark.slow]
 
 KEEP_LAST_TURN = "compactors_for_tests:KeepLastTurn"
-POLICY = CompactionPolicy(
-    soft_tokens=100,
-    hard_tokens=1_000_000,
-    keep_last_turns=1,
-    min_messages=2,
-    lock_ttl_seconds=1,
-    claim_ttl_seconds=2,
-)
 
 
 def seeded(client: redis.Redis, conversation: str, turns: int, output: str) -> RedisHistory:
@@ -56,7 +48,7 @@ def test_a_worker_runs_a_custom_compactor_named_by_dotted_path(
     identity and policy, and writes its summary and kept turn back; nothing is lost."""
     history = seeded(real_redis, "conv", 4, "{}")
     before = history.snapshot()
-    assert history.maybe_compact(queue, POLICY)
+    assert history.maybe_compact(queue, FAULT_POLICY)
     worker = workers.start("Recording", burst=True, compactor=KEEP_LAST_TURN)
     assert worker.wait(DEADLINE) == 0, workers.log(worker)
     assert "compaction job=" in workers.log(worker)
@@ -80,7 +72,7 @@ def test_a_worker_elides_old_tool_output_by_alias(
     and pair stays, the last turn is untouched, the originals are in the transcript."""
     history = seeded(real_redis, "conv", 3, BIG_OUTPUT)
     before = history.snapshot()
-    assert history.maybe_compact(queue, POLICY)
+    assert history.maybe_compact(queue, FAULT_POLICY)
     worker = workers.start("Recording", burst=True, compactor="elide-tool-output")
     assert worker.wait(DEADLINE) == 0, workers.log(worker)
     live = history.snapshot()
@@ -98,5 +90,5 @@ def test_a_paused_worker_running_a_custom_compactor_cannot_write_back(
     """A worker stopped past its lock's TTL inside a custom compactor is refused on waking;
     the conversation stays exactly as the worker that compacted meanwhile left it."""
     history = seeded(real_redis, "conv", 6, "{}")
-    after_other = refused_after_a_pause(workers, queue, history, POLICY, KEEP_LAST_TURN)
+    after_other = refused_after_a_pause(workers, queue, history, FAULT_POLICY, KEEP_LAST_TURN)
     assert "for" not in after_other[0].message.metadata, "with the default compactor"

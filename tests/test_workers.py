@@ -19,7 +19,14 @@ import pytest
 import redis
 from rq import Worker
 from rq.registry import FailedJobRegistry, StartedJobRegistry
-from worker_processes import DEADLINE, Workers, refused_after_a_pause, started_calls, wait_for
+from worker_processes import (
+    DEADLINE,
+    FAULT_POLICY,
+    Workers,
+    refused_after_a_pause,
+    started_calls,
+    wait_for,
+)
 
 from redis_history import CompactionPolicy, Message, RedisHistory, ToolCall
 from redis_history.jobs import CompactionQueue, compaction_queue
@@ -142,16 +149,6 @@ def test_pods_and_two_workers_lose_nothing_and_never_overlap(
         assert_whole(history, written)
         assert sum(1 for s in summaries if s["conversation"] == name) >= 2
         assert history.snapshot()[0].metadata.get("summary"), "the conversation was compacted"
-
-
-FAULT_POLICY = CompactionPolicy(
-    soft_tokens=100,
-    hard_tokens=1_000_000,
-    keep_last_turns=1,
-    min_messages=2,
-    lock_ttl_seconds=1,
-    claim_ttl_seconds=2,
-)
 
 
 def test_a_worker_killed_mid_summary_leaves_the_lock_to_expire(

@@ -20,9 +20,20 @@ from typing import Any
 import pytest
 import redis
 
+from redis_history import CompactionPolicy
+
 TESTS = Path(__file__).resolve().parent
 DEADLINE = 90.0
 """Seconds any awaited event may take before the test fails (never a timing assertion)."""
+FAULT_POLICY = CompactionPolicy(
+    soft_tokens=100,
+    hard_tokens=1_000_000,
+    keep_last_turns=1,
+    min_messages=2,
+    lock_ttl_seconds=1,
+    claim_ttl_seconds=2,
+)
+"""Compacts a few seeded turns, with a lock that expires within a second of a paused worker."""
 
 
 def wait_for(condition: Callable[[], object], what: str, deadline: float = DEADLINE) -> Any:
