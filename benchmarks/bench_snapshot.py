@@ -6,9 +6,9 @@ Run: ``python benchmarks/bench_snapshot.py [--redis-url URL] [--sizes 10,100,100
 chat-completions JSON in a bare list, read with ``LRANGE`` + ``json.loads`` per item.
 The contestants are ``snapshot()`` (``Message`` models) and ``snapshot_openai()``
 (chat-completions dicts, skipped on a version without it), on a conversation of the
-same messages stored through ``append_many``. Calls are interleaved, the order
-rotating each round; each cell is the median, the ratio contestant / floor. The
-bytes per message are ``MEMORY USAGE`` of the list over its length.
+same messages stored through ``append_many``. Calls are interleaved, in a new
+shuffled order each round (``bench_peers.shuffled``); each cell is the median, the
+ratio contestant / floor. The bytes per message are ``MEMORY USAGE`` of the list over its length.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import redis
-from bench_peers import frozen_heap
+from bench_peers import frozen_heap, shuffled
 from peers import RedisHistoryStore
 from traffic import Turn, flatten, realistic_turns, short_turns
 
@@ -37,12 +37,12 @@ MIXES: dict[str, Callable[[int], list[Turn]]] = {
 
 
 def median_us(calls: dict[str, Callable[[], object]], rounds: int) -> dict[str, float]:
-    """Each call's median wall time (µs) over ``rounds``, interleaved in a rotating order."""
+    """Each call's median wall time (µs) over ``rounds``, interleaved in shuffled order."""
     labels = list(calls)
     samples: dict[str, list[float]] = {label: [] for label in labels}
     warmup = max(2, rounds // 10)
-    for i in range(rounds + warmup):
-        for label in labels[i % len(labels) :] + labels[: i % len(labels)]:
+    for i, order in enumerate(shuffled(labels, rounds + warmup)):
+        for label in order:
             began = time.perf_counter_ns()
             calls[label]()
             elapsed = time.perf_counter_ns() - began
