@@ -3,16 +3,28 @@ append: add messages at the tail, all or none, checking role order and tool
 pairing against the conversation's stored state. Applied once per op: a retry
 of an applied batch (same op) writes nothing and succeeds.
 
+Either the envelopes come in ARGV and the script pushes them, or (`staged`) they
+stay out of Lua: the script runs first in a MULTI whose next commands are
+`RPUSHX stage <envelopes>` and `RENAME stage msgs`. Approving the batch, it renames
+msgs to stage, so the push lands and is renamed back; refusing it (or missing,
+after a restart: NOSCRIPT) it leaves no stage, so the push and the rename find
+nothing and the transaction writes nothing. A script's arguments cost Redis about
+a microsecond per kilobyte in Lua; a plain RPUSHX does not.
+
 KEYS[1] msgs     LIST of envelopes
 KEYS[2] meta     HASH (total, role, open, ttl, and the records of recent appends)
 KEYS[3] archive  LIST (only its TTL is refreshed)
+KEYS[4] stage    what msgs is renamed to while a staged push lands (never left behind)
 ARGV[1] op       the operation token (derived from the batch's message ids)
 ARGV[2] ttl      ms to set as the conversation's TTL, or 0 to keep the stored one
 ARGV[3] check    1 to check role order and tool pairing, 0 to only track them
-ARGV[4..] batch  tokens, n, n envelopes, n role items (see read_batch)
+ARGV[4] staged   1 when the envelopes are pushed by the transaction's next command
+ARGV[5..] batch  tokens, n, n envelopes unless staged, n role items (see read_batch)
 
-Returns the list's length, or {code, index, reason} having written nothing:
-1 role order, 2 tool pairing, 5 corrupt meta.
+Returns the list's length after the batch; -1 when staged and the list is empty
+(nothing to rename: nothing was written, send the envelopes with the script); or
+{code, index, reason} having written nothing: 1 role order, 2 tool pairing,
+5 corrupt meta.
 ]]
 --- @include "meta"
 --- @include "open"
@@ -21,9 +33,9 @@ Returns the list's length, or {code, index, reason} having written nothing:
 --- @include "walk"
 --- @include "push"
 
-local msgs, meta = KEYS[1], KEYS[2]
-local op = ARGV[1]
-local tokens, n, first = read_batch(4)
+local msgs, meta, stage = KEYS[1], KEYS[2], KEYS[4]
+local op, staged = ARGV[1], ARGV[4] == '1'
+local tokens, n, first = read_batch(5)
 local total, role, open, ttl, records, exists = read_meta(meta, APPENDS)
 if not total then return role end  -- read_meta's refusal
 if replayed(meta, APPENDS, records, exists, op) then return redis.call('LLEN', msgs) end
@@ -31,11 +43,19 @@ local new_ttl
 ttl, new_ttl = effective_ttl(ttl, tonumber(ARGV[2]))
 
 local changed
-role, open, changed = walk(role, open, ARGV, first + n, n, ARGV[3] == '1')
+role, open, changed = walk(role, open, ARGV, staged and first or first + n, n, ARGV[3] == '1')
 if not role then return open end  -- walk's refusal
 
 -- The first write: on a key of the wrong type it fails before anything is written.
-local length = push_all('RPUSH', msgs, ARGV, first, first + n - 1) or redis.call('LLEN', msgs)
+local length
+if staged then
+  length = redis.call('LLEN', msgs)
+  if length == 0 then return -1 end
+  redis.call('RENAME', msgs, stage)
+  msgs, length = stage, length + n  -- the TTL set on stage comes back with the rename
+else
+  length = push_all('RPUSH', msgs, ARGV, first, first + n - 1) or redis.call('LLEN', msgs)
+end
 if changed then
   commit(meta, APPENDS, records, op, nil, new_ttl, 'role', role, 'total', total + tokens, 'open', encode_open(open))
 else

@@ -21,13 +21,14 @@ from typing import Any, Generic, NamedTuple, TypeVar
 from pydantic_core import PydanticSerializationError, to_json
 from redis import exceptions as redis_errors
 
-from redis_history._lane import aexecute, execute
+from redis_history._lane import aexecute, aexecute_all, execute, execute_all
 from redis_history.codec import (
+    Batch,
     Entry,
-    batch_args,
     decode_entries,
     decode_messages,
     decode_openai,
+    encode_batch,
 )
 from redis_history.errors import (
     CorruptHistoryError,
@@ -49,6 +50,7 @@ __all__ = [
     "DEFAULT_MAX_MESSAGE_BYTES",
     "MOVED_ON",
     "OPS_KEPT",
+    "STAGE_BYTES",
     "WAIT_ATTEMPTS",
     "Call",
     "CompactionRequest",
@@ -103,6 +105,12 @@ idempotent)."""
 WAIT_ATTEMPTS = 4
 """How many times a waited-on write is sent to a cluster whose layout keeps changing."""
 
+STAGE_BYTES = 4096
+"""An append whose envelopes hold at least this many bytes is staged (``Call.staged``):
+its envelopes are pushed by a plain ``RPUSHX`` in a transaction with the script, not
+passed through Lua, which costs Redis about a microsecond per kilobyte of arguments.
+Smaller ones go as one script, which is cheaper than a transaction's extra commands."""
+
 
 class Call(NamedTuple, Generic[T]):
     """One Redis round trip: the command, and ``script`` to send by source if the server
@@ -113,6 +121,10 @@ class Call(NamedTuple, Generic[T]):
     script: Script | None = None
     durable: bool = False
     """A write of the conversation's data, which ``wait_replicas`` waits on."""
+    staged: tuple[tuple[Any, ...], ...] | None = None
+    """The same write as a ``MULTI`` ... ``EXEC`` that keeps its large arguments out of Lua
+    (``lua/append-4.lua``), sent instead of ``command`` where one connection can carry
+    it (``_lane.execute_all``). ``EXEC``'s first reply is the script's."""
 
     def fallback(self) -> tuple[Any, ...]:
         """The ``EVAL`` of the script's source that stands in for a refused ``EVALSHA``."""
@@ -122,7 +134,12 @@ class Call(NamedTuple, Generic[T]):
 
 def send(client: Any, call: Call[Any]) -> Any:
     """The reply to ``call``; a server that does not know its script (restarted, failed
-    over, ``SCRIPT FLUSH``) is sent the source by ``EVAL``."""
+    over, ``SCRIPT FLUSH``) is sent the source by ``EVAL``. A staged call is sent as its
+    transaction where the client allows, and as its script where that wrote nothing."""
+    if call.staged is not None:
+        replies = execute_all(client, call.staged)
+        if replies is not None and (reply := _staged_reply(replies)) is not _UNSTAGED:
+            return reply
     try:
         return execute(client, call.command)
     except redis_errors.NoScriptError:
@@ -131,10 +148,36 @@ def send(client: Any, call: Call[Any]) -> Any:
 
 async def asend(client: Any, call: Call[Any]) -> Any:
     """:func:`send` on an asyncio client."""
+    if call.staged is not None:
+        replies = await aexecute_all(client, call.staged)
+        if replies is not None and (reply := _staged_reply(replies)) is not _UNSTAGED:
+            return reply
     try:
         return await aexecute(client, call.command)
     except redis_errors.NoScriptError:
         return await aexecute(client, call.fallback())
+
+
+_MULTI, _EXEC = ("MULTI",), ("EXEC",)
+_UNSTAGED = object()
+"""A staged transaction wrote nothing and the write is to be sent as its script."""
+
+
+def _staged_reply(replies: list[Any]) -> Any:
+    """The script's reply in a staged transaction's replies (``MULTI``'s, one per queued
+    command, ``EXEC``'s), or ``_UNSTAGED`` when the transaction wrote nothing and the
+    script alone must do the write: ``EXEC`` aborted (a command refused when queued, such
+    as an ACL without ``RENAME``), the script is not loaded (``NOSCRIPT``), or the list
+    was empty (nothing to rename; the script replies -1). Its error replies are raised."""
+    executed = replies[-1]
+    if not isinstance(executed, list):
+        return _UNSTAGED
+    reply = executed[0]
+    if isinstance(reply, redis_errors.NoScriptError) or reply == -1:
+        return _UNSTAGED
+    if isinstance(reply, redis_errors.ResponseError):
+        raise reply
+    return reply
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,9 +305,10 @@ class HistoryCore:
         """The ``WAIT`` sent after every durable write on its connection, or ``None``."""
         self._data = self.keys.data
         self._append = script("append")
-        if len(self._data) != self._append.nkeys:
-            raise AssertionError("append takes the conversation's data keys")
-        self._append_head = ("EVALSHA", self._append.sha, self._append.nkeys, *self._data)
+        keys = (*self._data, self.keys.stage)
+        if len(keys) != self._append.nkeys:
+            raise AssertionError("append takes the conversation's data keys and its stage")
+        self._append_head = ("EVALSHA", self._append.sha, self._append.nkeys, *keys)
 
     # -- errors -------------------------------------------------------------------------------
 
@@ -325,14 +369,18 @@ class HistoryCore:
         except CorruptHistoryError as exc:
             raise self._context(exc) from exc.__cause__
 
+    def _batch(self, messages: Sequence[Message], *, summary: bool = False) -> Batch:
+        """``messages`` encoded for a write script."""
+        try:
+            return encode_batch(messages, self.counter, self.max_message_bytes, summary=summary)
+        except InvalidMessageError as exc:
+            raise self._context(exc) from None
+
     def _args(
         self, head: tuple[Any, ...], messages: Sequence[Message], *, summary: bool = False
     ) -> tuple[Any, ...]:
         """A write script's arguments: ``head``, then the batch of ``messages``."""
-        try:
-            return batch_args(head, messages, self.counter, self.max_message_bytes, summary=summary)
-        except InvalidMessageError as exc:
-            raise self._context(exc) from None
+        return self._batch(messages, summary=summary).args(head)
 
     @staticmethod
     def _token(kind: str, op_id: str | None, natural: Iterable[str] | None = None) -> bytes:
@@ -357,8 +405,20 @@ class HistoryCore:
             token = op_token("append", (messages[0].id,))
         else:
             token = op_token("append", [m.id for m in messages])
-        args = self._args((token, self.ttl_ms, int(self.validate)), messages)
-        return Call(self._none, (*self._append_head, *args), self._append, durable=True)
+        batch = self._batch(messages)
+        head = (token, self.ttl_ms, int(self.validate))
+        command = (*self._append_head, *batch.args((*head, 0)))
+        staged = None
+        if sum(map(len, batch.envelopes)) >= STAGE_BYTES:
+            stage, msgs = self.keys.stage, self.keys.msgs
+            staged = (
+                _MULTI,
+                (*self._append_head, *batch.args_without_envelopes((*head, 1))),
+                ("RPUSHX", stage, *batch.envelopes),
+                ("RENAME", stage, msgs),
+                _EXEC,
+            )
+        return Call(self._none, command, self._append, durable=True, staged=staged)
 
     def replace(
         self,

@@ -39,7 +39,7 @@ from redis.utils import HIREDIS_AVAILABLE
 if HIREDIS_AVAILABLE:
     from hiredis import pack_command
 
-__all__ = ["aexecute", "execute", "lane_of"]
+__all__ = ["aexecute", "aexecute_all", "execute", "execute_all", "lane_of"]
 
 _ATTRIBUTE = "_redis_history_lane"
 """Where a pool keeps its lane: on the pool itself, so the lane lives and dies with it
@@ -103,8 +103,19 @@ class _Lane:
             return True
         return False
 
-    def pack(self, conn: Any, args: tuple[Any, ...]) -> list[bytes]:
-        return [pack_command(args)] if self.hiredis else conn.pack_command(*args)
+    def pack(self, args: tuple[Any, ...]) -> Any:
+        """A function of a connection giving the command packed as it would pack it."""
+        if self.hiredis:
+            packed = [pack_command(args)]
+            return lambda _conn: packed
+        return lambda conn: conn.pack_command(*args)
+
+    def pack_all(self, commands: tuple[tuple[Any, ...], ...]) -> Any:
+        """:meth:`pack` of several commands sent together."""
+        if self.hiredis:
+            packed = [b"".join([pack_command(args) for args in commands])]
+            return lambda _conn: packed
+        return lambda conn: conn.pack_commands(commands)
 
 
 def _utf8(options: dict[str, Any]) -> bool:
@@ -139,6 +150,39 @@ def execute(client: Any, args: tuple[Any, ...]) -> Any:
     lane = _lane(client, redis.Redis, redis.ConnectionPool)
     if lane is None:
         return client.execute_command(*args)
+    return _round_trip(client, lane, lane.pack(args), _read_one)
+
+
+def execute_all(client: Any, commands: tuple[tuple[Any, ...], ...]) -> list[Any] | None:
+    """Send ``commands`` together on one lane connection (a ``MULTI`` ... ``EXEC``) and
+    read a reply to each, an error reply as the exception redis-py makes of it; or
+    ``None`` when ``client`` has no lane (only a lane holds one connection for them)."""
+    lane = _lane(client, redis.Redis, redis.ConnectionPool)
+    if lane is None:
+        return None
+    replies: list[Any] = _round_trip(client, lane, lane.pack_all(commands), _reader(len(commands)))
+    return replies
+
+
+def _read_one(conn: Any) -> Any:
+    return conn.read_response()
+
+
+def _reader(count: int) -> Any:
+    def read_all(conn: Any) -> list[Any]:
+        replies: list[Any] = []
+        for _ in range(count):
+            try:
+                replies.append(conn.read_response())
+            except ResponseError as error:  # read whole; the next reply follows
+                replies.append(error)
+        return replies
+
+    return read_all
+
+
+def _round_trip(client: Any, lane: _Lane, packed: Any, read: Any) -> Any:
+    """Send ``packed`` (built by ``lane``) on a lane connection and ``read`` its reply."""
     try:
         conn = lane.idle.pop()
     except IndexError:
@@ -151,8 +195,8 @@ def execute(client: Any, args: tuple[Any, ...]) -> Any:
             conn.disconnect()
 
     def round_trip() -> Any:
-        conn.send_packed_command(lane.pack(conn, args))
-        return conn.read_response()
+        conn.send_packed_command(packed(conn))
+        return read(conn)
 
     try:
         return conn.retry.call_with_retry(round_trip, lambda _error: conn.disconnect())
@@ -171,6 +215,39 @@ async def aexecute(client: Any, args: tuple[Any, ...]) -> Any:
     lane = _lane(client, redis.asyncio.Redis, redis.asyncio.ConnectionPool)
     if lane is None:
         return await client.execute_command(*args)
+    return await _around_trip(client, lane, lane.pack(args), _aread_one)
+
+
+async def aexecute_all(client: Any, commands: tuple[tuple[Any, ...], ...]) -> list[Any] | None:
+    """:func:`execute_all` on an asyncio client."""
+    lane = _lane(client, redis.asyncio.Redis, redis.asyncio.ConnectionPool)
+    if lane is None:
+        return None
+    replies: list[Any] = await _around_trip(
+        client, lane, lane.pack_all(commands), _areader(len(commands))
+    )
+    return replies
+
+
+async def _aread_one(conn: Any) -> Any:
+    return await conn.read_response()
+
+
+def _areader(count: int) -> Any:
+    async def read_all(conn: Any) -> list[Any]:
+        replies: list[Any] = []
+        for _ in range(count):
+            try:
+                replies.append(await conn.read_response())
+            except ResponseError as error:
+                replies.append(error)
+        return replies
+
+    return read_all
+
+
+async def _around_trip(client: Any, lane: _Lane, packed: Any, read: Any) -> Any:
+    """:func:`_round_trip` on an asyncio client."""
     pool = client.connection_pool
     try:
         conn = lane.idle.pop()
@@ -185,8 +262,8 @@ async def aexecute(client: Any, args: tuple[Any, ...]) -> Any:
             await conn.disconnect()
 
     async def round_trip() -> Any:
-        await conn.send_packed_command(lane.pack(conn, args))
-        return await conn.read_response()
+        await conn.send_packed_command(packed(conn))
+        return await read(conn)
 
     try:
         return await conn.retry.call_with_retry(round_trip, lambda _error: conn.disconnect())

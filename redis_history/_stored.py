@@ -31,9 +31,11 @@ from redis_history.models import Message, ToolCall
 __all__ = [
     "EPOCH",
     "MS_MIN",
+    "ROLES",
     "envelope_schema",
     "model_of",
     "split",
+    "stamp",
     "stored_serializer",
     "stored_validator",
     "with_fields",
@@ -48,7 +50,7 @@ MS_MIN = 20_000_000_000
 earlier instants are stored as ISO strings."""
 
 
-def _stamp(moment: datetime) -> int | datetime:
+def stamp(moment: datetime) -> int | datetime:
     """``created_at`` as stored: whole UTC milliseconds as an integer, else the datetime
     (written as pydantic's ISO string), so that it reads back equal either way."""
     if moment.microsecond % 1000 or (moment.tzinfo is not UTC and moment.utcoffset() != _ZERO):
@@ -114,7 +116,7 @@ def _writer_field(name: str, field: Schema) -> cs.TypedDictField:
         schema = {
             **schema,
             "serialization": cs.plain_serializer_function_ser_schema(
-                _stamp, return_schema=cs.any_schema()
+                stamp, return_schema=cs.any_schema()
             ),
         }
     return cs.typed_dict_field(schema)

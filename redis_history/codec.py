@@ -39,16 +39,19 @@ import gc
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, NamedTuple
 
+import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_core import PydanticSerializationError, to_json
 from pydantic_core import core_schema as cs
 
 from redis_history._stored import (
+    ROLES,
     envelope_schema,
     model_of,
     split,
+    stamp,
     stored_serializer,
     stored_validator,
     with_fields,
@@ -59,11 +62,12 @@ from redis_history.tokens import TokenCounter, message_tokens
 
 __all__ = [
     "ENVELOPE_NESTING",
+    "Batch",
     "Entry",
-    "batch_args",
     "decode_entries",
     "decode_messages",
     "decode_openai",
+    "encode_batch",
     "encode_message",
     "role_item",
 ]
@@ -133,7 +137,7 @@ def encode_message(
     if not isinstance(message, Message):
         raise TypeError(f"expected a Message at index {index}, got {type(message).__name__}")
     try:
-        body = _STORED.to_json(message.__dict__, exclude_defaults=True)
+        body = _plain_body(message) or _STORED.to_json(message.__dict__, exclude_defaults=True)
     except PydanticSerializationError as exc:
         raise _unstorable(message, index, _problem(message) or str(exc)) from exc
     if (
@@ -161,6 +165,58 @@ _HEADS = {
 """The envelope's head by (exact, summary): ``x`` and ``s`` are left out when 0."""
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+
+_PLAIN = {
+    (role, content, answers): b"".join(
+        (
+            b'{"id":%s,"role":"' + role.encode() + b'"',
+            b',"content":%s' if content else b"",
+            b',"tool_call_id":%s' if answers else b"",
+            b',"created_at":%d}',
+        )
+    )
+    for role in ROLES
+    for content in (False, True)
+    for answers in (False, True)
+}
+"""The stored JSON of a plain message, by (role, content not empty, tool_call_id set)."""
+
+
+def _plain_body(message: Message) -> bytes | None:
+    """What the stored serializer writes for ``message``, written faster, or ``None``.
+
+    Most messages hold text and nothing else: no tool calls, name or metadata, and a
+    timestamp stored as milliseconds. Their JSON is a template with the strings
+    encoded by orjson (what pydantic-core writes, byte for byte, at twice its speed
+    on long texts; a test holds the two equal). Anything else, and any string
+    orjson refuses (a lone surrogate), is left to the serializer, which names it.
+    """
+    fields = message.__dict__
+    if fields["tool_calls"] or fields["metadata"] or fields["name"] is not None:
+        return None
+    stamped = stamp(fields["created_at"])
+    content, answers = fields["content"], fields["tool_call_id"]
+    if (
+        type(message) is not Message  # a subclass may store more
+        or not isinstance(stamped, int)
+        or type(content) is not str  # only model_construct lets another type in
+        or type(answers) not in _ANSWERS
+    ):
+        return None
+    try:
+        values: list[bytes | int] = [_dumps(fields["id"])]
+        if content:
+            values.append(_dumps(content))
+        if answers is not None:
+            values.append(_dumps(answers))
+    except orjson.JSONEncodeError:
+        return None
+    values.append(stamped)
+    return _PLAIN[fields["role"], bool(content), answers is not None] % tuple(values)
+
+
+_dumps = orjson.dumps
+_ANSWERS = (str, type(None))
 
 
 def _may_nest(message: Message) -> bool:
@@ -253,17 +309,34 @@ def role_item(message: Message) -> tuple[str | int, ...]:
     return (role,)
 
 
-def batch_args(
-    head: tuple[str | int, ...],
+class Batch(NamedTuple):
+    """Messages encoded for a write script (``read_batch`` in ``lua/includes/batch.lua``)."""
+
+    tokens: int
+    """The sum of their token counts."""
+    envelopes: list[bytes]
+    """One envelope per message."""
+    roles: list[str | int]
+    """The role items, one after another (``role_item``)."""
+
+    def args(self, head: tuple[Any, ...]) -> tuple[Any, ...]:
+        """The script's arguments: ``head``, then the token sum, the count, the envelopes
+        and the role items."""
+        return *head, self.tokens, len(self.envelopes), *self.envelopes, *self.roles
+
+    def args_without_envelopes(self, head: tuple[Any, ...]) -> tuple[Any, ...]:
+        """The arguments of a staged append, whose envelopes the transaction pushes."""
+        return *head, self.tokens, len(self.envelopes), *self.roles
+
+
+def encode_batch(
     messages: Sequence[Message],
     counter: TokenCounter,
     max_bytes: int,
     *,
     summary: bool = False,
-) -> tuple[bytes | str | int, ...]:
-    """A write script's arguments: ``head`` (ending with the ttl), then the batch
-    (``read_batch`` in ``lua/includes/batch.lua``): the token sum, the count, the
-    envelopes, then the role items."""
+) -> Batch:
+    """``messages`` encoded (see :func:`encode_message`, which raises for each)."""
     envelopes: list[bytes] = []
     roles: list[str | int] = []
     total = 0
@@ -272,7 +345,7 @@ def batch_args(
         envelopes.append(envelope)
         roles += role_item(message)
         total += tokens
-    return *head, total, len(envelopes), *envelopes, *roles
+    return Batch(total, envelopes, roles)
 
 
 def _entry_schema(message: cs.CoreSchema) -> cs.CoreSchema:

@@ -6,6 +6,8 @@ With prefix ``rh``, namespace ``NS`` and conversation ``C``::
     rh:NS:{C}:meta     HASH    token accounting, role state, version, compaction state
     rh:NS:{C}:archive  LIST    originals replaced by summaries
     rh:NS:{C}:lock     STRING  compaction lock
+    rh:NS:{C}:stage    LIST    msgs, renamed for the moment a large append lands (inside
+                               one MULTI/EXEC: never seen outside it)
 
 The meta hash's fields: ``total`` (tokens of the live messages), ``baseline`` and
 ``mark`` (the LLM's reported input tokens and the total when it was recorded),
@@ -71,6 +73,8 @@ class ConversationKeys:
     meta: str
     archive: str
     lock: str
+    stage: str
+    """What ``msgs`` is renamed to while a staged append's envelopes land (``lua/append-4.lua``)."""
 
     @classmethod
     def build(
@@ -85,7 +89,11 @@ class ConversationKeys:
         validate_name(prefix, "key prefix", allow_colon=False)
         base = f"{prefix}:{namespace}:{{{conversation_id}}}"
         return cls(
-            msgs=f"{base}:msgs", meta=f"{base}:meta", archive=f"{base}:archive", lock=f"{base}:lock"
+            msgs=f"{base}:msgs",
+            meta=f"{base}:meta",
+            archive=f"{base}:archive",
+            lock=f"{base}:lock",
+            stage=f"{base}:stage",
         )
 
     @property
@@ -94,9 +102,10 @@ class ConversationKeys:
         return (self.msgs, self.meta, self.archive)
 
     @property
-    def all(self) -> tuple[str, str, str, str]:
-        """Every key, for ``delete()``."""
-        return (self.msgs, self.meta, self.archive, self.lock)
+    def all(self) -> tuple[str, str, str, str, str]:
+        """Every key, for ``delete()`` (``stage`` never outlives a transaction, but a
+        conversation deleted is deleted whole)."""
+        return (self.msgs, self.meta, self.archive, self.lock, self.stage)
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,12 +11,23 @@ import fakeredis
 import pytest
 import redis.asyncio
 
-from redis_history import AsyncRedisHistory, RedisHistory
+from redis_history import AsyncRedisHistory, RedisHistory, _core
 from redis_history.testing import InMemoryHistory
 
 HistoryFactory = Callable[..., Any]
 
-BACKENDS = ["memory", "fakeredis", "fakeredis-async", "redis", "redis-async", "cluster"]
+BACKENDS = [
+    "memory",
+    "fakeredis",
+    "fakeredis-async",
+    "redis",
+    "redis-async",
+    "cluster",
+    "redis-staged",
+    "redis-async-staged",
+]
+"""``-staged``: every append is sent as a staged transaction (``_core.STAGE_BYTES`` 0),
+the way the store sends large ones, so the whole suite holds for that path too."""
 
 
 class SyncOverAsync:
@@ -54,6 +65,9 @@ class SyncOverAsync:
 def make_history(request: pytest.FixtureRequest) -> Iterator[HistoryFactory]:
     """A factory of histories on one backend; each call may name its own conversation."""
     backend: str = request.param
+    if backend.endswith("-staged"):
+        request.getfixturevalue("monkeypatch").setattr(_core, "STAGE_BYTES", 0)
+        backend = backend.removesuffix("-staged")
     runner = asyncio.Runner()
     closers: list[Callable[[], Any]] = []
     if backend == "memory":

@@ -17,6 +17,7 @@ from redis_history import (
     Message,
     RedisHistory,
     StaleSnapshotError,
+    ToolCall,
 )
 from redis_history.codec import decode_entries
 from redis_history.jobs import compaction_queue
@@ -43,6 +44,29 @@ def append_turns(url: str, writer: int, start: Event) -> None:
             [
                 Message.user(f"w{writer} q{n}", id=f"w{writer}-{n:04d}"),
                 Message.assistant(f"w{writer} a{n}", id=f"w{writer}-{n + 1:04d}"),
+            ]
+        )
+
+
+STAGED_TURNS = 60
+LARGE = "r" * 5000
+"""A tool result whose turn is staged (over ``_core.STAGE_BYTES``)."""
+
+
+def append_staged_turns(url: str, writer: int, start: Event) -> None:
+    history = RedisHistory.from_url(url, "shared", token_counter="heuristic")
+    start.wait()
+    for n in range(STAGED_TURNS):
+        history.append_many(
+            [
+                Message.user(f"w{writer} q{n}", id=f"w{writer}-{n:03d}-u"),
+                Message.assistant(
+                    "",
+                    tool_calls=[ToolCall(id=f"w{writer}-{n}", name="f")],
+                    id=f"w{writer}-{n:03d}-a",
+                ),
+                Message.tool(LARGE, tool_call_id=f"w{writer}-{n}", id=f"w{writer}-{n:03d}-t"),
+                Message.assistant(f"w{writer} a{n}", id=f"w{writer}-{n:03d}-b"),
             ]
         )
 
@@ -87,6 +111,46 @@ def test_concurrent_appends_all_land_in_writer_order(redis_url: str, real_redis:
     assert len(history) == WRITERS * PER_WRITER
     check_per_writer_order([m.id for m in history.snapshot()])
     assert history.token_estimate() == sum(e.tokens for e in history.entries())
+
+
+def test_staged_turns_racing_splices_all_land_whole_and_in_order(
+    redis_url: str, real_redis: redis.Redis
+) -> None:
+    """8 processes appending turns large enough to be staged (MULTI, the script renaming the
+    list, RPUSHX, RENAME back) while another splices the head: every turn lands once, whole
+    and in its writer's order, nothing is left in the stage key, and the token total holds."""
+    real_redis.config_resetstat()
+    start, done = CONTEXT.Event(), CONTEXT.Event()
+    writers = [
+        CONTEXT.Process(target=append_staged_turns, args=(redis_url, w, start))
+        for w in range(WRITERS)
+    ]
+    splicer = CONTEXT.Process(target=splice_repeatedly, args=(redis_url, start, done))
+    for process in [*writers, splicer]:
+        process.start()
+    start.set()
+    for process in writers:
+        process.join(120)
+        assert process.exitcode == 0
+    done.set()
+    splicer.join(60)
+    assert splicer.exitcode == 0
+    history = RedisHistory.from_url(redis_url, "shared", token_counter="heuristic")
+    ids = [m.id for m in history.transcript()]
+    assert len(ids) == len(set(ids)) == WRITERS * STAGED_TURNS * 4
+    for w in range(WRITERS):
+        mine = [i for i in ids if i.startswith(f"w{w}-")]
+        assert mine == [f"w{w}-{n:03d}-{k}" for n in range(STAGED_TURNS) for k in "uatb"]
+    entries = history.entries()
+    live = [e.message.id for e in entries if not e.summary]
+    assert all(
+        live[i].startswith(live[i + 1][:-1]) for i in range(len(live) - 1) if live[i][-1] in "ua"
+    )
+    assert any(e.summary for e in entries), "the splicer never managed a splice"
+    assert not real_redis.exists(history.keys.stage)
+    assert history.token_estimate() == sum(e.tokens for e in entries)
+    staged = real_redis.info("commandstats")["cmdstat_exec"]["calls"]
+    assert staged >= WRITERS * STAGED_TURNS - 1  # all but a turn on the empty list
 
 
 def test_splicing_while_appending_loses_nothing(redis_url: str, real_redis: redis.Redis) -> None:

@@ -20,13 +20,22 @@ from samples import turns
 from redis_history import (
     AsyncRedisHistory,
     CorruptHistoryError,
+    InvalidMessageError,
     Message,
     RedisHistory,
     StaleSnapshotError,
     ToolCall,
     ToolPairingError,
 )
-from redis_history.codec import decode_entries, decode_messages, decode_openai, encode_message
+from redis_history._stored import stamp
+from redis_history.codec import (
+    _STORED,
+    _plain_body,
+    decode_entries,
+    decode_messages,
+    decode_openai,
+    encode_message,
+)
 from redis_history.tokens import HeuristicCounter
 
 AT = datetime(2026, 11, 23, 13, 18, 14, 17000, tzinfo=UTC)
@@ -442,3 +451,37 @@ def test_any_message_reads_back_equal_and_stores_no_default(message: Message) ->
     assert not any(stored_fields.get(k, object()) == v for k, v in defaults.items())
     for call in stored_fields.get("tool_calls", []):
         assert call.get("arguments", None) != {}
+
+
+@st.composite
+def plain_message(draw: st.DrawFn) -> Message:
+    """A message holding text and nothing else (most of what an agent stores)."""
+    role = draw(st.sampled_from(["system", "user", "assistant", "tool"]))
+    fields: dict[str, Any] = {"content": draw(texts), "created_at": draw(moments)}
+    if role == "tool":
+        fields["tool_call_id"] = draw(st.text(min_size=1, max_size=8))
+    if draw(st.booleans()):
+        fields["id"] = draw(st.text(min_size=1, max_size=40))
+    return Message(role=role, **fields)
+
+
+@settings(max_examples=300, deadline=None)
+@given(message=plain_message() | any_message())
+def test_the_plain_body_is_what_the_serializer_writes(message: Message) -> None:
+    """The orjson template writes a plain message byte for byte as the stored serializer
+    does (control characters, quotes, non-BMP text), and leaves everything else to it."""
+    general = _STORED.to_json(message.__dict__, exclude_defaults=True)
+    plain = _plain_body(message)
+    if plain is not None:
+        assert plain == general
+    fields = message.__dict__
+    simple = not (fields["tool_calls"] or fields["metadata"] or fields["name"] is not None)
+    assert (plain is not None) == (simple and isinstance(stamp(fields["created_at"]), int))
+
+
+def test_a_lone_surrogate_is_left_to_the_serializer_to_name() -> None:
+    """A plain message orjson refuses goes the general way, and is refused with the field."""
+    message = Message.user("broken \ud800 text", created_at=AT)
+    assert _plain_body(message) is None
+    with pytest.raises(InvalidMessageError, match="content holds a lone surrogate U\\+D800"):
+        encode_message(message, HeuristicCounter(), 1 << 20)

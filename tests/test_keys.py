@@ -19,8 +19,10 @@ def test_keys_share_the_conversation_hash_tag() -> None:
         "rh:tenant-a:{conv-1}:meta",
         "rh:tenant-a:{conv-1}:archive",
         "rh:tenant-a:{conv-1}:lock",
+        "rh:tenant-a:{conv-1}:stage",
     )
     assert keys.lock not in keys.data
+    assert keys.stage not in keys.data
 
 
 def test_conversation_ids_may_contain_colons() -> None:

@@ -302,7 +302,7 @@ def test_hiredis_packs_the_bytes_redis_py_would_send(redis_url: str) -> None:
     lane = _lane(sync)
     conn = lane.idle[0]
     assert lane.hiredis
-    assert b"".join(lane.pack(conn, ARGS)) == b"".join(conn.pack_command(*ARGS))
+    assert b"".join(lane.pack(ARGS)(conn)) == b"".join(conn.pack_command(*ARGS))
     sync.close()
 
     async def scenario() -> None:
@@ -311,7 +311,7 @@ def test_hiredis_packs_the_bytes_redis_py_would_send(redis_url: str) -> None:
         alane = _lane(client)
         aconn = alane.idle[0]
         assert alane.hiredis
-        assert b"".join(alane.pack(aconn, ARGS)) == b"".join(aconn.pack_command(*ARGS))
+        assert b"".join(alane.pack(ARGS)(aconn)) == b"".join(aconn.pack_command(*ARGS))
         await client.aclose()
 
     asyncio.run(scenario())
