@@ -29,6 +29,8 @@ from redis_history.codec import (
     decode_messages,
     decode_openai,
     encode_batch,
+    encode_message,
+    role_item,
 )
 from redis_history.errors import (
     CorruptHistoryError,
@@ -43,7 +45,7 @@ from redis_history.models import Message
 from redis_history.policy import CompactionPolicy
 from redis_history.scripts import ERRORS, Script, script
 from redis_history.state import CompactionState, Event
-from redis_history.tokens import TokenCounter, resolve_counter
+from redis_history.tokens import Pricer, TokenCounter, resolve_counter
 from redis_history.turns import Turn, group_entries
 
 __all__ = [
@@ -291,7 +293,9 @@ class HistoryCore:
         self.namespace = namespace
         self.prefix = prefix
         self.counter = resolve_counter(token_counter)
+        self._price = Pricer(self.counter)
         self.validate = validate
+        self._check = int(validate)
         if max_message_bytes <= 0:
             raise ValueError("max_message_bytes must be positive")
         self.max_message_bytes = max_message_bytes
@@ -372,7 +376,7 @@ class HistoryCore:
     def _batch(self, messages: Sequence[Message], *, summary: bool = False) -> Batch:
         """``messages`` encoded for a write script."""
         try:
-            return encode_batch(messages, self.counter, self.max_message_bytes, summary=summary)
+            return encode_batch(messages, self._price, self.max_message_bytes, summary=summary)
         except InvalidMessageError as exc:
             raise self._context(exc) from None
 
@@ -394,31 +398,48 @@ class HistoryCore:
     # -- writes -------------------------------------------------------------------------------
 
     def _none(self, reply: Any) -> None:
-        self._checked(reply)
+        if isinstance(reply, list):
+            self._checked(reply)
 
     def _count(self, reply: Any) -> int:
         return int(self._checked(reply))
 
     def append(self, messages: Sequence[Message]) -> Call[None]:
         """Append ``messages`` at the tail, all or none; once per batch of message ids."""
-        if len(messages) == 1:
-            token = op_token("append", (messages[0].id,))
-        else:
-            token = op_token("append", [m.id for m in messages])
+        if len(messages) == 1:  # most appends: no batch built
+            message = messages[0]
+            try:
+                envelope, tokens = encode_message(message, self._price, self.max_message_bytes)
+            except InvalidMessageError as exc:
+                raise self._context(exc) from None
+            token = op_token("append", (message.id,))
+            return self._append_call(token, tokens, (envelope,), role_item(message))
         batch = self._batch(messages)
-        head = (token, self.ttl_ms, int(self.validate))
-        command = (*self._append_head, *batch.args((*head, 0)))
+        token = op_token("append", [m.id for m in messages])
+        return self._append_call(token, batch.tokens, batch.envelopes, batch.roles)
+
+    def _append_call(
+        self,
+        token: bytes,
+        tokens: int,
+        envelopes: Sequence[bytes],
+        roles: Sequence[str | int],
+    ) -> Call[None]:
+        """The append script's call, staged when the envelopes are large."""
+        head = (*self._append_head, token, self.ttl_ms, self._check)
+        n = len(envelopes)
+        command = (*head, 0, tokens, n, *envelopes, *roles)
         staged = None
-        if sum(map(len, batch.envelopes)) >= STAGE_BYTES:
-            stage, msgs = self.keys.stage, self.keys.msgs
+        if (len(envelopes[0]) if n == 1 else sum(map(len, envelopes))) >= STAGE_BYTES:
+            stage = self.keys.stage
             staged = (
                 _MULTI,
-                (*self._append_head, *batch.args_without_envelopes((*head, 1))),
-                ("RPUSHX", stage, *batch.envelopes),
-                ("RENAME", stage, msgs),
+                (*head, 1, tokens, n, *roles),
+                ("RPUSHX", stage, *envelopes),
+                ("RENAME", stage, self.keys.msgs),
                 _EXEC,
             )
-        return Call(self._none, command, self._append, durable=True, staged=staged)
+        return Call(self._none, command, self._append, True, staged)
 
     def replace(
         self,

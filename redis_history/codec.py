@@ -58,7 +58,7 @@ from redis_history._stored import (
 )
 from redis_history.errors import CorruptHistoryError, InvalidMessageError, MessageTooLargeError
 from redis_history.models import JSON_SCALARS, MAX_NESTING, Message
-from redis_history.tokens import TokenCounter, message_tokens
+from redis_history.tokens import Pricer, TokenCounter
 
 __all__ = [
     "ENVELOPE_NESTING",
@@ -99,7 +99,7 @@ _STORED = stored_serializer()
 
 def encode_message(
     message: Message,
-    counter: TokenCounter,
+    counter: TokenCounter | Pricer,
     max_bytes: int,
     *,
     summary: bool = False,
@@ -119,7 +119,7 @@ def encode_message(
 
     Args:
         message: the message to store.
-        counter: prices the message.
+        counter: prices the message (a history passes its own :class:`Pricer`).
         max_bytes: the largest envelope allowed.
         summary: mark the envelope as written by ``splice_prefix``.
         index: the message's place in its batch, for error messages.
@@ -136,18 +136,21 @@ def encode_message(
     """
     if not isinstance(message, Message):
         raise TypeError(f"expected a Message at index {index}, got {type(message).__name__}")
-    try:
-        body = _plain_body(message) or _STORED.to_json(message.__dict__, exclude_defaults=True)
-    except PydanticSerializationError as exc:
-        raise _unstorable(message, index, _problem(message) or str(exc)) from exc
-    if (
-        _may_nest(message)
-        and body.count(b"{") + body.count(b"[") > MAX_NESTING
-        and (problem := _problem(message))
-    ):
-        raise _unstorable(message, index, problem)
-    tokens = message_tokens(message, counter)
-    envelope = _HEADS[counter.exact, summary] % (tokens, body)
+    body = _plain_body(message)
+    if body is None:  # nests only here: a plain message holds no metadata or tool calls
+        try:
+            body = _STORED.to_json(message.__dict__, exclude_defaults=True)
+        except PydanticSerializationError as exc:
+            raise _unstorable(message, index, _problem(message) or str(exc)) from exc
+        if (
+            _may_nest(message)
+            and body.count(b"{") + body.count(b"[") > MAX_NESTING
+            and (problem := _problem(message))
+        ):
+            raise _unstorable(message, index, problem)
+    price = counter if isinstance(counter, Pricer) else Pricer(counter)
+    tokens = price(message)
+    envelope = _HEADS[price.exact, summary] % (tokens, body)
     if len(envelope) > max_bytes:
         raise MessageTooLargeError(
             f"message {message.id} is {len(envelope)} bytes stored; the limit is {max_bytes}",
@@ -324,19 +327,16 @@ class Batch(NamedTuple):
         and the role items."""
         return *head, self.tokens, len(self.envelopes), *self.envelopes, *self.roles
 
-    def args_without_envelopes(self, head: tuple[Any, ...]) -> tuple[Any, ...]:
-        """The arguments of a staged append, whose envelopes the transaction pushes."""
-        return *head, self.tokens, len(self.envelopes), *self.roles
-
 
 def encode_batch(
     messages: Sequence[Message],
-    counter: TokenCounter,
+    counter: TokenCounter | Pricer,
     max_bytes: int,
     *,
     summary: bool = False,
 ) -> Batch:
     """``messages`` encoded (see :func:`encode_message`, which raises for each)."""
+    counter = counter if isinstance(counter, Pricer) else Pricer(counter)
     envelopes: list[bytes] = []
     roles: list[str | int] = []
     total = 0

@@ -40,6 +40,7 @@ __all__ = [
     "EncodingUnavailableError",
     "EstimatingCounter",
     "HeuristicCounter",
+    "Pricer",
     "TiktokenCounter",
     "TokenCounter",
     "load_encoding",
@@ -308,20 +309,49 @@ def resolve_counter(spec: TokenCounter | str | None) -> TokenCounter:
     return _KIND.checked(spec, f"the {type(spec).__name__} given")
 
 
-_ROLE_TOKENS: weakref.WeakKeyDictionary[TokenCounter, dict[str, int]] = weakref.WeakKeyDictionary()
+class Pricer:
+    """Prices messages with one counter (:func:`message_tokens`), asking it the price of
+    each role once: a history holds one, so an append looks nothing up."""
+
+    __slots__ = ("count", "exact", "roles")
+
+    def __init__(self, counter: TokenCounter) -> None:
+        self.count = counter.count
+        self.exact = bool(counter.exact)
+        self.roles = _role_prices(counter)
+        """The fixed part of a message's price by role: its overhead and the role's tokens."""
+
+    def __call__(self, message: Message) -> int:
+        """See :func:`message_tokens`."""
+        count = self.count
+        role = message.role
+        tokens = self.roles.get(role)
+        if tokens is None:
+            tokens = self.roles[role] = MESSAGE_OVERHEAD + count(role)
+        tokens += count(message.content)
+        if message.name:
+            tokens += count(message.name) + NAME_OVERHEAD
+        for call in message.tool_calls:
+            arguments = to_json(call.arguments).decode()
+            tokens += count(call.name) + count(arguments) + TOOL_CALL_OVERHEAD
+        if message.tool_call_id:
+            tokens += count(message.tool_call_id)
+        return tokens
 
 
-def _role_tokens(counter: TokenCounter, role: str) -> int:
-    """``counter.count(role)``, asked once per counter and role (four roles, so
-    an append does not count the same word again)."""
+_ROLE_PRICES: weakref.WeakKeyDictionary[TokenCounter, dict[str, int]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _role_prices(counter: TokenCounter) -> dict[str, int]:
+    """The role prices ``counter``'s pricers share (filled as roles come), held without a
+    reference to the counter; a counter that cannot be weakly referenced or hashed gets
+    its own each time."""
     try:
-        known = _ROLE_TOKENS.setdefault(counter, {})
-    except TypeError:  # a counter that cannot be weakly referenced or hashed
-        return counter.count(role)
-    tokens = known.get(role)
-    if tokens is None:
-        tokens = known[role] = counter.count(role)
-    return tokens
+        return _ROLE_PRICES.setdefault(counter, {})
+    except TypeError:
+        return {}
 
 
 def message_tokens(message: Message, counter: TokenCounter) -> int:
@@ -339,13 +369,4 @@ def message_tokens(message: Message, counter: TokenCounter) -> int:
     Returns:
         The token count, ``>= 3``.
     """
-    count = counter.count
-    tokens = MESSAGE_OVERHEAD + _role_tokens(counter, message.role) + count(message.content)
-    if message.name:
-        tokens += count(message.name) + NAME_OVERHEAD
-    for call in message.tool_calls:
-        arguments = to_json(call.arguments).decode()
-        tokens += count(call.name) + count(arguments) + TOOL_CALL_OVERHEAD
-    if message.tool_call_id:
-        tokens += count(message.tool_call_id)
-    return tokens
+    return Pricer(counter)(message)
