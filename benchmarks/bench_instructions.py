@@ -35,7 +35,7 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from peers import to_message
+from peers import MINIMAL_SCRIPT, to_message
 from traffic import Msg, Turn, realistic_turns, short_turns
 
 from redis_history import Message, RedisHistory
@@ -47,7 +47,7 @@ WARMUP = 50
 Operation = Callable[[redis.Redis], Callable[[int], object]]
 """Given a client, the call to count: ``call(i)`` stores the ``i``-th message or turn."""
 
-MINIMAL = "redis.call('RPUSH', KEYS[1], unpack(ARGV, 2)) return redis.call('HINCRBY', KEYS[2], 'total', ARGV[1])"  # noqa: E501
+MINIMAL = MINIMAL_SCRIPT
 """The minimal scripted append: the envelopes pushed and the token total bumped."""
 
 

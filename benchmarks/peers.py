@@ -25,6 +25,7 @@ from traffic import Msg
 
 from redis_history import Message, RedisHistory, ToolCall
 from redis_history._lane import execute
+from redis_history.codec import encode_batch, encode_message
 from redis_history.integrations.openai_agents import RedisHistorySession
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "CONTESTANTS",
     "FLOOR",
     "LANE_FLOOR",
+    "MINIMAL_SCRIPT",
     "Contestant",
     "RedisHistorySessionStore",
     "RedisHistoryStore",
@@ -173,6 +175,50 @@ class RedisHistoryHeuristic(RedisHistoryStore):
     """redis-history with ``token_counter="heuristic"``."""
 
     options: dict[str, Any] = {"token_counter": "heuristic"}  # noqa: RUF012
+
+
+MINIMAL_SCRIPT = (
+    "redis.call('RPUSH', KEYS[1], unpack(ARGV, 2)) "
+    "return redis.call('HINCRBY', KEYS[2], 'total', ARGV[1])"
+)
+"""The minimal scripted append: the envelopes pushed and the token total bumped (issue 11's
+yardstick: the floor of any atomic scripted write)."""
+
+
+class MinimalScriptStore(RedisHistoryStore):
+    """A reference, not a peer: what any store whose append is one atomic script pays at
+    least. redis-history's own envelopes and estimate, sent the way it sends its commands,
+    to :data:`MINIMAL_SCRIPT` (no role, pairing, exactly-once or TTL bookkeeping); read as
+    redis-history reads."""
+
+    def __init__(self, url: str, conversation: str) -> None:
+        super().__init__(url, conversation)
+        self.sha = self.client.script_load(MINIMAL_SCRIPT)
+        self.keys = (self.history.keys.msgs, self.history.keys.meta)
+
+    def encoded(self, natives: list[Any]) -> tuple[int, list[bytes]]:
+        core = self.history.core
+        if len(natives) == 1:
+            envelope, tokens = encode_message(natives[0], core.counter, core.max_message_bytes)
+            return tokens, [envelope]
+        batch = encode_batch(natives, core.counter, core.max_message_bytes)
+        return batch.tokens, batch.envelopes
+
+    def append(self, native: Any) -> object:
+        return self.append_turn([native])
+
+    def append_turn(self, natives: list[Any]) -> object:
+        tokens, envelopes = self.encoded(natives)
+        return execute(self.client, ("EVALSHA", self.sha, 2, *self.keys, tokens, *envelopes))
+
+
+class EncodeOnlyStore(MinimalScriptStore):
+    """A reference, not a peer: redis-history's envelopes and estimate ``RPUSH``ed with no
+    script at all: what encoding and pricing the message on the client costs alone."""
+
+    def append_turn(self, natives: list[Any]) -> object:
+        _, envelopes = self.encoded(natives)
+        return execute(self.client, ("RPUSH", self.keys[0], *envelopes))
 
 
 class LangChainStore(Store):
@@ -373,6 +419,25 @@ CONTESTANTS = (
         "redis-history (heuristic counter)",
         RedisHistoryHeuristic,
         per_call="as above, the count a length heuristic instead of tiktoken",
+    ),
+    Contestant(
+        "redis-history",
+        "reference: minimal scripted append",
+        MinimalScriptStore,
+        per_call=(
+            "a reference, not a peer: redis-history's envelopes and estimate, one `EVALSHA` of "
+            "a script that `RPUSH`es them and `HINCRBY`s a token total (no checks, no "
+            "exactly-once), sent the way redis-history sends"
+        ),
+    ),
+    Contestant(
+        "redis-history",
+        "reference: encode + RPUSH",
+        EncodeOnlyStore,
+        per_call=(
+            "a reference, not a peer: redis-history's envelopes and estimate, one `RPUSH` "
+            "(no script), sent the way redis-history sends"
+        ),
     ),
     Contestant(
         "langchain",

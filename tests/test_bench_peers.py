@@ -44,6 +44,19 @@ def test_realistic_mix_is_seeded_sized_and_in_role_order() -> None:
     assert all(40 <= len(m.content) <= 56 for m in short)
 
 
+def test_every_round_calls_each_contestant_once_behind_changing_neighbours() -> None:
+    """The append and snapshot rounds are seeded shuffles: each a permutation of every
+    contestant, the same for the same seed, and no contestant always behind the same one."""
+    shuffled = load_bench("bench_peers").shuffled
+    labels = [f"c{i}" for i in range(6)]
+    rounds = list(shuffled(labels, 200))
+    assert all(sorted(order) == labels for order in rounds)
+    assert rounds == list(shuffled(labels, 200))
+    for label in labels:
+        behind = {order[order.index(label) - 1] for order in rounds if order[0] != label}
+        assert len(behind) == len(labels) - 1
+
+
 @pytest.mark.real_redis
 def test_quick_peer_benchmark_prints_every_row_against_the_library_alone() -> None:
     """``bench_peers.py --quick --only redis-history`` runs end to end; the rest show as skipped."""
@@ -56,6 +69,8 @@ def test_quick_peer_benchmark_prints_every_row_against_the_library_alone() -> No
         "| snapshot of 500 |",
         "| Redis memory per message (100 messages) |",
         "redis-history (heuristic counter)",
+        "reference: minimal scripted append",
+        "reference: encode + RPUSH",
         "role | count | mean chars",
         "A bare `RPUSH` sent the way redis-history sends its commands",
     ):
