@@ -339,9 +339,7 @@ class Pricer:
         return tokens
 
 
-_ROLE_PRICES: weakref.WeakKeyDictionary[TokenCounter, dict[str, int]] = (
-    weakref.WeakKeyDictionary()
-)
+_ROLE_PRICES: weakref.WeakKeyDictionary[TokenCounter, dict[str, int]] = weakref.WeakKeyDictionary()
 
 
 def _role_prices(counter: TokenCounter) -> dict[str, int]:
