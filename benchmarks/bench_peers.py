@@ -55,6 +55,7 @@ from peers import (
     CONTESTANTS,
     FLOOR,
     LANE_FLOOR,
+    STAGING_VARIANTS,
     Contestant,
     RedisHistoryStore,
     Store,
@@ -669,6 +670,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--json", help="write every run's raw numbers here")
     parser.add_argument("--profile", action="store_true", help="also profile 2,000 default appends")
+    parser.add_argument(
+        "--staging",
+        action="store_true",
+        help="also run redis-history never staged and always staged (see _core.STAGE_BYTES)",
+    )
     return parser.parse_args(argv)
 
 
@@ -728,6 +734,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     s = settings(args)
     contestants, skipped = select(args.only)
+    if args.staging:
+        contestants += STAGING_VARIANTS
     n_messages = max(s.warmup + s.rounds, *s.snapshot_sizes, 2000 if args.profile else 0)
     n_messages = max(n_messages, WRITERS * (s.writer_messages + 30) * 2)
     realistic = "realistic agent traffic"

@@ -23,7 +23,7 @@ import redis
 import redis.asyncio
 from traffic import Msg
 
-from redis_history import Message, RedisHistory, ToolCall
+from redis_history import Message, RedisHistory, ToolCall, _core
 from redis_history._lane import execute
 from redis_history.codec import encode_batch, encode_message
 from redis_history.integrations.openai_agents import RedisHistorySession
@@ -34,6 +34,7 @@ __all__ = [
     "FLOOR",
     "LANE_FLOOR",
     "MINIMAL_SCRIPT",
+    "STAGING_VARIANTS",
     "Contestant",
     "RedisHistorySessionStore",
     "RedisHistoryStore",
@@ -175,6 +176,34 @@ class RedisHistoryHeuristic(RedisHistoryStore):
     """redis-history with ``token_counter="heuristic"``."""
 
     options: dict[str, Any] = {"token_counter": "heuristic"}  # noqa: RUF012
+
+
+class StagingStore(RedisHistoryStore):
+    """redis-history with ``_core.STAGE_BYTES`` set to :attr:`stage_bytes` around its own
+    calls (``--staging``): what staging large appends buys, in the same run."""
+
+    stage_bytes = 0
+
+    def staged(self, call: Any) -> object:
+        saved, _core.STAGE_BYTES = _core.STAGE_BYTES, self.stage_bytes
+        try:
+            return call()
+        finally:
+            _core.STAGE_BYTES = saved
+
+    def append(self, native: Any) -> object:
+        return self.staged(lambda: self.history.append(native))
+
+    def append_turn(self, natives: list[Any]) -> object:
+        return self.staged(lambda: self.history.append_many(natives))
+
+
+class NeverStaged(StagingStore):
+    stage_bytes = 1 << 62
+
+
+class AlwaysStaged(StagingStore):
+    stage_bytes = 0
 
 
 MINIMAL_SCRIPT = (
@@ -490,6 +519,13 @@ CONTESTANTS = (
         ),
     ),
 )
+
+
+STAGING_VARIANTS = (
+    Contestant("staging", "redis-history, never staged", NeverStaged),
+    Contestant("staging", "redis-history, every append staged", AlwaysStaged),
+)
+"""Added by ``--staging``: the default store beside the same store never and always staged."""
 
 
 def select(only: Sequence[str] | None) -> tuple[list[Contestant], dict[str, str]]:
