@@ -59,8 +59,11 @@ def test_every_round_calls_each_contestant_once_behind_changing_neighbours() -> 
 
 @pytest.mark.real_redis
 def test_quick_peer_benchmark_prints_every_row_against_the_library_alone() -> None:
-    """``bench_peers.py --quick --only redis-history`` runs end to end; the rest show as skipped."""
-    out = run_bench("bench_peers.py", "--quick", "--only", "redis-history", "--markdown")
+    """``bench_peers.py --quick --only redis-history --staging`` runs end to end (the staging
+    variants included); the rest show as skipped."""
+    out = run_bench(
+        "bench_peers.py", "--quick", "--only", "redis-history", "--staging", "--markdown"
+    )
     for row in (
         "| append, median |",
         "| append, p99 |",
@@ -71,6 +74,8 @@ def test_quick_peer_benchmark_prints_every_row_against_the_library_alone() -> No
         "redis-history (heuristic counter)",
         "reference: minimal scripted append",
         "reference: encode + RPUSH",
+        "redis-history, never staged",
+        "redis-history, every append staged",
         "role | count | mean chars",
         "A bare `RPUSH` sent the way redis-history sends its commands",
     ):
