@@ -86,6 +86,24 @@ def splice_repeatedly(url: str, start: Event, done: Event) -> None:
             continue
 
 
+def append_while_splicing(append: Callable[[str, int, Event], None], url: str) -> RedisHistory:
+    """WRITERS processes running ``append(url, writer, start)`` while another splices the
+    head until they are done, released together; the shared conversation afterwards."""
+    start, done = CONTEXT.Event(), CONTEXT.Event()
+    writers = [CONTEXT.Process(target=append, args=(url, w, start)) for w in range(WRITERS)]
+    splicer = CONTEXT.Process(target=splice_repeatedly, args=(url, start, done))
+    for process in [*writers, splicer]:
+        process.start()
+    start.set()
+    for process in writers:
+        process.join(120)
+        assert process.exitcode == 0
+    done.set()
+    splicer.join(60)
+    assert splicer.exitcode == 0
+    return RedisHistory.from_url(url, "shared", token_counter="heuristic")
+
+
 def check_per_writer_order(ids: list[str]) -> None:
     """Every writer's ids appear exactly once each, in the order it wrote them."""
     assert len(ids) == len(set(ids)) == WRITERS * PER_WRITER
@@ -120,22 +138,7 @@ def test_staged_turns_racing_splices_all_land_whole_and_in_order(
     list, RPUSHX, RENAME back) while another splices the head: every turn lands once, whole
     and in its writer's order, nothing is left in the stage key, and the token total holds."""
     real_redis.config_resetstat()
-    start, done = CONTEXT.Event(), CONTEXT.Event()
-    writers = [
-        CONTEXT.Process(target=append_staged_turns, args=(redis_url, w, start))
-        for w in range(WRITERS)
-    ]
-    splicer = CONTEXT.Process(target=splice_repeatedly, args=(redis_url, start, done))
-    for process in [*writers, splicer]:
-        process.start()
-    start.set()
-    for process in writers:
-        process.join(120)
-        assert process.exitcode == 0
-    done.set()
-    splicer.join(60)
-    assert splicer.exitcode == 0
-    history = RedisHistory.from_url(redis_url, "shared", token_counter="heuristic")
+    history = append_while_splicing(append_staged_turns, redis_url)
     ids = [m.id for m in history.transcript()]
     assert len(ids) == len(set(ids)) == WRITERS * STAGED_TURNS * 4
     for w in range(WRITERS):
@@ -155,22 +158,7 @@ def test_staged_turns_racing_splices_all_land_whole_and_in_order(
 
 def test_splicing_while_appending_loses_nothing(redis_url: str, real_redis: redis.Redis) -> None:
     """Appenders racing repeated splices: every id is in the list or archive exactly once."""
-    start, done = CONTEXT.Event(), CONTEXT.Event()
-    writers = [
-        CONTEXT.Process(target=append_turns, args=(redis_url, w, start)) for w in range(WRITERS)
-    ]
-    splicer = CONTEXT.Process(target=splice_repeatedly, args=(redis_url, start, done))
-    for process in [*writers, splicer]:
-        process.start()
-    start.set()
-    for process in writers:
-        process.join(120)
-        assert process.exitcode == 0
-    done.set()
-    splicer.join(60)
-    assert splicer.exitcode == 0
-
-    history = RedisHistory.from_url(redis_url, "shared", token_counter="heuristic")
+    history = append_while_splicing(append_turns, redis_url)
     entries = history.entries()
     summaries = [e for e in entries if e.summary]
     assert summaries, "the splicer never managed a splice"
