@@ -1,4 +1,4 @@
--- A batch of messages in ARGV, as codec.batch_args lays it out.
+-- A batch of messages in ARGV, as codec.Batch.args lays it out.
 
 -- The batch from ARGV[at]: tokens (the batch's sum), n, then n envelopes, then
 -- n role items (see walk). Returns tokens, n and the position of the first envelope.
