@@ -21,7 +21,7 @@ from faults import FaultProxy
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from redis_history import AsyncRedisHistory, Message, RedisHistory
+from redis_history import AsyncRedisHistory, Message, RedisHistory, _core
 from redis_history._lane import aexecute, execute, lane_of
 
 pytestmark = pytest.mark.real_redis
@@ -320,16 +320,21 @@ def test_hiredis_packs_the_bytes_redis_py_would_send(redis_url: str) -> None:
 def test_an_asyncio_client_encoding_text_otherwise_packs_with_its_own_encoder(
     redis_url: str, real_redis: redis.Redis
 ) -> None:
+    """Its commands, a staged transaction's too, are packed by the connection itself."""
+
     async def scenario() -> None:
         client = redis.asyncio.Redis.from_url(redis_url, encoding="latin-1")
         history = AsyncRedisHistory(client, "café")
         await history.append(Message.user("hi"))
+        await history.append(Message.assistant("é" * _core.STAGE_BYTES))  # staged
         assert not _lane(client).hiredis
         await client.aclose()
 
+    real_redis.config_resetstat()
     asyncio.run(scenario())
     latin1_key = "rh:default:{café}:msgs".encode("latin-1")
-    assert real_redis.llen(latin1_key) == 1
+    assert real_redis.llen(latin1_key) == 2
+    assert real_redis.info("commandstats")["cmdstat_exec"]["calls"] == 1
 
 
 def test_a_lane_keeps_at_most_a_quarter_of_its_pools_connections(redis_url: str) -> None:
