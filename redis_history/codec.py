@@ -39,6 +39,7 @@ import gc
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any, NamedTuple
 
 import orjson
@@ -197,14 +198,16 @@ def _plain_body(message: Message) -> bytes | None:
     fields = message.__dict__
     if fields["tool_calls"] or fields["metadata"] or fields["name"] is not None:
         return None
-    stamped = stamp(fields["created_at"])
-    content, answers = fields["content"], fields["tool_call_id"]
+    content, answers, moment = fields["content"], fields["tool_call_id"], fields["created_at"]
     if (
         type(message) is not Message  # a subclass may store more
-        or not isinstance(stamped, int)
         or type(content) is not str  # only model_construct lets another type in
         or type(answers) not in _ANSWERS
+        or not isinstance(moment, datetime)
     ):
+        return None
+    stamped = stamp(moment)
+    if not isinstance(stamped, int):
         return None
     try:
         values: list[bytes | int] = [_dumps(fields["id"])]

@@ -485,3 +485,22 @@ def test_a_lone_surrogate_is_left_to_the_serializer_to_name() -> None:
     assert _plain_body(message) is None
     with pytest.raises(InvalidMessageError, match="content holds a lone surrogate U\\+D800"):
         encode_message(message, HeuristicCounter(), 1 << 20)
+
+
+def test_a_constructed_message_with_a_timestamp_that_is_no_datetime_is_refused_typed() -> None:
+    """A plain message built without validation (model_construct) whose created_at is not a
+    datetime goes the serializer's way and is refused with InvalidMessageError, as before
+    the plain path."""
+    message = Message.model_construct(
+        id="a",
+        role="user",
+        content="hi",
+        tool_calls=(),
+        tool_call_id=None,
+        name=None,
+        metadata={},
+        created_at="2026-01-01",  # type: ignore[arg-type]
+    )
+    assert _plain_body(message) is None
+    with pytest.raises(InvalidMessageError, match=r"created_at|stamp"):
+        encode_message(message, HeuristicCounter(), 1 << 20)
