@@ -285,3 +285,32 @@ def test_a_caller_repeating_a_staged_batch_after_a_lost_reply_applies_it_once(
     direct = RedisHistory(real_redis, "faulted")
     assert [m.id for m in direct.snapshot()] == [m.id for m in turn(1) + turn(2)]
     assert direct.token_estimate() == sum(e.tokens for e in direct.entries())
+
+
+def test_keyspace_notifications_show_a_staged_batch_as_renames_and_a_push(
+    real_redis: redis.Redis,
+) -> None:
+    """What a subscriber to the conversation's keyspace events sees of a staged batch: msgs
+    renamed to the stage and back (rename_from, rename_to), the push on the stage."""
+    history = RedisHistory(real_redis, "c")
+    history.append_many(turn(1))
+    real_redis.config_set("notify-keyspace-events", "Kgl")
+    pubsub = real_redis.pubsub()
+    try:
+        pubsub.psubscribe(f"__keyspace@0__:{history.keys.msgs[:-5]}*")
+        assert pubsub.get_message(timeout=1)["type"] == "psubscribe"
+        history.append_many(turn(2))
+        events = []
+        while (event := pubsub.get_message(timeout=1)) is not None:
+            channel = event["channel"].decode().rsplit(":", 1)[1]
+            events.append((channel, event["data"].decode()))
+    finally:
+        pubsub.close()
+        real_redis.config_set("notify-keyspace-events", "")
+    assert events == [
+        ("msgs", "rename_from"),
+        ("stage", "rename_to"),
+        ("stage", "rpush"),
+        ("stage", "rename_from"),
+        ("msgs", "rename_to"),
+    ]
