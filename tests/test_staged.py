@@ -295,7 +295,7 @@ def test_keyspace_notifications_show_a_staged_batch_as_renames_and_a_push(
     history = RedisHistory(real_redis, "c")
     history.append_many(turn(1))
     real_redis.config_set("notify-keyspace-events", "Kgl")
-    pubsub = real_redis.pubsub()
+    pubsub = real_redis.pubsub()  # type: ignore[no-untyped-call]
     try:
         pubsub.psubscribe(f"__keyspace@0__:{history.keys.msgs[:-5]}*")
         assert pubsub.get_message(timeout=1)["type"] == "psubscribe"
