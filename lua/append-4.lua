@@ -14,7 +14,8 @@ a microsecond per kilobyte in Lua; a plain RPUSHX does not.
 KEYS[1] msgs     LIST of envelopes
 KEYS[2] meta     HASH (total, role, open, ttl, and the records of recent appends)
 KEYS[3] archive  LIST (only its TTL is refreshed)
-KEYS[4] stage    what msgs is renamed to while a staged push lands (never left behind)
+KEYS[4] stage    what msgs is renamed to while a staged push lands (never left behind;
+                 one found when staging is removed first)
 ARGV[1] op       the operation token (derived from the batch's message ids)
 ARGV[2] ttl      ms to set as the conversation's TTL, or 0 to keep the stored one
 ARGV[3] check    1 to check role order and tool pairing, 0 to only track them
@@ -24,9 +25,10 @@ ARGV[5..] batch  tokens, n, n envelopes unless staged, n role items (see read_ba
 Returns the list's length after the batch; -1 when staged and the list is empty
 (nothing to rename: nothing was written, send the envelopes with the script); or
 {code, index, reason} having written nothing: 1 role order, 2 tool pairing,
-5 corrupt meta.
+5 corrupt meta, or a conversation whose meta hash or list was lost (evicted).
 ]]
 --- @include "meta"
+--- @include "lost"
 --- @include "open"
 --- @include "ttl"
 --- @include "batch"
@@ -35,6 +37,9 @@ Returns the list's length after the batch; -1 when staged and the list is empty
 
 local msgs, meta, stage = KEYS[1], KEYS[2], KEYS[4]
 local op, staged = ARGV[1], ARGV[4] == '1'
+-- A stage key outside this transaction is never ours (a crashed client's, an operator's):
+-- removed first, so that the transaction's push and rename find nothing unless approved.
+if staged then redis.call('DEL', stage) end
 local tokens, n, first = read_batch(5)
 local total, role, open, ttl, records, exists = read_meta(meta, APPENDS)
 if not total then return role end  -- read_meta's refusal
@@ -48,13 +53,21 @@ if not role then return open end  -- walk's refusal
 
 -- The first write: on a key of the wrong type it fails before anything is written.
 local length
-if staged then
+if staged or not exists then
   length = redis.call('LLEN', msgs)
+  local lost = keys_lost(exists, total, length)
+  if lost then return lost end
+end
+if staged then
   if length == 0 then return -1 end
   redis.call('RENAME', msgs, stage)
   msgs, length = stage, length + n  -- the TTL set on stage comes back with the rename
 else
   length = push_all('RPUSH', msgs, ARGV, first, first + n - 1) or redis.call('LLEN', msgs)
+  if length == n and total > 0 then  -- the list was gone while the meta hash counts tokens
+    redis.call('DEL', msgs)
+    return keys_lost(exists, total, 0)
+  end
 end
 if changed then
   commit(meta, APPENDS, records, op, nil, new_ttl, 'role', role, 'total', total + tokens, 'open', encode_open(open))

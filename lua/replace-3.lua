@@ -1,7 +1,10 @@
 --[[
 replace: swap the whole list for new messages, all or none, checking the new
 list's role order and tool pairing from an empty start; resets the token
-baseline. Fenced when the caller names the ids it expects the list to hold.
+baseline. Fenced when the caller names the ids it expects the list to hold (at most
+MAX_READ_BYTES of the list are compared). A message that is a summary at the head of
+the list now stays marked as one where the new list holds it (by id). Repairs a
+conversation whose meta hash was lost.
 
 KEYS[1] msgs     LIST of envelopes
 KEYS[2] meta     HASH
@@ -14,7 +17,8 @@ ARGV[5..] ids    the ids (JSON-escaped) the list must hold, in order
 ARGV[...] batch  tokens, n, n envelopes, n role items (see read_batch)
 
 Returns the new length, or {code, index, reason} having written nothing:
-1 role order, 2 tool pairing, 3 stale (the list is not the expected one), 5 corrupt data.
+1 role order, 2 tool pairing, 3 stale (the list is not the expected one), 5 corrupt data,
+7 over a limit.
 ]]
 --- @include "ttl"
 --- @include "rewrite"
@@ -22,6 +26,7 @@ Returns the new length, or {code, index, reason} having written nothing:
 --- @include "walk"
 --- @include "push"
 --- @include "ids"
+--- @include "read"
 
 local msgs, meta, archive = KEYS[1], KEYS[2], KEYS[3]
 local op, expect = ARGV[1], tonumber(ARGV[4])
@@ -33,10 +38,15 @@ if done then return done end
 local new_ttl
 ttl, new_ttl = effective_ttl(ttl, tonumber(ARGV[2]))
 
+-- A key of the wrong type fails here, before anything is written.
+local length = redis.call('LLEN', msgs)
 if expect >= 0 then
-  local current = redis.call('LRANGE', msgs, 0, -1)
-  if #current ~= expect then
-    return {STALE, -1, 'the conversation has ' .. #current .. ' messages, not the ' .. expect .. ' expected'}
+  if length ~= expect then
+    return {STALE, -1, 'the conversation has ' .. length .. ' messages, not the ' .. expect .. ' expected'}
+  end
+  local current = read_range(msgs, 0, length - 1, MAX_READ_BYTES)
+  if not current then
+    return {LIMIT, -1, 'the conversation holds more than ' .. MAX_READ_BYTES .. ' bytes to compare'}
   end
   for i, envelope in ipairs(current) do
     local id = envelope_id(envelope)
@@ -45,15 +55,41 @@ if expect >= 0 then
       return {STALE, i - 1, 'message ' .. id .. ' is where ' .. ARGV[4 + i] .. ' was expected'}
     end
   end
-else
-  redis.call('LLEN', msgs)  -- a key of the wrong type fails here, before anything is written
 end
 
 role, open = walk('', NO_CALLS, ARGV, first + n, n, ARGV[3] == '1')
 if not role then return open end  -- walk's refusal
 
-redis.call('DEL', msgs)
-push_all('RPUSH', msgs, ARGV, first, first + n - 1)
+-- The summaries a splice left at the head stay summaries where the new list keeps them,
+-- so the transcript goes on showing the originals they replaced, not them.
+local summaries, read, kept = {}, 0, false
+for i = 0, length - 1 do
+  local envelope = redis.call('LINDEX', msgs, i)
+  read = read + #envelope
+  if read > MAX_READ_BYTES then
+    return {LIMIT, i, 'the summaries at the head of the conversation hold more than ' .. MAX_READ_BYTES .. ' bytes'}
+  end
+  local flags = string.match(envelope, '^{"t":%d+,([%w":,]-)"m":{')
+  if not (flags and string.find(flags, '"s":1', 1, true)) then break end
+  local id = envelope_id(envelope)
+  if id then summaries[id], kept = true, true end
+end
+local values, from = ARGV, first
+if kept then
+  values, from = {}, 1
+  for i = first, first + n - 1 do
+    local envelope = ARGV[i]
+    local flags = string.match(envelope, '^{"t":%d+,([%w":,]-)"m":{')
+    if summaries[envelope_id(envelope)] and flags and not string.find(flags, '"s":1', 1, true) then
+      local comma = string.find(envelope, ',', 1, true)
+      envelope = string.sub(envelope, 1, comma) .. '"s":1,' .. string.sub(envelope, comma + 1)
+    end
+    values[#values + 1] = envelope
+  end
+end
+
+redis.call('UNLINK', msgs)
+push_all('RPUSH', msgs, values, from, from + n - 1)
 rewritten(meta, records, op, n, tokens, role, open, new_ttl)
 refresh_ttl(ttl, msgs, meta, archive)
 return n

@@ -3,7 +3,13 @@ splice_prefix: replace the oldest messages with a summary (or what a compactor
 kept of them, all marked as written here), keeping everything
 after them (including messages appended while the summary was computed), and
 move the originals to the archive, whose oldest entries are dropped beyond its
-caps. Resets the token baseline.
+caps. Resets the token baseline. When checking, refused if the result would part a
+tool call from its result: a kept tool result whose call was dropped (and that the
+summaries do not make), or a call of the summaries left unanswered before the next
+message, or one that was answered and no longer is. At most MAX_READ_BYTES of the
+prefix (and of the kept tool results that follow it) are read; each call drops at
+most MAX_REWRITE archived entries (and MAX_READ_BYTES of them) over the caps, so a
+cap lowered below a large archive is reached over several splices.
 
 KEYS[1] msgs     LIST of envelopes
 KEYS[2] meta     HASH (also abytes, the archive's size, and adropped, entries capped away)
@@ -15,12 +21,13 @@ ARGV[3] drop     messages to drop (>= 0)
 ARGV[4] token    the compaction lock token to fence on, or '' for none
 ARGV[5] amax     the archive's cap in entries, or 0 for none
 ARGV[6] abytes   the archive's cap in bytes, or 0 for none
-ARGV[7] expect   how many ids follow (= drop), or -1 for no fence
-ARGV[8..] ids    with expect: the ids (JSON-escaped) the caller summarized, oldest first
+ARGV[7] check    1 to refuse a result that parts a tool call from its result, 0 not to
+ARGV[8] expect   how many ids follow (= drop), or -1 for no fence
+ARGV[9..] ids    with expect: the ids (JSON-escaped) the caller summarized, oldest first
 ARGV[...] batch  the summaries: tokens, n, n envelopes, n role items (see read_batch)
 
 Returns the number dropped, or {code, index, reason} having written nothing:
-3 stale prefix, 4 lock lost, 5 corrupt data.
+2 tool pairing, 3 stale prefix, 4 lock lost, 5 corrupt data, 7 over a limit.
 ]]
 --- @include "ttl"
 --- @include "rewrite"
@@ -29,11 +36,15 @@ Returns the number dropped, or {code, index, reason} having written nothing:
 --- @include "push"
 --- @include "envelopes"
 --- @include "ids"
+--- @include "message"
+--- @include "parted"
+--- @include "lost"
+--- @include "read"
 
 local msgs, meta, archive, lock = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local op, drop, token = ARGV[1], tonumber(ARGV[3]), ARGV[4]
-local amax, abytes, expect = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
-local tokens, count, first = read_batch(8 + math.max(expect, 0))
+local amax, abytes, check, expect = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7] == '1', tonumber(ARGV[8])
+local tokens, count, first = read_batch(9 + math.max(expect, 0))
 
 local total, role, open, ttl, records, exists = read_meta(meta, WRITES)
 if not total then return role end  -- read_meta's refusal
@@ -50,31 +61,80 @@ if not stored or not capped then return {CORRUPT, -1, 'meta field abytes or adro
 redis.call('LLEN', archive)  -- a key of the wrong type fails here, before anything is written
 
 local length = redis.call('LLEN', msgs)
+local lost = keys_lost(exists, total, length)
+if lost then return lost end
 local n = math.min(drop, length)
 if expect >= 0 and drop ~= n then
   return {STALE, -1, 'the conversation has ' .. length .. ' messages, fewer than the ' .. drop .. ' summarized'}
 end
 if n <= 0 then return 0 end
 
-local dropped = redis.call('LRANGE', msgs, 0, n - 1)
+local dropped, read = read_range(msgs, 0, n - 1, MAX_READ_BYTES)
+if not dropped then
+  return {LIMIT, -1, 'the ' .. n .. ' messages to drop hold more than ' .. MAX_READ_BYTES .. ' bytes'}
+end
 if expect >= 0 then
   for i, envelope in ipairs(dropped) do
     local id = envelope_id(envelope)
     if not id then return {CORRUPT, i - 1, 'stored envelope has no message id'} end
-    if id ~= ARGV[7 + i] then
-      return {STALE, i - 1, 'message ' .. id .. ' is where ' .. ARGV[7 + i] .. ' was summarized'}
+    if id ~= ARGV[8 + i] then
+      return {STALE, i - 1, 'message ' .. id .. ' is where ' .. ARGV[8 + i] .. ' was summarized'}
     end
   end
 end
 local gone, bad = sum_tokens(dropped)
 if not gone then return {CORRUPT, bad, 'stored envelope has no token count'} end
 
+-- The summaries' own turn state, and the kept tool results after them: each must answer
+-- one of the calls the summaries leave open, and none may stay open before a message.
+local made, waiting = walk('', NO_CALLS, ARGV, first + count, count, false)
+if check then
+  local left, answers = #waiting, {}
+  for _, id in ipairs(waiting) do answers[id] = true end
+  local i = n
+  while i < length do
+    local envelope = redis.call('LINDEX', msgs, i)
+    read = read + #envelope
+    if read > MAX_READ_BYTES then
+      return {LIMIT, i, 'the prefix and the tool results after it hold more than ' .. MAX_READ_BYTES .. ' bytes'}
+    end
+    local m = message_of(envelope)
+    if not m then return {CORRUPT, i, 'stored envelope is not a message'} end
+    if m.role ~= 'tool' then
+      if left > 0 then
+        return {TOOL_PAIRING, i, 'the summaries leave tool calls unanswered before message ' .. i}
+      end
+      break
+    end
+    if not answers[m.tool_call_id] then
+      return {TOOL_PAIRING, i, 'splicing ' .. n .. ' messages would leave the result of tool call ' .. m.tool_call_id .. ' without its call'}
+    end
+    answers[m.tool_call_id], left = nil, left - 1
+    i = i + 1
+  end
+  if i == length then  -- the summaries' calls still open end the conversation
+    local still = {}
+    for _, id in ipairs(waiting) do
+      if answers[id] then still[#still + 1] = id end
+    end
+    local parted = lost_result(still, open)
+    if parted then
+      return {TOOL_PAIRING, -1, 'splicing ' .. n .. ' messages would part tool call ' .. parted .. ' from its result'}
+    end
+  end
+end
+
 local archived = push_all('RPUSH', archive, dropped, 1, #dropped)
 for _, envelope in ipairs(dropped) do stored = stored + #envelope end
-while archived > 0 and ((amax > 0 and archived > amax) or (abytes > 0 and stored > abytes)) do
+local popped, freed = 0, 0
+while archived > 0 and ((amax > 0 and archived > amax) or (abytes > 0 and stored > abytes))
+    and popped < MAX_REWRITE and freed <= MAX_READ_BYTES do
   local k = amax > 0 and archived > amax and archived - amax or 1
-  for _, envelope in ipairs(redis.call('LPOP', archive, k)) do stored = stored - #envelope end
-  archived, capped = archived - k, capped + k
+  k = math.min(k, MAX_REWRITE - popped, math.max(1, math.floor((MAX_READ_BYTES - freed) / MAX_ENTRY_BYTES)))
+  for _, envelope in ipairs(redis.call('LPOP', archive, k)) do
+    stored, freed = stored - #envelope, freed + #envelope
+  end
+  archived, capped, popped = archived - k, capped + k, popped + k
 end
 redis.call('HSET', meta, 'abytes', stored, 'adropped', capped)
 
@@ -85,9 +145,7 @@ push_all('LPUSH', msgs, reversed, 1, #reversed)
 
 -- What is left after the prefix keeps the turn state; only when nothing is do the new messages
 -- (summaries, or the turns a compactor kept, tool calls and all) set it.
-if n == length then
-  role, open = walk('', NO_CALLS, ARGV, first + count, count, false)
-end
+if n == length then role, open = made, waiting end
 rewritten(meta, records, op, n, total - gone + tokens, role, open, new_ttl)
 refresh_ttl(ttl, msgs, meta, archive)
 return n

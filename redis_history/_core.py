@@ -11,16 +11,18 @@ import functools
 import hashlib
 import logging
 import os
+import re
 import time
 import uuid
 from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Generic, NamedTuple, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar, get_args
 
 from pydantic_core import PydanticSerializationError, to_json
 from redis import exceptions as redis_errors
 
+from redis_history import limits
 from redis_history._lane import aexecute, aexecute_all, execute, execute_all
 from redis_history.codec import (
     Batch,
@@ -51,6 +53,7 @@ from redis_history.turns import Turn, group_entries
 __all__ = [
     "DEFAULT_MAX_MESSAGE_BYTES",
     "MOVED_ON",
+    "NOTHING",
     "OPS_KEPT",
     "STAGE_BYTES",
     "WAIT_ATTEMPTS",
@@ -59,12 +62,19 @@ __all__ = [
     "CompactionStats",
     "HistoryCore",
     "Schedule",
+    "Splice",
     "TranscriptPage",
     "TranscriptPages",
+    "batch_of",
+    "ids_of",
     "op_token",
+    "rollback_ids",
 ]
 
 T = TypeVar("T")
+
+EVENTS: tuple[str, ...] = get_args(Event)
+"""The compaction-state events a write may apply."""
 
 logger = logging.getLogger("redis_history")
 
@@ -87,6 +97,10 @@ _UNAVAILABLE = (
     redis_errors.RedisClusterException,
 )
 """redis-py errors that mean "not reachable now, retry later", not "refused"."""
+
+_BUSY = re.compile(r"^BUSY\b|Script killed by user|script timed out", re.IGNORECASE)
+"""Replies of a server busy running another script, or that stopped this one: the outcome
+of the call is unknown (a reply lost to a timeout, then a retry refused as ``BUSY``)."""
 
 RedisFailure = (redis_errors.RedisError, redis_errors.RedisClusterException)
 """Everything redis-py raises (``RedisClusterException`` is not a ``RedisError``)."""
@@ -216,10 +230,15 @@ MAX_STATE_VALUE = (1 << 24) - 1
 """The largest cooldown a compaction state holds (the scripts record a state in 32 bits)."""
 
 
-def op_token(kind: str, parts: Iterable[str]) -> bytes:
-    """The token a write is recorded by: the same parts, the same token."""
-    data = "\x00".join((kind, *parts)).encode("utf-8", "surrogatepass")
-    return hashlib.blake2b(data, digest_size=OP_TOKEN_BYTES).digest()
+def op_token(kind: str, parts: Iterable[str | bytes]) -> bytes:
+    """The token a write is recorded by: the same parts, the same token. Each part goes in
+    behind its length, so no two lists of parts (ids holding NUL or any other byte) meet."""
+    digest = hashlib.blake2b(digest_size=OP_TOKEN_BYTES)
+    for part in (kind, *parts):
+        data = part if isinstance(part, bytes) else part.encode("utf-8", "surrogatepass")
+        digest.update(len(data).to_bytes(8, "little"))
+        digest.update(data)
+    return digest.digest()
 
 
 def _fresh_token() -> bytes:
@@ -263,15 +282,6 @@ def _call(
     return Call(parse, ("EVALSHA", lua.sha, lua.nkeys, *keys, *args), lua, durable)
 
 
-def _ttl_ms(ttl: float | timedelta | None) -> int:
-    if ttl is None:
-        return 0
-    seconds = ttl.total_seconds() if isinstance(ttl, timedelta) else float(ttl)
-    if seconds <= 0:
-        raise ValueError(f"ttl must be positive, got {ttl!r}")
-    return max(1, round(seconds * 1000))
-
-
 class HistoryCore:
     """Key names, script arguments and reply decoding for one conversation."""
 
@@ -294,17 +304,19 @@ class HistoryCore:
         self.prefix = prefix
         self.counter = resolve_counter(token_counter)
         self._price = Pricer(self.counter)
+        if not isinstance(validate, bool):
+            raise TypeError(f"validate must be a bool, got {type(validate).__name__}")
         self.validate = validate
         self._check = int(validate)
-        if max_message_bytes <= 0:
-            raise ValueError("max_message_bytes must be positive")
-        self.max_message_bytes = max_message_bytes
-        self.ttl_ms = _ttl_ms(ttl)
-        if wait_replicas < 0:
-            raise ValueError(f"wait_replicas must be >= 0, got {wait_replicas}")
-        self.wait_replicas = wait_replicas
+        self.max_message_bytes = limits.count(
+            max_message_bytes, "max_message_bytes", low=1, high=limits.MAX_MESSAGE_BYTES
+        )
+        self.ttl_ms = limits.ttl_ms(ttl)
+        self.wait_replicas = limits.count(wait_replicas, "wait_replicas")
         self.wait: tuple[str, int, int] | None = (
-            ("WAIT", wait_replicas, _ttl_ms(wait_timeout)) if wait_replicas else None
+            ("WAIT", wait_replicas, limits.ttl_ms(wait_timeout, "wait_timeout"))
+            if wait_replicas
+            else None
         )
         """The ``WAIT`` sent after every durable write on its connection, or ``None``."""
         self._data = self.keys.data
@@ -324,6 +336,13 @@ class HistoryCore:
         """The typed error for a redis-py error (callers ``raise ... from exc``)."""
         if isinstance(exc, _UNAVAILABLE):
             return self._context(StoreUnavailableError(f"Redis is unavailable: {exc}"))
+        if isinstance(exc, redis_errors.ResponseError) and _BUSY.search(str(exc)):
+            return self._context(
+                StoreUnavailableError(
+                    f"Redis was busy or stopped a script; the write may or may not have been "
+                    f"applied, and repeating it is safe: {exc}"
+                )
+            )
         if isinstance(exc, redis_errors.ResponseError) and "WRONGTYPE" in str(exc):
             return self._context(
                 CorruptHistoryError(f"a conversation key holds the wrong data type: {exc}")
@@ -374,25 +393,22 @@ class HistoryCore:
             raise self._context(exc) from exc.__cause__
 
     def _batch(self, messages: Sequence[Message], *, summary: bool = False) -> Batch:
-        """``messages`` encoded for a write script."""
+        """``messages`` encoded for a write script, within ``MAX_BATCH_BYTES``."""
         try:
-            return encode_batch(messages, self._price, self.max_message_bytes, summary=summary)
-        except InvalidMessageError as exc:
+            batch = encode_batch(messages, self._price, self.max_message_bytes, summary=summary)
+            limits.limited(
+                sum(map(len, batch.envelopes)), limits.MAX_BATCH_BYTES, "bytes in one write"
+            )
+        except HistoryError as exc:
             raise self._context(exc) from None
-
-    def _args(
-        self, head: tuple[Any, ...], messages: Sequence[Message], *, summary: bool = False
-    ) -> tuple[Any, ...]:
-        """A write script's arguments: ``head``, then the batch of ``messages``."""
-        return self._batch(messages, summary=summary).args(head)
+        return batch
 
     @staticmethod
-    def _token(kind: str, op_id: str | None, natural: Iterable[str] | None = None) -> bytes:
+    def _token(kind: str, op_id: str | None, natural: Iterable[str | bytes] | None = None) -> bytes:
         """The caller's ``op_id``, else the natural key's, else a fresh token."""
-        if op_id is not None:
-            if not isinstance(op_id, str) or not op_id:
-                raise ValueError(f"op_id must be a non-empty string, got {op_id!r}")
-            return op_token(kind, ("id", op_id))
+        named = limits.op_id(op_id)
+        if named is not None:
+            return op_token(kind, ("id", named))
         return _fresh_token() if natural is None else op_token(kind, natural)
 
     # -- writes -------------------------------------------------------------------------------
@@ -405,16 +421,20 @@ class HistoryCore:
         return int(self._checked(reply))
 
     def append(self, messages: Sequence[Message]) -> Call[None]:
-        """Append ``messages`` at the tail, all or none; once per batch of message ids."""
-        if len(messages) == 1:  # most appends: no batch built
+        """Append ``messages`` at the tail, all or none; once per batch of message ids. An
+        empty batch sends nothing."""
+        if len(messages) == 1 and isinstance(messages, list | tuple):  # most appends
             message = messages[0]
             try:
                 envelope, tokens = encode_message(message, self._price, self.max_message_bytes)
-            except InvalidMessageError as exc:
+                roles = role_item(message)
+            except HistoryError as exc:
                 raise self._context(exc) from None
             token = op_token("append", (message.id,))
-            return self._append_call(token, tokens, (envelope,), role_item(message))
-        batch = self._batch(messages)
+            return self._append_call(token, tokens, (envelope,), roles)
+        batch = self._batch(batch_of(messages))
+        if not batch.envelopes:
+            return NOTHING
         token = op_token("append", [m.id for m in messages])
         return self._append_call(token, batch.tokens, batch.envelopes, batch.roles)
 
@@ -449,9 +469,10 @@ class HistoryCore:
         op_id: str | None = None,
     ) -> Call[None]:
         """Replace the whole list, if it still holds ``expected_ids``; resets the baseline."""
-        fence = _fence(expected_ids)
-        head = (self._token("replace", op_id), self.ttl_ms, int(self.validate), *fence)
-        return _call(self._none, "replace", self._data, self._args(head, messages))
+        batch = self._batch(batch_of(messages))
+        fence = _fence(ids_of(expected_ids, "expected_ids", limits.MAX_BATCH_MESSAGES))
+        head = (self._token("replace", op_id), self.ttl_ms, self._check, *fence)
+        return _call(self._none, "replace", self._data, batch.args(head))
 
     def splice_prefix(
         self,
@@ -465,62 +486,79 @@ class HistoryCore:
         op_id: str | None = None,
     ) -> Call[int]:
         """Replace the first ``drop_count`` messages with ``summary``; replies how many."""
-        summaries = [summary] if isinstance(summary, Message) else list(summary)
-        if not summaries:
-            raise ValueError("splice_prefix needs at least one summary message")
-        if drop_count < 0:
-            raise ValueError(f"drop_count must be >= 0, got {drop_count}")
-        if expected_ids is not None and len(expected_ids) != drop_count:
-            raise ValueError(
-                f"expected_ids names {len(expected_ids)} messages, drop_count is {drop_count}"
-            )
-        if lock_token is not None and not _utf8(lock_token):
-            raise ValueError("lock_token must be a non-empty UTF-8 string or None")
-        caps = (
-            _cap(archive_max_messages, "archive_max_messages"),
-            _cap(archive_max_bytes, "archive_max_bytes"),
+        splice = Splice.of(
+            drop_count,
+            summary,
+            expected_ids=expected_ids,
+            lock_token=lock_token,
+            archive_max_messages=archive_max_messages,
+            archive_max_bytes=archive_max_bytes,
         )
-        token = self._token("splice", op_id, (str(drop_count), *(m.id for m in summaries)))
-        head = (token, self.ttl_ms, drop_count, lock_token or "", *caps, *_fence(expected_ids))
-        args = self._args(head, summaries, summary=True)
+        batch = self._batch(splice.summaries, summary=True)
+        token = splice.token(op_id, batch.envelopes)
+        head = (
+            token,
+            self.ttl_ms,
+            splice.drop,
+            splice.lock_token or "",
+            *splice.caps,
+            self._check,
+            *_fence(splice.expected),
+        )
+        args = batch.args(head)
         return _call(self._count, "splice_prefix", (*self._data, self.keys.lock), args)
 
     def truncate(self, n: int, *, op_id: str | None = None) -> Call[int]:
         """Keep at most ``n`` messages; the reply is the number removed."""
-        if n < 0:
-            raise ValueError(f"truncate keeps n >= 0 messages, got {n}")
-        args = (self._token("truncate", op_id), self.ttl_ms, n)
+        args = (self._token("truncate", op_id), self.ttl_ms, limits.count(n, "n"), self._check)
         return _call(self._count, "truncate", self._data, args)
 
-    def rollback(self, messages: Sequence[str | Message], *, op_id: str | None = None) -> Call[int]:
+    def rollback(
+        self,
+        messages: Sequence[str | Message],
+        *,
+        op_id: str | None = None,
+        reopen_calls: bool = False,
+    ) -> Call[int]:
         """Remove exactly these messages (by id) wherever they are; the reply is how many."""
-        ids = list(dict.fromkeys(m.id if isinstance(m, Message) else m for m in messages))
-        if not ids or not all(isinstance(i, str) and i for i in ids):
-            raise ValueError(f"rollback needs one or more message ids, got {messages!r}")
+        ids = rollback_ids(messages)
         token = self._token("rollback", op_id, ids)
-        args = (token, self.ttl_ms, int(self.validate), len(ids), *map(_json_id, ids))
+        check = self._check and (2 if reopen_calls else 1)
+        args = (token, self.ttl_ms, check, len(ids), *map(_json_id, ids))
         return _call(self._count, "rollback", self._data, args)
 
     def record_input_tokens(self, n: int, *, op_id: str | None = None) -> Call[None]:
         """Make ``n`` (the LLM's reported input tokens) the baseline."""
-        if n < 0:
-            raise ValueError(f"input tokens must be >= 0, got {n}")
+        n = limits.count(n, "input tokens", high=limits.MAX_TOKENS)
         args = (self._token("record", op_id), self.ttl_ms, n)
         return _call(self._none, "record_tokens", self._data, args)
 
     def set_ttl(self, ttl: float | timedelta | None) -> Call[bool]:
         """Store ``ttl`` with the conversation and apply it to every key (``None``: no TTL)."""
-        return _call(lambda reply: int(reply) == 1, "set_ttl", self._data, (_ttl_ms(ttl),))
+        return _call(lambda reply: int(reply) == 1, "set_ttl", self._data, (limits.ttl_ms(ttl),))
 
     def delete(self) -> Call[bool]:
         """Remove every key of the conversation; the reply is whether anything existed."""
-        return Call(lambda reply: int(reply) > 0, ("DEL", *self.keys.all), durable=True)
+        return Call(lambda reply: int(reply) > 0, ("UNLINK", *self.keys.all), durable=True)
 
     # -- reads --------------------------------------------------------------------------------
 
     def token_estimate(self) -> Call[int | None]:
         """O(1): baseline + tokens since, or the whole history's count; None when empty."""
-        return Call(self._estimate, ("HMGET", self.keys.meta, "total", "baseline", "mark"))
+        return self._fields(lambda fields: self._estimate(fields[:3]))
+
+    def _fields(self, parse: Callable[[list[Any]], T]) -> Call[T]:
+        """The meta fields ``total``, ``baseline``, ``mark`` and ``cstate``, read by the
+        ``estimate`` script, which refuses a conversation that lost its meta hash or list."""
+        keys = (self.keys.msgs, self.keys.meta)
+        return _call(
+            lambda reply: parse(self._fields_of(reply)), "estimate", keys, (), durable=False
+        )
+
+    def _fields_of(self, reply: Any) -> list[Any]:
+        if isinstance(reply[0], int):  # a refusal: {code, index, reason}
+            self._checked(reply)
+        return list(reply)
 
     def _estimate(self, reply: Any) -> int | None:
         """``baseline + total - mark``: the tokens appended since the baseline are what the
@@ -538,8 +576,8 @@ class HistoryCore:
         return total
 
     def compaction_status(self) -> Call[tuple[int | None, CompactionState]]:
-        """The token estimate and the compaction state, in one ``HMGET``."""
-        return Call(self._status, ("HMGET", self.keys.meta, "total", "baseline", "mark", "cstate"))
+        """The token estimate and the compaction state, in one read."""
+        return self._fields(self._status)
 
     def _status(self, reply: Any) -> tuple[int | None, CompactionState]:
         return self._estimate(reply[:3]), self._decode_state(reply[3])
@@ -602,34 +640,24 @@ class HistoryCore:
 
     def tail(self, n: int) -> Call[list[Message]]:
         """The last ``n`` messages."""
-        if n < 0:
-            raise ValueError(f"tail needs n >= 0, got {n}")
-        if n == 0:
+        if limits.count(n, "n") == 0:
             return Call(self._messages, ("LRANGE", self.keys.msgs, 1, 0))
         return self.messages(-n, -1)
 
     def range(self, start: int = 0, stop: int | None = None) -> Call[list[Message]]:
         """Messages ``[start:stop]`` with Python slice bounds (negative counts from the end)."""
+        start = limits.count(start, "start", low=-(1 << 62))
+        if stop is not None:
+            stop = limits.count(stop, "stop", low=-(1 << 62))
         if stop == 0:
             return Call(self._messages, ("LRANGE", self.keys.msgs, 1, 0))
         return self.messages(start, -1 if stop is None else stop - 1)
 
-    def transcript(self) -> Call[list[Message]]:
-        """Archived originals then live messages, summaries left out: the full record."""
-        return _call(
-            lambda reply: self._page(reply).messages,
-            "transcript",
-            (self.keys.msgs, self.keys.meta, self.keys.archive),
-            (0, 0),
-            durable=False,
-        )
-
     def transcript_page(self, start: int = 0, count: int = 500) -> Call[TranscriptPage]:
-        """Up to ``count`` entries of the full record from position ``start``."""
-        if start < 0 or count <= 0:
-            raise ValueError(
-                f"a transcript page needs start >= 0 and count > 0, got {start}, {count}"
-            )
+        """Up to ``count`` entries of the full record from position ``start`` (fewer when
+        they hold more than ``MAX_READ_BYTES``)."""
+        start = limits.count(start, "start")
+        count = limits.count(count, "count", low=1, high=limits.MAX_PAGE)
         return _call(
             self._page,
             "transcript",
@@ -649,8 +677,10 @@ class HistoryCore:
         self, event: Event, value: int = 0, freed: int = 0, *, op_id: str | None = None
     ) -> Call[CompactionState]:
         """Apply ``event`` to the stored compaction state atomically; the reply is the new state."""
-        if not 0 <= value <= MAX_STATE_VALUE:
-            raise ValueError(f"a compaction state value is 0 to {MAX_STATE_VALUE}, got {value}")
+        if event not in EVENTS:
+            raise ValueError(f"event must be one of {', '.join(EVENTS)}, got {event!r}")
+        value = limits.count(value, "value", high=MAX_STATE_VALUE)
+        freed = limits.count(freed, "freed", high=limits.MAX_TOKENS)
         args = (self._token("state", op_id), self.ttl_ms, event, value, freed)
         return _call(self._state, "compaction_state", self._data, args)
 
@@ -747,11 +777,90 @@ def _fence(expected_ids: Sequence[str] | None) -> tuple[Any, ...]:
 
 
 def _cap(value: int | None, name: str) -> int:
-    if value is None:
-        return 0
-    if value <= 0:
-        raise ValueError(f"{name} must be positive or None, got {value}")
-    return value
+    """An archive cap (0 for none)."""
+    return 0 if value is None else limits.count(value, name, low=1)
+
+
+def batch_of(messages: Sequence[Message]) -> Sequence[Message]:
+    """``messages`` if they are a list or tuple of at most ``MAX_BATCH_MESSAGES``."""
+    if not isinstance(messages, list | tuple):
+        raise TypeError(f"expected a list of messages, got {type(messages).__name__}")
+    limits.limited(len(messages), limits.MAX_BATCH_MESSAGES, "messages in one write")
+    return messages
+
+
+def ids_of(ids: Sequence[str] | None, name: str, maximum: int) -> list[str] | None:
+    """``ids`` (``None`` stays ``None``) as a list of at most ``maximum`` message ids."""
+    if ids is None:
+        return None
+    if not isinstance(ids, list | tuple):
+        raise TypeError(f"{name} must be a list of message ids, got {type(ids).__name__}")
+    limits.limited(len(ids), maximum, f"ids in {name}")
+    for message_id in ids:
+        _json_id(message_id)
+    return list(ids)
+
+
+def rollback_ids(messages: Sequence[str | Message]) -> list[str]:
+    """The distinct ids of the messages (or ids) a rollback names, at most ``MAX_ROLLBACK``."""
+    if not isinstance(messages, list | tuple):
+        raise TypeError(f"rollback takes a list of messages or ids, got {type(messages).__name__}")
+    ids = list(dict.fromkeys(m.id if isinstance(m, Message) else m for m in messages))
+    if not ids:
+        raise ValueError("rollback needs one or more message ids")
+    checked = ids_of(ids, "rollback", limits.MAX_ROLLBACK)
+    assert checked is not None
+    return checked
+
+
+@dataclass(frozen=True, slots=True)
+class Splice:
+    """A ``splice_prefix``'s arguments, checked."""
+
+    drop: int
+    summaries: list[Message]
+    expected: list[str] | None
+    lock_token: str | None
+    caps: tuple[int, int]
+    """The archive's caps in entries and in bytes, 0 for none."""
+
+    @classmethod
+    def of(
+        cls,
+        drop_count: int,
+        summary: Message | Sequence[Message],
+        *,
+        expected_ids: Sequence[str] | None,
+        lock_token: str | None,
+        archive_max_messages: int | None,
+        archive_max_bytes: int | None,
+    ) -> Splice:
+        """The checked arguments; ``TypeError``, ``ValueError`` or ``LimitExceededError``."""
+        drop = limits.count(drop_count, "drop_count", high=limits.MAX_REWRITE)
+        summaries = list(batch_of([summary] if isinstance(summary, Message) else summary))
+        if not summaries:
+            raise ValueError("splice_prefix needs at least one summary message")
+        expected = ids_of(expected_ids, "expected_ids", limits.MAX_REWRITE)
+        if expected is not None and len(expected) != drop:
+            raise ValueError(f"expected_ids names {len(expected)} messages, drop_count is {drop}")
+        if lock_token is not None and not _utf8(lock_token):
+            raise ValueError("lock_token must be a non-empty UTF-8 string or None")
+        caps = (
+            _cap(archive_max_messages, "archive_max_messages"),
+            _cap(archive_max_bytes, "archive_max_bytes"),
+        )
+        return cls(drop, summaries, expected, lock_token, caps)
+
+    def token(self, op_id: str | None, envelopes: Sequence[bytes]) -> bytes:
+        """The caller's ``op_id``, else a token of everything the splice writes and fences
+        on: the same summaries over the same prefix are one splice, another summary (even
+        under a reused id) another."""
+        natural = (str(self.drop), *(self.expected or ()), "", *envelopes)
+        return HistoryCore._token("splice", op_id, natural)
+
+
+NOTHING: Call[None] = Call(lambda _reply: None, ())
+"""A call with nothing to send (an empty append): the front ends answer it themselves."""
 
 
 class CompactionStats(NamedTuple):

@@ -57,7 +57,13 @@ from redis_history._stored import (
     stored_validator,
     with_fields,
 )
-from redis_history.errors import CorruptHistoryError, InvalidMessageError, MessageTooLargeError
+from redis_history.errors import (
+    CorruptHistoryError,
+    InvalidMessageError,
+    LimitExceededError,
+    MessageTooLargeError,
+)
+from redis_history.limits import MAX_TOOL_CALLS
 from redis_history.models import JSON_SCALARS, MAX_NESTING, Message
 from redis_history.tokens import Pricer, TokenCounter
 
@@ -311,7 +317,20 @@ def role_item(message: Message) -> tuple[str | int, ...]:
     if role == "tool":
         return role, message.tool_call_id or ""
     if role == "assistant":
-        return role, len(message.tool_calls), *[call.id for call in message.tool_calls]
+        calls = message.tool_calls
+        if not calls:
+            return role, 0
+        ids = [call.id for call in calls]
+        if len(ids) > MAX_TOOL_CALLS:
+            raise LimitExceededError(
+                f"message {message.id} requests {len(ids):,} tool calls; the limit is "
+                f"{MAX_TOOL_CALLS:,}",
+                limit="tool calls per message",
+                maximum=MAX_TOOL_CALLS,
+            )
+        if len(set(ids)) != len(ids):
+            raise InvalidMessageError(f"message {message.id} repeats a tool call id")
+        return role, len(ids), *ids
     return (role,)
 
 

@@ -9,6 +9,7 @@ redis-py's exceptions::
     │   ├── RoleOrderError                   role out of order
     │   ├── ToolPairingError                 tool result without an open call, or calls left open
     │   └── MessageTooLargeError             envelope over ``max_message_bytes``
+    ├── LimitExceededError (ValueError)      an input over a documented limit; nothing was written
     ├── StaleSnapshotError                   the prefix a write-back summarized has changed
     ├── LockLostError                        a fenced write-back no longer holds the lock
     ├── InvalidTransition (ValueError)       a compaction-state event its state does not allow
@@ -35,6 +36,7 @@ __all__ = [
     "InvalidMessageError",
     "InvalidTransition",
     "JobRefusedError",
+    "LimitExceededError",
     "LockLostError",
     "MessageTooLargeError",
     "ReplicationError",
@@ -84,6 +86,29 @@ class ToolPairingError(InvalidMessageError):
 
 class MessageTooLargeError(InvalidMessageError):
     """A serialized message is larger than the history's ``max_message_bytes``."""
+
+
+class LimitExceededError(HistoryError, ValueError):
+    """An input over one of the store's documented limits (``redis_history.limits``): a
+    batch, a count, a TTL, or the bytes a rewrite would read; nothing was written.
+
+    ``limit`` names what was over, ``maximum`` is its limit (``None`` where the script
+    measured it and said so in the message).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        limit: str | None = None,
+        maximum: int | None = None,
+        index: int | None = None,
+        conversation_id: str | None = None,
+        namespace: str | None = None,
+    ) -> None:
+        super().__init__(message, index=index, conversation_id=conversation_id, namespace=namespace)
+        self.limit = limit
+        self.maximum = maximum
 
 
 class StaleSnapshotError(HistoryError):

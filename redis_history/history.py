@@ -38,6 +38,7 @@ from redis_history._core import (
 )
 from redis_history.codec import Entry
 from redis_history.keys import DEFAULT_NAMESPACE, DEFAULT_PREFIX, ConversationKeys
+from redis_history.limits import MAX_PAGE
 from redis_history.models import Message
 from redis_history.policy import CompactionPolicy
 from redis_history.state import CompactionState, Event
@@ -143,6 +144,8 @@ class RedisHistory(_Base):
         return cls(redis.Redis.from_url(url), conversation_id, **options)
 
     def _run(self, call: Call[T]) -> T:
+        if not call.command:  # nothing to send (an empty append)
+            return call.parse(None)
         if call.durable and self.core.wait is not None:
             return self._run_waiting(call)
         try:
@@ -288,14 +291,24 @@ class RedisHistory(_Base):
         """
         return self._run(self.core.truncate(n, op_id=op_id))
 
-    def rollback(self, messages: Sequence[str | Message], *, op_id: str | None = None) -> int:
+    def rollback(
+        self,
+        messages: Sequence[str | Message],
+        *,
+        op_id: str | None = None,
+        reopen_calls: bool = False,
+    ) -> int:
         """Remove exactly these messages (a failed turn), wherever compaction has moved them.
 
         Everything else stays, in order. Repeating the call is applied once.
 
         Args:
-            messages: the messages, or their ids, to remove.
+            messages: the messages, or their ids, to remove (at most ``MAX_ROLLBACK``,
+                among the last ``MAX_ROLLBACK`` messages).
             op_id: names this operation (the ids do otherwise).
+            reopen_calls: let the removal of the latest tool results leave their calls
+                open at the tail, awaiting results again (an undo of the last tool output);
+                by default a call is never parted from a result it had.
 
         Returns:
             How many messages were removed.
@@ -304,8 +317,9 @@ class RedisHistory(_Base):
             StaleSnapshotError: one of them is no longer in the conversation (compacted,
                 or never stored), or removing them would break role order or tool pairing
                 for what remains; nothing was removed.
+            LimitExceededError: one of them is further back than a rollback reaches.
         """
-        return self._run(self.core.rollback(messages, op_id=op_id))
+        return self._run(self.core.rollback(messages, op_id=op_id, reopen_calls=reopen_calls))
 
     def record_input_tokens(self, n: int, *, op_id: str | None = None) -> None:
         """Make the LLM's reported input-token count the baseline for ``token_estimate``.
@@ -377,8 +391,11 @@ class RedisHistory(_Base):
         return self._run(self.core.range(start, stop))
 
     def transcript(self) -> list[Message]:
-        """The full record: archived originals, then live messages, without summaries."""
-        return self._run(self.core.transcript())
+        """The full record: archived originals, then live messages, without summaries.
+
+        Read a page at a time (:meth:`iter_transcript`), so that no read holds Redis for
+        long, whatever the record's size."""
+        return list(self.iter_transcript(MAX_PAGE))
 
     def transcript_page(self, start: int = 0, count: int = 500) -> TranscriptPage:
         """Up to ``count`` entries of the full record from position ``start``.
@@ -512,6 +529,8 @@ class AsyncRedisHistory(_Base):
         return cls(redis.asyncio.Redis.from_url(url), conversation_id, **options)
 
     async def _run(self, call: Call[T]) -> T:
+        if not call.command:  # nothing to send (an empty append)
+            return call.parse(None)
         if call.durable and self.core.wait is not None:
             return await self._run_waiting(call)
         try:
@@ -601,9 +620,15 @@ class AsyncRedisHistory(_Base):
         """See :meth:`RedisHistory.truncate`."""
         return await self._run(self.core.truncate(n, op_id=op_id))
 
-    async def rollback(self, messages: Sequence[str | Message], *, op_id: str | None = None) -> int:
+    async def rollback(
+        self,
+        messages: Sequence[str | Message],
+        *,
+        op_id: str | None = None,
+        reopen_calls: bool = False,
+    ) -> int:
         """See :meth:`RedisHistory.rollback`."""
-        return await self._run(self.core.rollback(messages, op_id=op_id))
+        return await self._run(self.core.rollback(messages, op_id=op_id, reopen_calls=reopen_calls))
 
     async def record_input_tokens(self, n: int, *, op_id: str | None = None) -> None:
         """See :meth:`RedisHistory.record_input_tokens`."""
@@ -647,7 +672,7 @@ class AsyncRedisHistory(_Base):
 
     async def transcript(self) -> list[Message]:
         """See :meth:`RedisHistory.transcript`."""
-        return await self._run(self.core.transcript())
+        return [message async for message in self.iter_transcript(MAX_PAGE)]
 
     async def transcript_page(self, start: int = 0, count: int = 500) -> TranscriptPage:
         """See :meth:`RedisHistory.transcript_page`."""

@@ -56,7 +56,13 @@ class History(Protocol):
     def truncate(self, n: int, *, op_id: str | None = None) -> int:
         """Keep at most ``n`` messages (single writer); how many were removed."""
 
-    def rollback(self, messages: Sequence[str | Message], *, op_id: str | None = None) -> int:
+    def rollback(
+        self,
+        messages: Sequence[str | Message],
+        *,
+        op_id: str | None = None,
+        reopen_calls: bool = False,
+    ) -> int:
         """Remove exactly these messages, wherever they are; how many were removed."""
 
     def record_input_tokens(self, n: int, *, op_id: str | None = None) -> None:

@@ -26,6 +26,7 @@ from redis_history.errors import (
     CorruptHistoryError,
     HistoryError,
     InvalidTransition,
+    LimitExceededError,
     LockLostError,
     RoleOrderError,
     StaleSnapshotError,
@@ -52,6 +53,7 @@ class Refusal(IntEnum):
     LOCK_LOST = 4
     CORRUPT = 5
     INVALID_TRANSITION = 6
+    LIMIT = 7
 
 
 ERRORS: dict[int, type[HistoryError]] = {
@@ -61,6 +63,7 @@ ERRORS: dict[int, type[HistoryError]] = {
     Refusal.LOCK_LOST: LockLostError,
     Refusal.CORRUPT: CorruptHistoryError,
     Refusal.INVALID_TRANSITION: InvalidTransition,
+    Refusal.LIMIT: LimitExceededError,
 }
 """Refusal codes mapped to the exceptions they raise.
 

@@ -13,26 +13,36 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from redis_history import limits
 from redis_history._core import (
     DEFAULT_MAX_MESSAGE_BYTES,
+    EVENTS,
+    MAX_STATE_VALUE,
     OPS_KEPT,
     CompactionRequest,
     CompactionStats,
     HistoryCore,
     Schedule,
+    Splice,
     TranscriptPage,
     TranscriptPages,
+    batch_of,
     exhausted_warning,
+    ids_of,
     op_token,
+    rollback_ids,
 )
-from redis_history.codec import Entry, encode_message
+from redis_history.codec import Entry, encode_message, role_item
 from redis_history.errors import (
+    HistoryError,
     InvalidMessageError,
+    LimitExceededError,
     LockLostError,
     StaleSnapshotError,
+    ToolPairingError,
 )
 from redis_history.keys import DEFAULT_NAMESPACE, DEFAULT_PREFIX, ConversationKeys
 from redis_history.models import Message
@@ -45,6 +55,15 @@ from redis_history.turns import Turn, group_entries
 __all__ = ["FakeSummarizer", "InMemoryHistory"]
 
 logger = logging.getLogger("redis_history")
+
+SUMMARY_FLAG = b'"s":1,'
+"""What marks a stored envelope as a summary."""
+
+
+def _parted(open_now: Sequence[str], open_before: Sequence[str]) -> bool:
+    """Whether a rewrite left a call open that was not open before it: a call it parted
+    from its result (``lost_result`` in ``lua/includes/turns.lua``)."""
+    return any(call not in open_before for call in open_now)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,8 +98,12 @@ class InMemoryHistory:
         self.conversation_id = conversation_id
         self.namespace = namespace
         self.token_counter = resolve_counter(token_counter)
+        if not isinstance(validate, bool):
+            raise TypeError(f"validate must be a bool, got {type(validate).__name__}")
         self.validate = validate
-        self.max_message_bytes = max_message_bytes
+        self.max_message_bytes = limits.count(
+            max_message_bytes, "max_message_bytes", low=1, high=limits.MAX_MESSAGE_BYTES
+        )
         self.lock_token: str | None = None
         """The compaction lock holder; ``splice_prefix(lock_token=...)`` is fenced on it."""
         self._clear()
@@ -101,6 +124,8 @@ class InMemoryHistory:
         self._stats = CompactionStats(0, 0)
         self._claim: tuple[str, int] | None = None
         """The pending compaction's job id and when it was claimed (ms)."""
+        self._envelopes: list[bytes] = []
+        """The envelopes of the last batch encoded (a splice's token is made of them)."""
 
     def _replayed(self, token: bytes, *, append: bool = False) -> Any:
         """What operation ``token`` returned if it was applied already, else ``None``."""
@@ -114,9 +139,9 @@ class InMemoryHistory:
 
     def _stored(self, messages: Sequence[Message], *, summary: bool = False) -> list[_Stored]:
         exact = self.token_counter.exact
-        stored = []
-        for index, message in enumerate(messages):
-            try:
+        stored, envelopes = [], []
+        try:
+            for index, message in enumerate(messages):
                 envelope, tokens = encode_message(
                     message,
                     self.token_counter,
@@ -124,18 +149,24 @@ class InMemoryHistory:
                     summary=summary,
                     index=index,
                 )
-            except InvalidMessageError as exc:
-                exc.conversation_id, exc.namespace = self.conversation_id, self.namespace
-                raise
-            stored.append(_Stored(message, tokens, exact, summary, len(envelope)))
+                role_item(message)
+                stored.append(_Stored(message, tokens, exact, summary, len(envelope)))
+                envelopes.append(envelope)
+            limits.limited(sum(map(len, envelopes)), limits.MAX_BATCH_BYTES, "bytes in one write")
+        except HistoryError as exc:
+            raise self._context(exc) from None
+        self._envelopes = envelopes
         return stored
+
+    def _context(self, exc: HistoryError) -> HistoryError:
+        exc.conversation_id, exc.namespace = self.conversation_id, self.namespace
+        return exc
 
     def _checked(self, state: RoleState, messages: Sequence[Message]) -> None:
         try:
             state.advance_all(messages, check=self.validate)
         except InvalidMessageError as exc:
-            exc.conversation_id, exc.namespace = self.conversation_id, self.namespace
-            raise
+            raise self._context(exc) from None
 
     def _reset_baseline(self) -> None:
         self._baseline, self._since = None, 0
@@ -147,7 +178,9 @@ class InMemoryHistory:
 
     def append_many(self, messages: Sequence[Message]) -> None:
         """Add a batch, all or none; a batch of ids already appended is not appended again."""
-        stored = self._stored(messages)
+        stored = self._stored(batch_of(messages))
+        if not stored:
+            return
         token = op_token("append", [m.id for m in messages])
         if self._replayed(token, append=True) is not None:
             return
@@ -166,15 +199,34 @@ class InMemoryHistory:
         expected_ids: Sequence[str] | None = None,
         op_id: str | None = None,
     ) -> None:
-        """Replace every message, if the history holds ``expected_ids``; resets the baseline."""
-        stored = self._stored(messages)
+        """Replace every message, if the history holds ``expected_ids``; resets the baseline.
+        Messages that are summaries at the head of the history stay summaries (by id)."""
+        stored = self._stored(batch_of(messages))
+        expected = ids_of(expected_ids, "expected_ids", limits.MAX_BATCH_MESSAGES)
         token = HistoryCore._token("replace", op_id)
         if self._replayed(token) is not None:
             return
-        if expected_ids is not None and [s.message.id for s in self._items] != list(expected_ids):
-            raise StaleSnapshotError("the conversation no longer holds the expected messages")
+        if expected is not None:
+            if len(self._items) != len(expected):
+                raise self._stale("the conversation no longer holds the expected messages")
+            self._within_read(self._items, "the conversation")
+            if [s.message.id for s in self._items] != expected:
+                raise self._stale("the conversation no longer holds the expected messages")
         state = RoleState()
         self._checked(state, messages)
+        head, read = set(), 0
+        for item in self._items:
+            read += item.size
+            self._within_read_bytes(read, "the summaries at the head of the conversation")
+            if not item.summary:
+                break
+            head.add(item.message.id)
+        stored = [
+            replace(s, summary=True, size=s.size + len(SUMMARY_FLAG))
+            if s.message.id in head and not s.summary
+            else s
+            for s in stored
+        ]
         self._items, self._state = stored, state
         self._reset_baseline()
         self._record(token, len(stored))
@@ -191,92 +243,204 @@ class InMemoryHistory:
         op_id: str | None = None,
     ) -> int:
         """Replace the first ``drop_count`` messages with ``summary``; returns how many dropped."""
-        summaries = [summary] if isinstance(summary, Message) else list(summary)
-        if not summaries:
-            raise ValueError("splice_prefix needs at least one summary message")
-        if drop_count < 0:
-            raise ValueError(f"drop_count must be >= 0, got {drop_count}")
-        if expected_ids is not None and len(expected_ids) != drop_count:
-            raise ValueError(
-                f"expected_ids names {len(expected_ids)} messages, drop_count is {drop_count}"
-            )
-        for cap in (archive_max_messages, archive_max_bytes):
-            if cap is not None and cap <= 0:
-                raise ValueError(f"archive caps must be positive or None, got {cap}")
-        stored = self._stored(summaries, summary=True)
-        token = HistoryCore._token("splice", op_id, (str(drop_count), *(m.id for m in summaries)))
+        splice = Splice.of(
+            drop_count,
+            summary,
+            expected_ids=expected_ids,
+            lock_token=lock_token,
+            archive_max_messages=archive_max_messages,
+            archive_max_bytes=archive_max_bytes,
+        )
+        stored = self._stored(splice.summaries, summary=True)
+        token = splice.token(op_id, self._envelopes)
         done = self._replayed(token)
         if done is not None:
             return int(done)
         if lock_token is not None and lock_token != self.lock_token:
-            raise LockLostError("the compaction lock is not held by this token")
-        n = min(drop_count, len(self._items))
-        if expected_ids is not None:
-            current = [s.message.id for s in self._items[:n]]
-            if current != list(expected_ids):
-                raise StaleSnapshotError("the summarized prefix is no longer the conversation's")
+            raise self._context(LockLostError("the compaction lock is not held by this token"))
+        items = self._items
+        n = min(splice.drop, len(items))
+        if splice.expected is not None and splice.drop != n:
+            raise self._stale("the conversation has fewer messages than were summarized")
         if n == 0:
             return 0
-        if n == len(self._items):
-            self._state = RoleState.of(summaries)
-        self._archive.extend(self._items[:n])
-        self._cap_archive(archive_max_messages, archive_max_bytes)
+        read = self._within_read(items[:n], f"the {n} messages to drop")
+        if splice.expected is not None and [s.message.id for s in items[:n]] != splice.expected:
+            raise self._stale("the summarized prefix is no longer the conversation's")
+        made = RoleState.of(splice.summaries)
+        if self.validate:
+            self._check_splice(made, n, read)
+        self._archive.extend(items[:n])
+        self._cap_archive(*splice.caps)
+        if n == len(items):
+            self._state = made
         self._items[:n] = stored
         self._reset_baseline()
         self._exists = True
         self._record(token, n)
         return n
 
-    def _cap_archive(self, messages: int | None, size: int | None) -> None:
-        """Drop the oldest archived entries beyond ``messages`` entries or ``size`` bytes."""
-        if messages is not None and len(self._archive) > messages:
-            self._capped += len(self._archive) - messages
-            del self._archive[: len(self._archive) - messages]
-        if size is not None:
-            while self._archive and sum(s.size for s in self._archive) > size:
-                self._archive.pop(0)
-                self._capped += 1
+    def _check_splice(self, made: RoleState, n: int, read: int) -> None:
+        """What ``splice_prefix-4.lua`` checks: the kept tool results after the prefix
+        answer calls the summaries make, no call of theirs stays open before a message,
+        and none that was answered ends the conversation open."""
+        waiting = list(made.open)
+        i = n
+        while i < len(self._items):
+            read += self._items[i].size
+            self._within_read_bytes(read, "the prefix and the tool results after it")
+            message = self._items[i].message
+            if message.role != "tool":
+                if waiting:
+                    raise self._pairing("the summaries leave tool calls unanswered", i)
+                break
+            if message.tool_call_id not in waiting:
+                raise self._pairing(
+                    f"splicing {n} messages would leave the result of tool call "
+                    f"{message.tool_call_id} without its call",
+                    i,
+                )
+            waiting.remove(message.tool_call_id)
+            i += 1
+        if i == len(self._items) and _parted(waiting, self._state.open):
+            raise self._pairing(f"splicing {n} messages would part a tool call from its result")
+
+    def _pairing(self, reason: str, index: int | None = None) -> ToolPairingError:
+        return ToolPairingError(
+            reason, index=index, conversation_id=self.conversation_id, namespace=self.namespace
+        )
+
+    def _within_read(self, items: Sequence[_Stored], what: str) -> int:
+        """The bytes of ``items``; ``LimitExceededError`` past ``MAX_READ_BYTES``."""
+        read = sum(s.size for s in items)
+        self._within_read_bytes(read, what)
+        return read
+
+    def _within_read_bytes(self, read: int, what: str) -> None:
+        if read > limits.MAX_READ_BYTES:
+            raise self._context(
+                LimitExceededError(
+                    f"{what} hold more than {limits.MAX_READ_BYTES} bytes",
+                    limit="bytes a rewrite reads",
+                    maximum=limits.MAX_READ_BYTES,
+                )
+            )
+
+    def _cap_archive(self, messages: int, size: int) -> None:
+        """Drop the oldest archived entries beyond ``messages`` entries or ``size`` bytes (0:
+        no cap), at most ``MAX_REWRITE`` entries and ``MAX_READ_BYTES`` of them a call."""
+        stored = sum(s.size for s in self._archive)
+        popped = freed = 0
+        while (
+            self._archive
+            and ((messages and len(self._archive) > messages) or (size and stored > size))
+            and popped < limits.MAX_REWRITE
+            and freed <= limits.MAX_READ_BYTES
+        ):
+            k = len(self._archive) - messages if messages and len(self._archive) > messages else 1
+            k = min(
+                k,
+                limits.MAX_REWRITE - popped,
+                max(1, (limits.MAX_READ_BYTES - freed) // limits.MAX_MESSAGE_BYTES),
+            )
+            gone = sum(s.size for s in self._archive[:k])
+            del self._archive[:k]
+            stored, freed, popped = stored - gone, freed + gone, popped + k
+            self._capped += k
 
     def truncate(self, n: int, *, op_id: str | None = None) -> int:
         """Keep at most ``n`` messages; returns how many were removed."""
-        if n < 0:
-            raise ValueError(f"truncate keeps n >= 0 messages, got {n}")
+        keep = limits.count(n, "n")
         token = HistoryCore._token("truncate", op_id)
         done = self._replayed(token)
         if done is not None:
             return int(done)
-        removed = len(self._items) - n
+        removed = len(self._items) - keep
         if removed <= 0:
             return 0
-        del self._items[n:]
-        self._state = RoleState.of(s.message for s in self._items)
+        if keep > 0:
+            if removed > limits.MAX_REWRITE:
+                raise self._context(
+                    LimitExceededError(
+                        f"truncating to {keep} would remove {removed} messages",
+                        limit="messages a truncate removes",
+                        maximum=limits.MAX_REWRITE,
+                    )
+                )
+            self._within_read(self._items[keep:], f"the messages after {keep}")
+            first = self._items[keep].message
+            if self.validate and first.role == "tool":
+                raise self._pairing(
+                    f"truncating to {keep} would part tool call {first.tool_call_id} from its "
+                    "result",
+                    keep,
+                )
+        state = self._state_before(keep)
+        del self._items[keep:]
+        self._state = state
         self._reset_baseline()
         self._record(token, removed)
         return removed
 
-    def rollback(self, messages: Sequence[str | Message], *, op_id: str | None = None) -> int:
-        """Remove exactly these messages wherever they are; returns how many."""
-        ids = list(dict.fromkeys(m.id if isinstance(m, Message) else m for m in messages))
-        if not ids or not all(isinstance(i, str) and i for i in ids):
-            raise ValueError(f"rollback needs one or more message ids, got {messages!r}")
+    def _state_before(self, index: int) -> RoleState:
+        """The turn state after the first ``index`` messages, reading back as the scripts do
+        (``state_before``: to the latest message that is not a tool result)."""
+        read, start = 0, index
+        while start > 0:
+            start -= 1
+            read += self._items[start].size
+            self._within_read_bytes(read, f"the tool results before message {index}")
+            if self._items[start].message.role != "tool":
+                break
+        return RoleState.of(s.message for s in self._items[start:index])
+
+    def rollback(
+        self,
+        messages: Sequence[str | Message],
+        *,
+        op_id: str | None = None,
+        reopen_calls: bool = False,
+    ) -> int:
+        """Remove exactly these messages wherever they are within reach of the tail (the
+        last ``MAX_ROLLBACK`` messages); returns how many."""
+        ids = rollback_ids(messages)
         token = HistoryCore._token("rollback", op_id, ids)
         done = self._replayed(token)
         if done is not None:
             return int(done)
-        positions = [i for i, s in enumerate(self._items) if s.message.id in set(ids)]
-        present = {self._items[i].message.id for i in positions}
-        missing = [i for i in ids if i not in present]
-        if missing:
-            raise self._stale(f"message {missing[0]} is no longer in the conversation")
-        first = positions[0]
-        kept = [s for s in self._items[first:] if s.message.id not in present]
-        state = RoleState.of(s.message for s in self._items[:first])
+        wanted = set(ids)
+        length = len(self._items)
+        reach = max(0, length - limits.MAX_ROLLBACK)
+        seen: set[str] = set()
+        start = first = length
+        while len(seen) < len(wanted) and start > reach:  # the script's chunks, from the tail
+            stop, start = start, max(reach, start - 2 * len(ids) - 8)
+            self._within_read(self._items[start:length], "the messages to roll back")
+            for i in range(stop - 1, start - 1, -1):
+                if self._items[i].message.id in wanted:
+                    first = i
+                    seen.add(self._items[i].message.id)
+        for missing in (i for i in ids if i not in seen):
+            if start > 0:
+                raise self._context(
+                    LimitExceededError(
+                        f"message {missing} is not among the last {limits.MAX_ROLLBACK} "
+                        "messages, which a rollback reaches",
+                        limit="messages a rollback reaches",
+                        maximum=limits.MAX_ROLLBACK,
+                    )
+                )
+            raise self._stale(f"message {missing} is no longer in the conversation")
+        kept = [s for s in self._items[first:] if s.message.id not in wanted]
+        state = self._state_before(first)
         try:
             state.advance_all((s.message for s in kept), check=self.validate)
         except InvalidMessageError as exc:
             raise self._stale(
                 f"removing these messages would leave the rest out of order: {exc.message}"
             ) from None
+        if self.validate and not reopen_calls and _parted(state.open, self._state.open):
+            raise self._stale("removing these messages would part a tool call from its result")
         self._items[first:] = kept
         self._state = state
         self._reset_baseline()
@@ -290,8 +454,7 @@ class InMemoryHistory:
 
     def record_input_tokens(self, n: int, *, op_id: str | None = None) -> None:
         """Make ``n`` the baseline (of a conversation that exists)."""
-        if n < 0:
-            raise ValueError(f"input tokens must be >= 0, got {n}")
+        n = limits.count(n, "input tokens", high=limits.MAX_TOKENS)
         token = HistoryCore._token("record", op_id)
         if not self._exists or self._replayed(token) is not None:
             return
@@ -329,27 +492,33 @@ class InMemoryHistory:
 
     def tail(self, n: int) -> list[Message]:
         """The last ``n`` messages."""
-        if n < 0:
-            raise ValueError(f"tail needs n >= 0, got {n}")
+        n = limits.count(n, "n")
         return self.snapshot()[len(self._items) - n :] if n else []
 
     def range(self, start: int = 0, stop: int | None = None) -> list[Message]:
         """Messages ``[start:stop]``."""
+        start = limits.count(start, "start", low=-(1 << 62))
+        if stop is not None:
+            stop = limits.count(stop, "stop", low=-(1 << 62))
         return self.snapshot()[start:stop]
 
     def transcript(self) -> list[Message]:
         """Archived originals then live messages, without summaries."""
-        return [s.message for s in (*self._archive, *self._items) if not s.summary]
+        return list(self.iter_transcript(limits.MAX_PAGE))
 
     def transcript_page(self, start: int = 0, count: int = 500) -> TranscriptPage:
-        """Up to ``count`` entries of the full record from position ``start``."""
-        if start < 0 or count <= 0:
-            raise ValueError(
-                f"a transcript page needs start >= 0 and count > 0, got {start}, {count}"
-            )
+        """Up to ``count`` entries of the full record from position ``start`` (fewer when
+        they hold more than ``MAX_READ_BYTES``)."""
+        start = limits.count(start, "start")
+        count = limits.count(count, "count", low=1, high=limits.MAX_PAGE)
         record = [*self._archive, *self._items]
         first = max(start, self._capped)
-        page = record[first - self._capped : first - self._capped + count]
+        page, read = [], 0
+        for stored in record[first - self._capped : first - self._capped + count]:
+            if read >= limits.MAX_READ_BYTES:
+                break
+            page.append(stored)
+            read += stored.size
         after = first + len(page)
         return TranscriptPage(
             [s.message for s in page if not s.summary],
@@ -386,6 +555,10 @@ class InMemoryHistory:
         self, event: Event, value: int = 0, freed: int = 0, *, op_id: str | None = None
     ) -> CompactionState:
         """Apply a compaction-state event; a conversation that does not exist is left alone."""
+        if event not in EVENTS:
+            raise ValueError(f"event must be one of {', '.join(EVENTS)}, got {event!r}")
+        value = limits.count(value, "value", high=MAX_STATE_VALUE)
+        freed = limits.count(freed, "freed", high=limits.MAX_TOKENS)
         token = HistoryCore._token("state", op_id)
         done = self._replayed(token)
         if done is not None:

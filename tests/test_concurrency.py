@@ -18,6 +18,7 @@ from redis_history import (
     RedisHistory,
     StaleSnapshotError,
     ToolCall,
+    ToolPairingError,
 )
 from redis_history.codec import decode_entries
 from redis_history.jobs import compaction_queue
@@ -82,7 +83,7 @@ def splice_repeatedly(url: str, start: Event, done: Event) -> None:
             history.splice_prefix(
                 len(prefix), Message.system("summary"), expected_ids=[m.id for m in prefix]
             )
-        except StaleSnapshotError:
+        except (StaleSnapshotError, ToolPairingError):  # moved on, or a cut inside a turn
             continue
 
 

@@ -235,7 +235,8 @@ def test_splice_prefix_rejects_inconsistent_arguments(history: Any) -> None:
 
 
 def test_truncate_rolls_back_and_rebuilds_role_state(history: Any) -> None:
-    """After truncate the role and tool-pairing rules follow the new tail."""
+    """After truncate the role and tool-pairing rules follow the new tail; a cut between a
+    tool call and its results is refused, writing nothing."""
     history.append_many(
         [
             Message.user("u"),
@@ -245,13 +246,16 @@ def test_truncate_rolls_back_and_rebuilds_role_state(history: Any) -> None:
             Message.assistant("done"),
         ]
     )
-    assert history.truncate(3) == 2
+    before = history.entries()
+    for keep in (2, 3):
+        with pytest.raises(ToolPairingError, match="would part tool call"):
+            history.truncate(keep)
+    assert history.entries() == before
+    assert history.truncate(4) == 1
     with pytest.raises(ToolPairingError):
-        history.append(Message.assistant("c2 is open again"))
-    with pytest.raises(ToolPairingError):
-        history.append(Message.tool("c1 was answered", tool_call_id="c1"))
-    history.append(Message.tool("r2 again", tool_call_id="c2"))
-    assert history.truncate(1) == 3
+        history.append(Message.tool("c2 was answered", tool_call_id="c2"))
+    history.append(Message.assistant("done again"))
+    assert history.truncate(1) == 4
     history.append(Message.assistant("after the user"))
     assert history.truncate(0) == 2
     assert history.is_empty()
@@ -266,7 +270,7 @@ def test_truncate_beyond_the_length_is_a_no_op(history: Any) -> None:
     assert history.truncate(2) == 0
     assert history.truncate(99) == 0
     assert state(history) == before
-    with pytest.raises(ValueError, match="n >= 0"):
+    with pytest.raises(ValueError, match=">= 0"):
         history.truncate(-1)
 
 
@@ -324,7 +328,7 @@ def test_tail_and_range_read_part_of_the_list(history: Any) -> None:
     assert history.tail(50) == messages
     for start, stop in [(0, None), (2, 5), (-4, None), (3, -2), (0, 0), (8, 3), (-100, 2)]:
         assert history.range(start, stop) == messages[start:stop]
-    with pytest.raises(ValueError, match="n >= 0"):
+    with pytest.raises(ValueError, match=">= 0"):
         history.tail(-1)
 
 

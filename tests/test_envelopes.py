@@ -225,10 +225,13 @@ def test_scripts_read_old_envelopes(sync_client: Any) -> None:
     rewrite_old(sync_client, history)
     left = history.snapshot()
     assert left[-1].role == "tool"  # ... assistant(calls c2), tool(c2)
-    assert history.truncate(len(left) - 1) == 1  # the call c2 is open again
+    with pytest.raises(ToolPairingError, match="would part tool call c2"):
+        history.truncate(len(left) - 1)  # read across old envelopes, refused whole
+    assert history.snapshot() == left
+    assert history.truncate(len(left) - 2) == 2  # the call c2 goes with its result
     with pytest.raises(ToolPairingError):
-        history.append(Message.user("too early"))
-    history.append(Message.tool("again", tool_call_id="c2"))
+        history.append(Message.tool("again", tool_call_id="c2"))  # its call is gone
+    history.append(Message.assistant("again"))
     assert history.token_estimate() == sum(e.tokens for e in history.entries())
 
 
@@ -240,9 +243,11 @@ def test_old_and_new_envelopes_mix_in_one_list(sync_client: Any) -> None:
     history.append_many(turns(2)[1:])
     everything = history.snapshot()
     assert history.snapshot_openai() == [m.to_openai() for m in everything]
-    assert history.truncate(7) == 10  # old envelopes 7 and 8, new ones 9 to 16
-    assert history.snapshot() == everything[:7]
-    history.append(Message.tool("r", tool_call_id="c1"))  # the call left open at 6
+    with pytest.raises(ToolPairingError):
+        history.truncate(7)  # would part the call at 6 (old) from its result at 7 (old)
+    assert history.truncate(5) == 12  # old envelopes 5 to 8, new ones 9 to 16
+    assert history.snapshot() == everything[:5]
+    history.append(Message.user("next"))  # after the answer at 4, old
     assert history.token_estimate() == sum(e.tokens for e in history.entries())
 
 
@@ -288,10 +293,10 @@ def test_truncate_and_rollback_decode_assistants_without_tool_calls(client: redi
     assert history.truncate(5) == 4  # the plain assistant a0 is the last one
     history.append(Message.user("again"))
     assert history.rollback([history.snapshot()[-1].id]) == 1
-    assert history.truncate(3) == 2  # the assistant with calls c0 is the last one
+    assert history.truncate(4) == 1  # the result r0 is last: its call is read from a0
     with pytest.raises(ToolPairingError):
-        history.append(Message.user("too early"))
-    history.append(Message.tool("r", tool_call_id="c0"))
+        history.append(Message.tool("r", tool_call_id="c0"))  # answered already
+    history.append(Message.assistant("answer"))
 
 
 # -- corrupt data -----------------------------------------------------------------------------

@@ -88,15 +88,15 @@ def test_a_splice_repeated_with_the_same_summary_is_applied_once(history: Any) -
 
 def test_the_conversation_remembers_the_last_ops_kept_writes(history: Any) -> None:
     """A write is recognised while fewer than OPS_KEPT others came after it; later it is new."""
-    history.append_many(turns(1))
-    assert history.truncate(4, op_id="old") == 1
+    history.append_many([*turns(1), Message.user("u"), Message.assistant("b")])
+    assert history.truncate(6, op_id="old") == 1
     for i in range(OPS_KEPT - 1):
         history.record_input_tokens(i)
-    assert history.truncate(3, op_id="old") == 1  # still remembered: nothing removed
-    assert history.len() == 4
+    assert history.truncate(5, op_id="old") == 1  # still remembered: nothing removed
+    assert history.len() == 6
     history.record_input_tokens(0)
-    assert history.truncate(3, op_id="old") == 1  # forgotten: applied as a new write
-    assert history.len() == 3
+    assert history.truncate(5, op_id="old") == 1  # forgotten: applied as a new write
+    assert history.len() == 5
 
 
 def test_appends_are_remembered_apart_from_other_writes(history: Any) -> None:

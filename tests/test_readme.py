@@ -50,4 +50,4 @@ def test_usage_example_runs(real_redis: redis.Redis) -> None:
     for example in examples:
         local = example.replace("redis.asyncio.Redis()", f"redis.asyncio.Redis(port={port})")
         exec(local.replace("redis.Redis()", f"redis.Redis(port={port})"), namespace)
-    assert real_redis.llen("rh:tenant-a:{conv-1}:archive") == 3
+    assert real_redis.llen("rh:tenant-a:{conv-1}:archive") == 5  # the first turn, whole

@@ -118,7 +118,7 @@ def test_rollback_needs_ids(history: Any) -> None:
     """An empty list or an empty id is a ValueError."""
     with pytest.raises(ValueError, match="message ids"):
         history.rollback([])
-    with pytest.raises(ValueError, match="message ids"):
+    with pytest.raises(ValueError, match="message id must be a non-empty string"):
         history.rollback([""])
 
 

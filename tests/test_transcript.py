@@ -83,7 +83,7 @@ def test_archive_caps_and_pages_refuse_nonsense(history: Any) -> None:
     history.append_many(turns(1))
     with pytest.raises(ValueError, match="positive"):
         history.splice_prefix(1, Message.system("s"), archive_max_messages=0)
-    with pytest.raises(ValueError, match="page"):
+    with pytest.raises(ValueError, match="start must be >= 0"):
         history.transcript_page(-1, 5)
-    with pytest.raises(ValueError, match="page"):
+    with pytest.raises(ValueError, match="count must be positive"):
         history.transcript_page(0, 0)

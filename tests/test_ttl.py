@@ -71,7 +71,7 @@ def test_the_ttl_belongs_to_the_conversation(real_redis: redis.Redis) -> None:
         lambda: other.compaction_event("compacted", 1),
         other.advance_turn,  # a state that changes: an unchanged one writes nothing
         lambda: other.rollback([other.snapshot()[-1].id]),
-        lambda: other.truncate(3),
+        lambda: other.truncate(1),
         lambda: other.replace(turns(1)),
     ]
     for write in writes:
@@ -99,7 +99,7 @@ def test_set_ttl_changes_or_removes_it_everywhere(real_redis: redis.Redis) -> No
     assert history.set_ttl(60) is False  # no conversation yet: nothing to set it on
     assert not real_redis.exists(history.keys.meta)
     history.append_many(turns(2))
-    history.splice_prefix(3, Message.system("s"))
+    history.splice_prefix(5, Message.system("s"))
     assert history.set_ttl(60) is True
     assert history.ttl() == 60
     assert_all_expire(real_redis, history, 60_000)

@@ -1,23 +1,39 @@
 -- The role-order and tool-pairing rules, walked over role items.
 --- @include "meta"
 
+-- The ids of `open` still unanswered (walk marks an answered one false).
+local function unanswered(open)
+  local rest = {}
+  for x = 1, #open do
+    if open[x] then rest[#rest + 1] = open[x] end
+  end
+  return rest
+end
+
 -- Walk n role items from items[at] (ARGV, or a table laid out alike), one per message, sized by role:
 --   user | system          the role alone
 --   tool <id>              and the call id it answers
 --   assistant <k> <ids>    and its k tool call ids
 -- from the state (role, open); each item is checked against the rules when
 -- `check`. Returns the last role, the open call ids and whether they changed;
--- or nil and {code, index (0-based), reason} at the first violation.
+-- or nil and {code, index (0-based), reason} at the first violation. Linear in the
+-- items: a result finds its call through a table of the open ids' positions.
 local function walk(role, open, items, at, n, check)
-  local changed = false
+  local changed, left, slot = false, #open, nil
   for i = 0, n - 1 do
     local prev, answered, j, k = role, nil, nil, 0
     role = items[at]
     local ids = at + 2
     if role == 'tool' then
       answered, at = items[at + 1], at + 2
-      for x = 1, #open do
-        if open[x] == answered then j = x break end
+      if left > 0 then
+        if not slot then
+          slot = {}
+          for x = #open, 1, -1 do
+            if open[x] then slot[open[x]] = x end
+          end
+        end
+        j = slot[answered]
       end
     elseif role == 'assistant' then
       k = tonumber(items[at + 1])
@@ -34,8 +50,8 @@ local function walk(role, open, items, at, n, check)
           code, why = TOOL_PAIRING, 'tool result for ' .. answered .. ' answers no open tool call'
         end
       elseif role == 'user' or role == 'assistant' then
-        if #open > 0 then
-          code, why = TOOL_PAIRING, role .. ' message while tool calls are unanswered: ' .. table.concat(open, ', ')
+        if left > 0 then
+          code, why = TOOL_PAIRING, role .. ' message while tool calls are unanswered: ' .. table.concat(unanswered(open), ', ')
         elseif role == 'user' and not (prev == '' or prev == 'system' or prev == 'assistant') then
           code, why = ROLE_ORDER, 'a user message may not follow ' .. prev
         elseif role == 'assistant' and not (prev == 'user' or prev == 'tool') then
@@ -48,15 +64,15 @@ local function walk(role, open, items, at, n, check)
     end
     if role == 'tool' then
       if j then
-        table.remove(open, j)
-        changed = true
+        open[j], slot[answered], left, changed = false, nil, left - 1, true
       end
     elseif k > 0 then
-      open, changed = {}, true
-      for j = 1, k do open[j] = items[ids + j - 1] end
+      open, slot, left, changed = {}, nil, k, true
+      for x = 1, k do open[x] = items[ids + x - 1] end
     elseif #open > 0 then
-      open, changed = NO_CALLS, true
+      open, slot, left, changed = NO_CALLS, nil, 0, true
     end
   end
+  if left < #open then open = unanswered(open) end
   return role, open, changed
 end

@@ -442,7 +442,7 @@ class RedisHistorySession:
             window *= 4
         if not holders:
             if messages:  # only bridges: remove them, they bridge to nothing now
-                await self.history.rollback(messages)
+                await self.history.rollback(messages, reopen_calls=True)
             return None
         last = holders[-1]
         first = last
@@ -451,7 +451,9 @@ class RedisHistorySession:
         holder = messages[last]
         items = _items_of(holder)
         if len(items) == 1:
-            await self.history.rollback([*messages[first:last], *messages[last:]])
+            await self.history.rollback(
+                [*messages[first:last], *messages[last:]], reopen_calls=True
+            )
             return items[0]
         snapshot = await self.history.snapshot()
         ids = [m.id for m in snapshot]

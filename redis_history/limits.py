@@ -1,0 +1,136 @@
+"""The store's limits, and the checks of the arguments its calls take.
+
+Every limit is enforced before anything is sent, with a ``TypeError``, a ``ValueError``
+or :class:`~redis_history.errors.LimitExceededError`; what only the server can measure
+(the bytes a rewrite reads from the stored list) is enforced by the script, which then
+refuses having written nothing. They keep every script well under 250 ms: Redis copies
+a list's entries into Lua at about 7 ms per MiB, so no script reads more than
+:data:`MAX_READ_BYTES` plus one entry, or is sent more than :data:`MAX_BATCH_BYTES`.
+``lua/includes/limits.lua`` holds the numbers the scripts need (a test keeps them equal).
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from datetime import timedelta
+from typing import Any
+
+from redis_history.errors import LimitExceededError
+
+__all__ = [
+    "MAX_BATCH_BYTES",
+    "MAX_BATCH_MESSAGES",
+    "MAX_MESSAGE_BYTES",
+    "MAX_OP_ID_LENGTH",
+    "MAX_PAGE",
+    "MAX_READ_BYTES",
+    "MAX_REWRITE",
+    "MAX_ROLLBACK",
+    "MAX_TOKENS",
+    "MAX_TOOL_CALLS",
+    "MAX_TTL_SECONDS",
+    "count",
+    "limited",
+    "op_id",
+    "ttl_ms",
+]
+
+MAX_MESSAGE_BYTES = 4 << 20
+"""The largest ``max_message_bytes`` a history takes (its default is 1 MiB)."""
+
+MAX_BATCH_MESSAGES = 10_000
+"""The most messages one write sends: an ``append_many``, a ``replace``, a splice's
+summaries; and the most ids a ``replace`` may expect."""
+
+MAX_BATCH_BYTES = 8 << 20
+"""The most bytes of stored envelopes one write sends."""
+
+MAX_TOOL_CALLS = 1_024
+"""The most tool calls one assistant message may request."""
+
+MAX_REWRITE = 10_000
+"""The most messages a ``splice_prefix`` or a ``truncate`` (other than to 0) removes."""
+
+MAX_ROLLBACK = 1_000
+"""The most messages a ``rollback`` names, and how far from the tail it looks for them."""
+
+MAX_READ_BYTES = 8 << 20
+"""The most bytes of stored envelopes a rewrite reads (the prefix a splice archives,
+what a truncate removes, the tail a rollback searches, the list a fenced replace
+compares, a transcript page); past that the script refuses (``LimitExceededError``),
+or the page ends."""
+
+MAX_PAGE = 10_000
+"""The most entries a transcript page asks for."""
+
+MAX_TTL_SECONDS = 10 * 365 * 86_400
+"""The longest TTL a conversation takes: ten years."""
+
+MAX_TOKENS = 10**12
+"""The largest token count the store records (``record_input_tokens``, a compaction's
+tokens freed)."""
+
+MAX_OP_ID_LENGTH = 256
+"""The longest ``op_id`` a write takes."""
+
+
+def count(value: Any, name: str, *, low: int = 0, high: int | None = None) -> int:
+    """``value`` as an ``int`` from ``low`` to ``high``; ``TypeError`` for anything that is
+    not an integer (a float, a bool, a string), ``ValueError`` out of range."""
+    if isinstance(value, bool):
+        raise TypeError(f"{name} must be an integer, got {value!r}")
+    try:
+        number = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an integer, got {type(value).__name__}") from None
+    if number < low:
+        raise ValueError(f"{name} must be {'positive' if low == 1 else f'>= {low}'}, got {number}")
+    if high is not None and number > high:
+        raise LimitExceededError(
+            f"{name} is {number}; the limit is {high:,}", limit=name, maximum=high
+        )
+    return number
+
+
+def limited(size: int, maximum: int, what: str) -> None:
+    """Raise ``LimitExceededError`` when ``size`` is over ``maximum``."""
+    if size > maximum:
+        raise LimitExceededError(
+            f"{what} is {size:,}; the limit is {maximum:,}", limit=what, maximum=maximum
+        )
+
+
+def ttl_ms(ttl: Any, name: str = "ttl") -> int:
+    """A TTL (seconds as an int or float, or a ``timedelta``) in whole milliseconds, at least
+    1; ``None`` is 0 (no TTL)."""
+    if ttl is None:
+        return 0
+    if isinstance(ttl, timedelta):
+        seconds = ttl.total_seconds()
+    elif isinstance(ttl, int | float) and not isinstance(ttl, bool):
+        seconds = float(ttl)
+    else:
+        raise TypeError(f"{name} must be seconds or a timedelta, got {type(ttl).__name__}")
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise ValueError(f"{name} must be positive and finite, got {ttl!r}")
+    if seconds > MAX_TTL_SECONDS:
+        raise LimitExceededError(
+            f"{name} is {seconds:g} s; the limit is {MAX_TTL_SECONDS:,} s (ten years)",
+            limit=name,
+            maximum=MAX_TTL_SECONDS,
+        )
+    return max(1, round(seconds * 1000))
+
+
+def op_id(value: Any) -> str | None:
+    """``value`` if it is ``None`` or a usable ``op_id``: a non-empty ``str`` of at most
+    :data:`MAX_OP_ID_LENGTH` characters."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise TypeError(f"op_id must be a string, got {type(value).__name__}")
+    if not value:
+        raise ValueError("op_id must be a non-empty string")
+    limited(len(value), MAX_OP_ID_LENGTH, "op_id length")
+    return value
