@@ -60,10 +60,10 @@ SUMMARY_FLAG = b'"s":1,'
 """What marks a stored envelope as a summary."""
 
 
-def _parted(open_now: Sequence[str], open_before: Sequence[str]) -> bool:
-    """Whether a rewrite left a call open that was not open before it: a call it parted
-    from its result (``lost_result`` in ``lua/includes/turns.lua``)."""
-    return any(call not in open_before for call in open_now)
+def _parted(open_now: Sequence[str], open_before: Sequence[str]) -> str | None:
+    """The first call a rewrite left open that was not open before it: a call it parted
+    from its result (``lost_result`` in ``lua/includes/parted.lua``); ``None`` if none."""
+    return next((call for call in open_now if call not in open_before), None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -302,8 +302,10 @@ class InMemoryHistory:
                 )
             waiting.remove(message.tool_call_id)
             i += 1
-        if i == len(self._items) and _parted(waiting, self._state.open):
-            raise self._pairing(f"splicing {n} messages would part a tool call from its result")
+        if i == len(self._items) and (parted := _parted(waiting, self._state.open)):
+            raise self._pairing(
+                f"splicing {n} messages would part tool call {parted} from its result"
+            )
 
     def _pairing(self, reason: str, index: int | None = None) -> ToolPairingError:
         return ToolPairingError(
@@ -439,8 +441,11 @@ class InMemoryHistory:
             raise self._stale(
                 f"removing these messages would leave the rest out of order: {exc.message}"
             ) from None
-        if self.validate and not reopen_calls and _parted(state.open, self._state.open):
-            raise self._stale("removing these messages would part a tool call from its result")
+        parted = self.validate and not reopen_calls and _parted(state.open, self._state.open)
+        if parted:
+            raise self._stale(
+                f"removing these messages would part tool call {parted} from its result"
+            )
         self._items[first:] = kept
         self._state = state
         self._reset_baseline()
