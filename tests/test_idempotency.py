@@ -114,3 +114,28 @@ def test_appends_are_remembered_apart_from_other_writes(history: Any) -> None:
     history.append(Message.user("last"))
     with pytest.raises(RoleOrderError):
         history.append(first)  # forgotten: a new append, which role order refuses
+
+
+def test_ids_that_join_alike_are_different_writes(history: Any) -> None:
+    """An append whose one id is another batch's ids joined by NUL is a new write, stored."""
+    history.append_many([Message.user("q", id="a"), Message.assistant("r", id="b")])
+    different = Message.user("DIFFERENT", id="a\x00b")
+    history.append(different)
+    assert history.snapshot()[-1] == different
+
+
+def test_a_second_splice_reusing_a_summary_id_is_a_new_write(history: Any) -> None:
+    """A splice whose summary reuses the id of an earlier splice's summary, over as many
+    messages, is applied, not answered as a repeat of the first."""
+    later = [
+        Message.user("u2"),
+        Message.assistant("b2"),
+        Message.user("u3"),
+        Message.assistant("b3"),
+    ]
+    history.append_many([*turns(1), *later])
+    assert history.splice_prefix(5, Message.system("first", id="s")) == 5
+    second = Message.system("second", id="s")
+    assert history.splice_prefix(5, second) == 5
+    assert history.snapshot() == [second]
+    assert [m.content for m in history.transcript()] == [m.content for m in [*turns(1), *later]]

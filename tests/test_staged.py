@@ -314,3 +314,26 @@ def test_keyspace_notifications_show_a_staged_batch_as_renames_and_a_push(
         ("stage", "rename_from"),
         ("msgs", "rename_to"),
     ]
+
+
+@pytest.mark.parametrize("refused", [False, True], ids=["accepted", "refused"])
+def test_a_stray_stage_key_never_reaches_the_conversation(
+    real_redis: redis.Redis, refused: bool
+) -> None:
+    """A list left at the conversation's stage key (a crashed client's, an operator's) is
+    removed by a staged append before anything else: a refused batch writes nothing to the
+    conversation, an accepted one lands alone, and neither picks up the stray entries."""
+    history = RedisHistory(real_redis, "c")
+    history.append_many(turn(1))
+    before = history.snapshot()
+    stray = Message.system("injected")
+    real_redis.rpush(history.keys.stage, f'{{"t":1,"m":{stray.model_dump_json()}}}')
+    if refused:
+        with pytest.raises(RoleOrderError):
+            history.append_many([Message.assistant(LARGE)])
+        assert history.snapshot() == before
+    else:
+        history.append_many(turn(2))
+        assert history.snapshot() == [*before, *turn(2)]
+    assert not real_redis.exists(history.keys.stage)
+    assert history.token_estimate() == sum(e.tokens for e in history.entries())

@@ -87,3 +87,18 @@ def test_archive_caps_and_pages_refuse_nonsense(history: Any) -> None:
         history.transcript_page(-1, 5)
     with pytest.raises(ValueError, match="count must be positive"):
         history.transcript_page(0, 0)
+
+
+def test_a_replace_keeps_the_summaries_it_keeps(history: Any) -> None:
+    """A replace with the unchanged snapshot (or one keeping the summary) keeps it marked:
+    the transcript goes on listing the originals it replaced, not the summary."""
+    history.append_many(turns(2))
+    history.splice_prefix(5, Message.system("Summary: q0"))
+    snapshot = history.snapshot()
+    record = history.transcript()
+    history.replace(snapshot, expected_ids=[m.id for m in snapshot])
+    assert [e.summary for e in history.entries()] == [True, False, False, False, False]
+    assert history.transcript() == record
+    history.replace([snapshot[0], Message.user("edited")])
+    assert [e.summary for e in history.entries()] == [True, False]
+    assert history.transcript()[-1].content == "edited"
