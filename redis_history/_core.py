@@ -78,7 +78,7 @@ EVENTS: tuple[str, ...] = get_args(Event)
 
 logger = logging.getLogger("redis_history")
 
-DEFAULT_MAX_MESSAGE_BYTES = 1 << 20
+DEFAULT_MAX_MESSAGE_BYTES = limits.MAX_MESSAGE_BYTES
 
 OPS_KEPT = 32
 """How many recent writes of each kind a conversation remembers (``OPS_KEPT`` in

@@ -36,8 +36,9 @@ __all__ = [
     "ttl_ms",
 ]
 
-MAX_MESSAGE_BYTES = 4 << 20
-"""The largest ``max_message_bytes`` a history takes (its default is 1 MiB)."""
+MAX_MESSAGE_BYTES = 1 << 20
+"""The largest ``max_message_bytes`` a history takes, its default: 1 MiB, about 250,000
+tokens of English. A read never passes its budget by more than one such entry."""
 
 MAX_BATCH_MESSAGES = 10_000
 """The most messages one write sends: an ``append_many``, a ``replace``, a splice's
@@ -61,8 +62,8 @@ what a truncate removes, the tail a rollback searches, the list a fenced replace
 compares, a transcript page); past that the script refuses (``LimitExceededError``),
 or the page ends."""
 
-MAX_PAGE = 10_000
-"""The most entries a transcript page asks for."""
+MAX_PAGE = 1_000
+"""The most entries a transcript page asks for (``transcript()`` reads pages this size)."""
 
 MAX_TTL_SECONDS = 10 * 365 * 86_400
 """The longest TTL a conversation takes: ten years."""

@@ -3,4 +3,4 @@
 -- largest envelope a history writes, so that a read never passes the budget by more;
 -- MAX_REWRITE: the most messages a splice or a truncate removes; MAX_ROLLBACK: how far
 -- from the tail a rollback looks.
-local MAX_READ_BYTES, MAX_ENTRY_BYTES, MAX_REWRITE, MAX_ROLLBACK = 8388608, 4194304, 10000, 1000
+local MAX_READ_BYTES, MAX_ENTRY_BYTES, MAX_REWRITE, MAX_ROLLBACK = 8388608, 1048576, 10000, 1000
