@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 import fakeredis
 import pytest
 import redis.asyncio
+from test_nesting import SHAPES, deep_text, deep_value
 
 pytest.importorskip("agents", reason="the Agents SDK adapter needs openai-agents (test extra)")
 
@@ -24,8 +25,9 @@ from openai.types.responses import (
 )
 from openai.types.responses.response_reasoning_item import Summary
 
-from redis_history import Message, ToolPairingError
+from redis_history import InvalidMessageError, Message, ToolPairingError
 from redis_history.integrations.openai_agents import BRIDGE, ITEMS, RedisHistorySession
+from redis_history.models import MAX_NESTING
 from redis_history.roles import RoleState
 
 T = TypeVar("T")
@@ -241,6 +243,52 @@ def test_add_items_is_atomic_and_refuses_an_output_without_its_call(aclient: Any
         assert await s.history.len() == 1
 
     run(aclient, scenario())
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_deep_arguments_or_items_are_refused_and_nothing_is_written(
+    aclient: Any, shape: str
+) -> None:
+    """Call arguments nested MAX_NESTING levels are stored as the call's arguments; one level
+    deeper, past the parser's limit, or ``"[" * 100000`` (json.loads' RecursionError) raise
+    InvalidMessageError naming the call, as does an item nested past what its message's
+    metadata holds; nothing of the call is written."""
+
+    def call(arguments: str) -> Any:
+        return {**CALL_L, "arguments": arguments}
+
+    def deep_item(depth: int) -> Any:
+        """An item nested ``depth`` levels; its message's metadata[ITEMS] adds two."""
+        return {"role": "user", "content": "q", "extra": deep_value(depth - 1, shape)}
+
+    async def scenario() -> None:
+        s = session(aclient)
+        await s.add_items([USER])
+        at_limit = call(deep_text(MAX_NESTING, shape))
+        await s.add_items([at_limit])
+        stored = await s.history.snapshot()
+        assert stored[-1].tool_calls[0].arguments == deep_value(MAX_NESTING, shape)
+        await s.add_items([OUT_L, REPLY, deep_item(MAX_NESTING - 2)])  # metadata[ITEMS] holds it
+        before = await stored_keys(aclient)
+        for depth in (MAX_NESTING + 1, 150, 100_000):
+            item_depth = depth - 2
+            with pytest.raises(
+                InvalidMessageError, match=r"function_call 'call_l' arguments nests"
+            ):
+                await s.add_items([REPLY, USER, call(deep_text(depth, shape))])
+            with pytest.raises(InvalidMessageError, match=r"item 1 in metadata\['openai_agents"):
+                await s.add_items([REPLY, deep_item(item_depth)])
+        with pytest.raises(InvalidMessageError, match=r"function_call 'call_l' arguments nests"):
+            await s.add_items([REPLY, USER, call("[" * 100_000)])
+        assert await stored_keys(aclient) == before
+        assert await s.get_items() == [USER, at_limit, OUT_L, REPLY, deep_item(MAX_NESTING - 2)]
+
+    run(aclient, scenario())
+
+
+async def stored_keys(aclient: Any) -> dict[Any, Any]:
+    """Every key's serialized value: equal dumps mean nothing was written."""
+    return {key: await aclient.dump(key) for key in sorted(await aclient.keys("*"))}
 
 
 def test_an_open_call_is_accepted_and_answered_by_a_later_call(aclient: Any) -> None:

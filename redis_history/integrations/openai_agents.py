@@ -54,10 +54,10 @@ from typing import TYPE_CHECKING, Any, Self
 
 import redis.asyncio
 
-from redis_history.context.formats import render
+from redis_history.context.formats import render, sdk_data
 from redis_history.errors import RoleOrderError, StaleSnapshotError, ToolPairingError
 from redis_history.history import AsyncRedisHistory
-from redis_history.models import Message, Role, ToolCall
+from redis_history.models import Message, Role, ToolCall, check_nesting, parse_json
 from redis_history.roles import RoleState
 
 if TYPE_CHECKING:
@@ -104,12 +104,13 @@ ATTEMPTS = 4
 """How often a write refused because another writer got in first is tried again."""
 
 
-def _plain(item: Any) -> dict[str, Any]:
-    """An item as a dict: SDK items are TypedDicts; a pydantic output item is dumped."""
-    if hasattr(item, "model_dump"):
-        return item.model_dump(mode="json", exclude_unset=True)  # type: ignore[no-any-return]
+def _plain(item: Any, index: int) -> dict[str, Any]:
+    """An item as a dict: SDK items are TypedDicts; a pydantic output item is dumped. Refused
+    if it nests deeper than the message's ``metadata[ITEMS]`` can hold it."""
+    item = sdk_data(item, exclude_unset=True)
     if not isinstance(item, Mapping):
         raise TypeError(f"an Agents SDK item is a dict, not {type(item).__name__}")
+    check_nesting({ITEMS: [item]}, f"item {index} in metadata[{ITEMS!r}]")
     return dict(item)
 
 
@@ -144,12 +145,11 @@ def _text(content: Any) -> str:
 
 
 def _arguments(item: Mapping[str, Any]) -> dict[str, Any]:
+    """A call's arguments; ``{}`` if they are not a JSON object (the item keeps the text)."""
     raw = item.get("arguments")
     if isinstance(raw, str):
-        try:
-            raw = json.loads(raw) if raw.strip() else {}
-        except json.JSONDecodeError:
-            return {}  # the item keeps the text as it was
+        what = f"{_kind(item)} {item.get('call_id')!r} arguments"
+        raw = parse_json(raw, what, lenient=True) if raw.strip() else {}
     return raw if isinstance(raw, dict) else {}
 
 
@@ -226,11 +226,13 @@ def to_messages(items: Sequence[Any]) -> list[Message]:
 
     Raises:
         TypeError: an item is not a dict (or an SDK model).
+        InvalidMessageError: an item, or a call's ``arguments`` text, nests deeper than
+            ``MAX_NESTING`` (with the two levels of ``metadata[ITEMS]`` for an item).
         ValueError: an item holds what a message cannot (not JSON data, a call id twice).
     """
     groups: list[tuple[Role, list[dict[str, Any]]]] = []
-    for raw in items:
-        item = _plain(raw)
+    for index, raw in enumerate(items):
+        item = _plain(raw, index)
         side = _side(item)
         if side is None:
             if groups:
@@ -382,7 +384,9 @@ class RedisHistorySession:
 
         Raises:
             ToolPairingError: an output answers no open call; nothing was written.
-            InvalidMessageError: an item is too large or not JSON data; nothing was written.
+            InvalidMessageError: an item is too large, or it or a call's ``arguments`` text
+                nests deeper than ``MAX_NESTING``; nothing was written.
+            ValueError: an item is not JSON data; nothing was written.
             StoreUnavailableError: Redis could not be reached; repeating the call is safe.
         """
         if not items:
