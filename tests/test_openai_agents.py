@@ -10,7 +10,11 @@ from typing import Any, TypeVar
 
 import fakeredis
 import pytest
+import redis
 import redis.asyncio
+import redis.asyncio.retry
+from faults import FaultProxy
+from redis.backoff import NoBackoff
 from test_nesting import SHAPES, deep_text, deep_value
 
 pytest.importorskip("agents", reason="the Agents SDK adapter needs openai-agents (test extra)")
@@ -25,10 +29,11 @@ from openai.types.responses import (
 )
 from openai.types.responses.response_reasoning_item import Summary
 
-from redis_history import InvalidMessageError, Message, ToolPairingError
+from redis_history import InvalidMessageError, Message, StoreUnavailableError, ToolPairingError
 from redis_history.integrations.openai_agents import BRIDGE, ITEMS, RedisHistorySession
 from redis_history.models import MAX_NESTING
 from redis_history.roles import RoleState
+from redis_history.scripts import script, script_names
 
 T = TypeVar("T")
 
@@ -289,6 +294,74 @@ def test_deep_arguments_or_items_are_refused_and_nothing_is_written(
 async def stored_keys(aclient: Any) -> dict[Any, Any]:
     """Every key's serialized value: equal dumps mean nothing was written."""
     return {key: await aclient.dump(key) for key in sorted(await aclient.keys("*"))}
+
+
+@pytest.fixture
+def faulted(fault_proxy: FaultProxy, real_redis: redis.Redis) -> str:
+    """The URL of the fault proxy, every script loaded so a dropped reply is an applied one."""
+    for name in script_names():
+        real_redis.script_load(script(name).source)
+    return fault_proxy.url
+
+
+def no_retry(url: str) -> redis.asyncio.Redis:
+    """A client that never re-sends a command: the caller sees the lost reply."""
+    return redis.asyncio.Redis.from_url(url, retry=redis.asyncio.retry.Retry(NoBackoff(), 0))
+
+
+@pytest.mark.real_redis
+def test_a_call_repeated_after_a_lost_reply_stores_its_items_once(
+    faulted: str, fault_proxy: FaultProxy
+) -> None:
+    """add_items whose append landed but whose reply was lost raises StoreUnavailableError;
+    the same call repeated stores the items once: bridged, or after another writer's turn,
+    too; so does a repeat of a call that never reached Redis. Identical items given after a
+    success, or after other items, are new and stored again."""
+    again: Any = {"role": "user", "content": "Hello?"}
+    other: Any = {"role": "user", "content": "other pod"}
+
+    async def scenario() -> tuple[list[Any], list[Message]]:
+        client, pod_client = no_retry(faulted), redis.asyncio.Redis.from_url(faulted)
+        s, pod = session(client), session(pod_client)
+
+        async def lost(items: list[Any], lands: int, match: bytes = b"EVALSHA") -> None:
+            fault_proxy.drop_reply(match)
+            dropped, before = fault_proxy.dropped, await pod.history.len()
+            with pytest.raises(StoreUnavailableError):
+                await s.add_items(copy.deepcopy(items))
+            assert fault_proxy.dropped == dropped + 1, "the fault did not fire"
+            assert await pod.history.len() == before + lands  # it landed
+
+        await s.add_items([USER])
+        await lost(TURN, lands=4)
+        await s.add_items(copy.deepcopy(TURN))
+        await pod.add_items([other])
+        # a user input after a user input: refused, then bridged; the bridged append is lost
+        await lost([again], lands=2, match=BRIDGE.encode())
+        await s.add_items([again])
+        await lost([REPLY], lands=1)
+        await pod.add_items([other])  # another writer's turn before the repeat
+        await s.add_items([REPLY])
+        fault_proxy.refuse(True)  # a call that never reaches Redis
+        with pytest.raises(StoreUnavailableError):
+            await s.add_items([REPLY])
+        fault_proxy.refuse(False)
+        await client.connection_pool.disconnect()  # the outage closed them
+        await pod_client.connection_pool.disconnect()
+        await s.add_items([REPLY])
+        await s.add_items([REPLY])  # after a success: a new reply (bridged)
+        await lost([again], lands=1)
+        await s.add_items([REPLY])  # other items
+        await s.add_items([again])  # so this one is new
+        items, stored = await s.get_items(), await s.history.snapshot()
+        await client.aclose()
+        await pod_client.aclose()
+        return items, stored
+
+    items, stored = asyncio.run(scenario())
+    assert items == [USER, *TURN, other, again, REPLY, other, REPLY, REPLY, again, REPLY, again]
+    assert [m.role for m in stored if m.metadata.get(BRIDGE)] == ["assistant", "user"]
+    RoleState().advance_all(stored)
 
 
 def test_an_open_call_is_accepted_and_answered_by_a_later_call(aclient: Any) -> None:

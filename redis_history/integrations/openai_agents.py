@@ -40,9 +40,14 @@ parallel calls), the others stay, through a ``replace`` of the conversation fenc
 the ids the session read: atomic, but it rewrites the whole list (O(n)) and is refused
 by any write meanwhile. Popping a tool output reopens its call, which the store allows.
 
-Limits: ``add_items`` gives its messages fresh ids, so a caller that repeats a call after
-a ``StoreUnavailableError`` may store its items twice (redis-py's own retries are
-recognised); the bridges show in ``snapshot()`` and to compaction as empty messages.
+``add_items`` repeated after an unknown outcome (``StoreUnavailableError``, a cancelled
+task: the write may have landed, its reply lost) stores the items once: the session
+object remembers that call until its next one, and a repeat of it re-sends the same
+messages, ids included, which the store recognises as it does any repeated append.
+
+Limits: only the same session object recognises the repeat, and only as its next call,
+within the store's window of remembered appends; the bridges show in ``snapshot()`` and
+to compaction as empty messages.
 """
 
 from __future__ import annotations
@@ -50,12 +55,19 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Self
 
 import redis.asyncio
+from pydantic_core import to_json
 
 from redis_history.context.formats import render, sdk_data
-from redis_history.errors import RoleOrderError, StaleSnapshotError, ToolPairingError
+from redis_history.errors import (
+    InvalidMessageError,
+    RoleOrderError,
+    StaleSnapshotError,
+    ToolPairingError,
+)
 from redis_history.history import AsyncRedisHistory
 from redis_history.models import Message, Role, ToolCall, check_nesting, parse_json
 from redis_history.roles import RoleState
@@ -300,6 +312,21 @@ def with_bridges(messages: Sequence[Message], state: RoleState | None) -> list[M
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class _Unsure:
+    """An ``add_items`` call whose last append may have landed: what it was given (as the
+    messages hold it), its messages and the batch last sent for them, bridges included."""
+
+    key: bytes
+    messages: list[Message]
+    batch: list[Message]
+
+
+def _call_key(messages: Sequence[Message]) -> bytes:
+    """What identifies an ``add_items`` call's items: its messages without ids or times."""
+    return to_json([(m.role, m.content, m.metadata) for m in messages])
+
+
 class RedisHistorySession:
     """The Agents SDK's ``Session`` protocol on one redis-history conversation.
 
@@ -328,6 +355,7 @@ class RedisHistorySession:
         self.history = history
         self.session_id: str = history.conversation_id
         self.session_settings: SessionSettings | None = session_settings
+        self._unsure: _Unsure | None = None
 
     @classmethod
     def from_client(
@@ -382,6 +410,17 @@ class RedisHistorySession:
     async def add_items(self, items: list[TResponseInputItem]) -> None:
         """Append ``items`` atomically: all of them are stored, or none.
 
+        Repeating a call that raised with its outcome unknown (``StoreUnavailableError``,
+        ``ReplicationError``, a cancelled task) stores the items once. A message's id is
+        what the store recognises a repeated append by, and these items have none of their
+        own, so this session object keeps the failed call (its items, its messages with
+        their ids, and the batch last sent, bridges included) until its next call. If that
+        call is given the same items, it re-sends that batch: applied once if it had landed,
+        appended now (bridged anew if the order needs it) if it had not. Any other next
+        call, and a success, forget it, so identical items given later are new items, and
+        stored again. The state concerns the retry of one call only, not the conversation,
+        so it may live in the process: pods stay interchangeable.
+
         Raises:
             ToolPairingError: an output answers no open call; nothing was written.
             InvalidMessageError: an item is too large, or it or a call's ``arguments`` text
@@ -392,16 +431,28 @@ class RedisHistorySession:
         if not items:
             return
         messages = to_messages(items)
+        key = _call_key(messages)
+        unsure, self._unsure = self._unsure, None
+        batch: list[Message] | None = None
+        if unsure is not None and unsure.key == key:
+            messages, batch = unsure.messages, unsure.batch
         state: RoleState | None = None  # unknown: most calls need no bridge before them
         for attempt in range(ATTEMPTS + 1):
+            if batch is None:
+                batch = with_bridges(messages, state)
             try:
-                await self.history.append_many(with_bridges(messages, state))
+                await self.history.append_many(batch)
             except (RoleOrderError, ToolPairingError):
                 # The SDK's order needs bridges after what is stored, or another writer moved
                 # the tail since it was read, or the items break pairing: read it (again).
                 if attempt == ATTEMPTS:
                     raise
-                state = await self._tail_state()
+                state, batch = await self._tail_state(), None
+            except InvalidMessageError:
+                raise  # refused: nothing was written
+            except BaseException:
+                self._unsure = _Unsure(key, messages, batch)  # it may have landed
+                raise
             else:
                 return
 
