@@ -7,7 +7,7 @@ what remains would break role order or tool pairing. Resets the token baseline.
 KEYS[1] msgs     LIST of envelopes
 KEYS[2] meta     HASH
 KEYS[3] archive  LIST (only its TTL is refreshed)
-ARGV[1] op       the operation token (derived from the ids)
+ARGV[1] op       the operation token (fresh per call, or from the caller's op_id)
 ARGV[2] ttl      ms to set as the conversation's TTL, or 0 to keep the stored one
 ARGV[3] check    1 to check what remains, 0 not to
 ARGV[4] count    how many distinct ids follow (> 0)

@@ -497,7 +497,7 @@ class HistoryCore:
         ids = list(dict.fromkeys(m.id if isinstance(m, Message) else m for m in messages))
         if not ids or not all(isinstance(i, str) and i for i in ids):
             raise ValueError(f"rollback needs one or more message ids, got {messages!r}")
-        token = self._token("rollback", op_id, ids)
+        token = self._token("rollback", op_id)  # not the ids: a later rollback of them is stale
         args = (token, self.ttl_ms, int(self.validate), len(ids), *map(_json_id, ids))
         return _call(self._count, "rollback", self._data, args)
 

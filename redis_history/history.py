@@ -291,19 +291,23 @@ class RedisHistory(_Base):
     def rollback(self, messages: Sequence[str | Message], *, op_id: str | None = None) -> int:
         """Remove exactly these messages (a failed turn), wherever compaction has moved them.
 
-        Everything else stays, in order. Repeating the call is applied once.
+        Everything else stays, in order. Each call is a new operation unless ``op_id``
+        names it: redis-py's resend after a lost reply is applied once and answers with
+        the count, but a second rollback of messages already removed, by this caller or
+        another, raises ``StaleSnapshotError``, so the count means "I removed them".
 
         Args:
             messages: the messages, or their ids, to remove.
-            op_id: names this operation (the ids do otherwise).
+            op_id: names this operation: repeated with it (after a
+                ``StoreUnavailableError``), it is applied once and answers as the first did.
 
         Returns:
             How many messages were removed.
 
         Raises:
             StaleSnapshotError: one of them is no longer in the conversation (compacted,
-                or never stored), or removing them would break role order or tool pairing
-                for what remains; nothing was removed.
+                removed by an earlier rollback, or never stored), or removing them would
+                break role order or tool pairing for what remains; nothing was removed.
         """
         return self._run(self.core.rollback(messages, op_id=op_id))
 

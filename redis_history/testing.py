@@ -259,7 +259,7 @@ class InMemoryHistory:
         ids = list(dict.fromkeys(m.id if isinstance(m, Message) else m for m in messages))
         if not ids or not all(isinstance(i, str) and i for i in ids):
             raise ValueError(f"rollback needs one or more message ids, got {messages!r}")
-        token = HistoryCore._token("rollback", op_id, ids)
+        token = HistoryCore._token("rollback", op_id)
         done = self._replayed(token)
         if done is not None:
             return int(done)

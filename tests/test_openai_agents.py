@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import threading
 from collections.abc import Coroutine, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import fakeredis
@@ -29,7 +31,13 @@ from openai.types.responses import (
 )
 from openai.types.responses.response_reasoning_item import Summary
 
-from redis_history import InvalidMessageError, Message, StoreUnavailableError, ToolPairingError
+from redis_history import (
+    InvalidMessageError,
+    Message,
+    RedisHistory,
+    StoreUnavailableError,
+    ToolPairingError,
+)
 from redis_history.integrations.openai_agents import BRIDGE, ITEMS, RedisHistorySession
 from redis_history.models import MAX_NESTING
 from redis_history.roles import RoleState
@@ -457,6 +465,118 @@ def test_pop_is_fenced_against_a_write_in_between(aclient: Any) -> None:
         assert await s.get_items() == [USER, REASONING, REPLY]
 
     run(aclient, scenario())
+
+
+def test_a_pop_never_removes_what_was_appended_after_its_read(aclient: Any) -> None:
+    """An item appended between a pop's read of the tail and its read of the whole list (the
+    message to pop holds several items) is the one popped, not lost to the rewrite."""
+    later: Any = {"role": "user", "content": "meanwhile"}
+    first = [item for n in range(2) for item in numbered_turn(n)]
+
+    async def scenario() -> None:
+        s, other = session(aclient), session(aclient)
+        await s.add_items([*first, USER, REASONING, REPLY])  # the last message: two items
+        snapshot = s.history.snapshot
+        calls = 0
+
+        async def racing_snapshot() -> list[Message]:
+            nonlocal calls
+            calls += 1
+            if calls == 1:
+                await other.add_items([later])
+            return await snapshot()
+
+        s.history.snapshot = racing_snapshot  # type: ignore[method-assign]
+        assert await s.pop_item() == later
+        assert calls == 1
+        assert await s.get_items() == [*first, USER, REASONING, REPLY]
+
+    run(aclient, scenario())
+
+
+def numbered_turn(n: int) -> list[Any]:
+    """Five distinct items: an input, a reply of reasoning and a call (one message), the
+    call's output and the answer."""
+    return [
+        {"role": "user", "content": f"item {n}"},
+        {**REASONING, "id": f"rs_{n}"},
+        {**CALL_L, "id": f"fc_{n}", "call_id": f"call_{n}"},
+        {**OUT_L, "call_id": f"call_{n}"},
+        {**REPLY, "id": f"msg_{n}"},
+    ]
+
+
+@pytest.mark.real_redis
+def test_racing_pops_return_each_item_exactly_once(redis_url: str, real_redis: redis.Redis) -> None:
+    """Two clients pop 20 times each, started together behind one Barrier, from a session of
+    30 items (single items and items sharing a message): each item is returned by exactly
+    one pop, and the 10 pops left over return None."""
+    items = [item for n in range(6) for item in numbered_turn(n)]
+    clients = 2
+    barrier = threading.Barrier(clients)
+
+    async def fill() -> None:
+        client = redis.asyncio.Redis.from_url(redis_url)
+        await session(client, "shared").add_items(copy.deepcopy(items))
+        await client.aclose()
+
+    async def pops() -> list[Any]:
+        client = redis.asyncio.Redis.from_url(redis_url)
+        s = session(client, "shared")
+        await client.ping()  # connected before the start
+        barrier.wait()
+        popped = [await s.pop_item() for _ in range(20)]
+        await client.aclose()
+        return popped
+
+    asyncio.run(fill())
+    with ThreadPoolExecutor(clients) as pool:
+        results = list(pool.map(lambda _: asyncio.run(pops()), range(clients)))
+    popped = [item for result in results for item in result]
+    assert sorted(map(json.dumps, filter(None, popped))) == sorted(map(json.dumps, items))
+    assert popped.count(None) == 10
+    assert RedisHistory(real_redis, "shared").len() == 0
+
+
+@pytest.mark.real_redis
+def test_a_pop_whose_reply_is_lost_returns_its_item_once(
+    faulted: str, fault_proxy: FaultProxy
+) -> None:
+    """A pop whose rollback, or fenced replace, landed but whose reply was lost: redis-py's
+    re-send is answered as applied and the pop returns its item; without retries the pop
+    raises StoreUnavailableError and the session's next pop_item returns that item. Each
+    item is returned once, in order, and removed once."""
+
+    async def scenario() -> list[Any]:
+        retrying = redis.asyncio.Redis(host=fault_proxy.host, port=fault_proxy.port)
+        plain = no_retry(faulted)
+        s, p = session(retrying), session(plain)
+        await s.add_items([USER, *TURN])
+        popped: list[Any] = []
+
+        async def lost(pop: RedisHistorySession, raises: bool) -> None:
+            fault_proxy.drop_reply(b"EVALSHA")
+            dropped = fault_proxy.dropped
+            if raises:
+                with pytest.raises(StoreUnavailableError):
+                    await pop.pop_item()
+            else:
+                popped.append(await pop.pop_item())
+            assert fault_proxy.dropped == dropped + 1, "the fault did not fire"
+
+        await lost(s, raises=False)  # a rollback
+        await lost(p, raises=True)
+        popped.append(await p.pop_item())
+        popped.append(await s.pop_item())
+        await lost(s, raises=False)  # a fenced replace: the message keeps two items
+        await lost(p, raises=True)
+        popped.append(await p.pop_item())
+        popped.extend([await s.pop_item(), await p.pop_item(), await s.pop_item()])
+        await retrying.aclose()
+        await plain.aclose()
+        return popped
+
+    assert asyncio.run(scenario()) == [*reversed([USER, *TURN]), None]
 
 
 def test_popping_an_output_reopens_its_call_and_takes_its_bridges(aclient: Any) -> None:
