@@ -11,7 +11,7 @@ baseline.
 KEYS[1] msgs     LIST of envelopes
 KEYS[2] meta     HASH
 KEYS[3] archive  LIST (only its TTL is refreshed)
-ARGV[1] op       the operation token (fresh for each call unless the caller names it)
+ARGV[1] op       the operation token (fresh per call, or from the caller's op_id)
 ARGV[2] ttl      ms to set as the conversation's TTL, or 0 to keep the stored one
 ARGV[3] check    1 to check what remains, 2 to check it but let calls at the tail reopen,
                  0 not to check

@@ -522,7 +522,7 @@ class HistoryCore:
     ) -> Call[int]:
         """Remove exactly these messages (by id) wherever they are; the reply is how many."""
         ids = rollback_ids(messages)
-        token = self._token("rollback", op_id, ids)
+        token = self._token("rollback", op_id)  # not the ids: a later rollback of them is stale
         check = self._check and (2 if reopen_calls else 1)
         args = (token, self.ttl_ms, check, len(ids), *map(_json_id, ids))
         return _call(self._count, "rollback", self._data, args)

@@ -300,12 +300,16 @@ class RedisHistory(_Base):
     ) -> int:
         """Remove exactly these messages (a failed turn), wherever compaction has moved them.
 
-        Everything else stays, in order. Repeating the call is applied once.
+        Everything else stays, in order. Each call is a new operation unless ``op_id``
+        names it: redis-py's resend after a lost reply is applied once and answers with
+        the count, but a second rollback of messages already removed, by this caller or
+        another, raises ``StaleSnapshotError``, so the count means "I removed them".
 
         Args:
             messages: the messages, or their ids, to remove (at most ``MAX_ROLLBACK``,
                 among the last ``MAX_ROLLBACK`` messages).
-            op_id: names this operation (the ids do otherwise).
+            op_id: names this operation: repeated with it (after a
+                ``StoreUnavailableError``), it is applied once and answers as the first did.
             reopen_calls: let the removal of the latest tool results leave their calls
                 open at the tail, awaiting results again (an undo of the last tool output);
                 by default a call is never parted from a result it had.
@@ -315,8 +319,8 @@ class RedisHistory(_Base):
 
         Raises:
             StaleSnapshotError: one of them is no longer in the conversation (compacted,
-                or never stored), or removing them would break role order or tool pairing
-                for what remains; nothing was removed.
+                removed by an earlier rollback, or never stored), or removing them would
+                break role order or tool pairing for what remains; nothing was removed.
             LimitExceededError: one of them is further back than a rollback reaches.
         """
         return self._run(self.core.rollback(messages, op_id=op_id, reopen_calls=reopen_calls))

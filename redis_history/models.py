@@ -17,6 +17,11 @@ What a message may hold is checked in two places, each where the fact is known:
 
 A message a history accepted therefore reads back equal to what was written.
 
+JSON text a caller gives (tool-call ``arguments`` in a wire format) is parsed by
+:func:`parse_json`, which refuses, with ``InvalidMessageError`` naming the field,
+what is not JSON or nests deeper than ``MAX_NESTING`` (``json.loads`` would raise
+``RecursionError`` on deep enough text).
+
 JSON input (``model_validate_json``, which is also how reads validate) is
 checked by the parser instead: it cannot hold bytes, sets or lone surrogates;
 nesting past ``MAX_NESTING`` is refused when it is written; but a ``NaN`` or
@@ -46,7 +51,9 @@ from pydantic import (
     JsonValue,
     model_validator,
 )
-from pydantic_core import CoreSchema, core_schema
+from pydantic_core import CoreSchema, core_schema, from_json
+
+from redis_history.errors import InvalidMessageError
 
 __all__ = [
     "JSON_SCALARS",
@@ -55,7 +62,9 @@ __all__ = [
     "Message",
     "Role",
     "ToolCall",
+    "check_nesting",
     "new_message_id",
+    "parse_json",
 ]
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -77,11 +86,13 @@ JSON_SCALARS = frozenset({str, int, float, bool, type(None)})
 _CONTAINERS = (dict, list)  # a tuple: isinstance is 2.5x slower with ``dict | list``
 
 
-def _within_nesting(value: Any) -> Any:
-    """``value`` if it nests at most ``MAX_NESTING`` levels (a walk of its objects and arrays)."""
-    if not isinstance(value, dict) or JSON_SCALARS.issuperset(map(type, value.values())):
-        return value
-    level: list[Any] = [value]
+TOO_DEEP = f"nests deeper than MAX_NESTING = {MAX_NESTING} levels"
+
+
+def _nests_within(value: Any) -> bool:
+    """Whether ``value`` nests at most ``MAX_NESTING`` levels: a walk of its objects and
+    arrays, one level at a time, so no depth can exhaust the stack."""
+    level: list[Any] = [value] if isinstance(value, _CONTAINERS) else []
     for _ in range(MAX_NESTING):
         level = [
             child
@@ -90,8 +101,56 @@ def _within_nesting(value: Any) -> Any:
             if isinstance(child, _CONTAINERS)
         ]
         if not level:
-            return value
-    raise ValueError(f"nests deeper than MAX_NESTING = {MAX_NESTING} levels")
+            return True
+    return False
+
+
+def _within_nesting(value: Any) -> Any:
+    """``value`` if it nests at most ``MAX_NESTING`` levels."""
+    if not isinstance(value, dict) or JSON_SCALARS.issuperset(map(type, value.values())):
+        return value
+    if _nests_within(value):
+        return value
+    raise ValueError(TOO_DEEP)
+
+
+def parse_json(text: str | bytes, what: str, *, lenient: bool = False) -> Any:
+    """JSON text a caller gave, parsed, if it nests at most ``MAX_NESTING`` levels.
+
+    pydantic-core's parser, not ``json.loads``, which recurses and raises
+    ``RecursionError`` on deep text: this one stops at its own, higher, limit with a
+    ``ValueError``. What it accepts is then held to ``MAX_NESTING``, the limit every
+    write enforces, so what parses here can be stored and read back.
+
+    Args:
+        text: the JSON text.
+        what: the field, for the error (``"tool call 'c1' arguments"``).
+        lenient: text that is not JSON gives ``None`` instead of raising; text nested
+            too deep still raises.
+
+    Raises:
+        InvalidMessageError: naming ``what``: the text nests too deep, or is not JSON.
+    """
+    try:
+        value = from_json(text)
+    except ValueError as exc:
+        if "recursion limit" in str(exc):  # the parser's own limit, past MAX_NESTING
+            raise InvalidMessageError(f"{what} {TOO_DEEP}") from None
+        if lenient:
+            return None
+        raise InvalidMessageError(f"{what} is not JSON: {exc}") from None
+    check_nesting(value, what)
+    return value
+
+
+def check_nesting(value: Any, what: str) -> None:
+    """Refuse ``value`` if it nests deeper than ``MAX_NESTING`` levels.
+
+    Raises:
+        InvalidMessageError: naming ``what``.
+    """
+    if not _nests_within(value):
+        raise InvalidMessageError(f"{what} {TOO_DEEP}")
 
 
 class _JsonObjectSchema:
@@ -167,18 +226,20 @@ class ToolCall(BaseModel):
 
     @classmethod
     def from_openai(cls, data: Mapping[str, Any]) -> Self:
-        """Parse a chat-completions tool call; ``arguments`` may be a JSON string or an object."""
+        """Parse a chat-completions tool call; ``arguments`` may be a JSON string or an object.
+
+        Raises:
+            InvalidMessageError: ``arguments`` is not a JSON object, or is text that nests
+                deeper than ``MAX_NESTING``.
+            ValueError: pydantic's ``ValidationError``, naming the field: what a
+                :class:`ToolCall` cannot hold (an object ``arguments`` nested too deep).
+        """
         function = data.get("function") or {}
         raw = function.get("arguments") or {}
         if isinstance(raw, str):
-            try:
-                raw = json.loads(raw) if raw.strip() else {}
-            except json.JSONDecodeError as exc:
-                raise ValueError(
-                    f"tool call {data.get('id')!r} has arguments that are not JSON"
-                ) from exc
+            raw = parse_json(raw, f"tool call {data.get('id')!r} arguments") if raw.strip() else {}
         if not isinstance(raw, dict):
-            raise ValueError(  # noqa: TRY004  (pydantic and callers expect ValueError for bad input)
+            raise InvalidMessageError(
                 f"tool call {data.get('id')!r} arguments must be a JSON object"
             )
         return cls(id=data.get("id", ""), name=function.get("name", ""), arguments=raw)

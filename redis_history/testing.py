@@ -406,7 +406,7 @@ class InMemoryHistory:
         """Remove exactly these messages wherever they are within reach of the tail (the
         last ``MAX_ROLLBACK`` messages); returns how many."""
         ids = rollback_ids(messages)
-        token = HistoryCore._token("rollback", op_id, ids)
+        token = HistoryCore._token("rollback", op_id)
         done = self._replayed(token)
         if done is not None:
             return int(done)

@@ -5,12 +5,19 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import threading
 from collections.abc import Coroutine, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import fakeredis
 import pytest
+import redis
 import redis.asyncio
+import redis.asyncio.retry
+from faults import FaultProxy
+from redis.backoff import NoBackoff
+from test_nesting import SHAPES, deep_text, deep_value
 
 pytest.importorskip("agents", reason="the Agents SDK adapter needs openai-agents (test extra)")
 
@@ -24,9 +31,17 @@ from openai.types.responses import (
 )
 from openai.types.responses.response_reasoning_item import Summary
 
-from redis_history import Message, ToolPairingError
+from redis_history import (
+    InvalidMessageError,
+    Message,
+    RedisHistory,
+    StoreUnavailableError,
+    ToolPairingError,
+)
 from redis_history.integrations.openai_agents import BRIDGE, ITEMS, RedisHistorySession
+from redis_history.models import MAX_NESTING
 from redis_history.roles import RoleState
+from redis_history.scripts import script, script_names
 
 T = TypeVar("T")
 
@@ -243,6 +258,120 @@ def test_add_items_is_atomic_and_refuses_an_output_without_its_call(aclient: Any
     run(aclient, scenario())
 
 
+@pytest.mark.parametrize("shape", SHAPES)
+def test_deep_arguments_or_items_are_refused_and_nothing_is_written(
+    aclient: Any, shape: str
+) -> None:
+    """Call arguments nested MAX_NESTING levels are stored as the call's arguments; one level
+    deeper, past the parser's limit, or ``"[" * 100000`` (json.loads' RecursionError) raise
+    InvalidMessageError naming the call, as does an item nested past what its message's
+    metadata holds; nothing of the call is written."""
+
+    def call(arguments: str) -> Any:
+        return {**CALL_L, "arguments": arguments}
+
+    def deep_item(depth: int) -> Any:
+        """An item nested ``depth`` levels; its message's metadata[ITEMS] adds two."""
+        return {"role": "user", "content": "q", "extra": deep_value(depth - 1, shape)}
+
+    async def scenario() -> None:
+        s = session(aclient)
+        await s.add_items([USER])
+        at_limit = call(deep_text(MAX_NESTING, shape))
+        await s.add_items([at_limit])
+        stored = await s.history.snapshot()
+        assert stored[-1].tool_calls[0].arguments == deep_value(MAX_NESTING, shape)
+        await s.add_items([OUT_L, REPLY, deep_item(MAX_NESTING - 2)])  # metadata[ITEMS] holds it
+        before = await stored_keys(aclient)
+        for depth in (MAX_NESTING + 1, 150, 100_000):
+            item_depth = depth - 2
+            with pytest.raises(
+                InvalidMessageError, match=r"function_call 'call_l' arguments nests"
+            ):
+                await s.add_items([REPLY, USER, call(deep_text(depth, shape))])
+            with pytest.raises(InvalidMessageError, match=r"item 1 in metadata\['openai_agents"):
+                await s.add_items([REPLY, deep_item(item_depth)])
+        with pytest.raises(InvalidMessageError, match=r"function_call 'call_l' arguments nests"):
+            await s.add_items([REPLY, USER, call("[" * 100_000)])
+        assert await stored_keys(aclient) == before
+        assert await s.get_items() == [USER, at_limit, OUT_L, REPLY, deep_item(MAX_NESTING - 2)]
+
+    run(aclient, scenario())
+
+
+async def stored_keys(aclient: Any) -> dict[Any, Any]:
+    """Every key's serialized value: equal dumps mean nothing was written."""
+    return {key: await aclient.dump(key) for key in sorted(await aclient.keys("*"))}
+
+
+@pytest.fixture
+def faulted(fault_proxy: FaultProxy, real_redis: redis.Redis) -> str:
+    """The URL of the fault proxy, every script loaded so a dropped reply is an applied one."""
+    for name in script_names():
+        real_redis.script_load(script(name).source)
+    return fault_proxy.url
+
+
+def no_retry(url: str) -> redis.asyncio.Redis:
+    """A client that never re-sends a command: the caller sees the lost reply."""
+    return redis.asyncio.Redis.from_url(url, retry=redis.asyncio.retry.Retry(NoBackoff(), 0))
+
+
+@pytest.mark.real_redis
+def test_a_call_repeated_after_a_lost_reply_stores_its_items_once(
+    faulted: str, fault_proxy: FaultProxy
+) -> None:
+    """add_items whose append landed but whose reply was lost raises StoreUnavailableError;
+    the same call repeated stores the items once: bridged, or after another writer's turn,
+    too; so does a repeat of a call that never reached Redis. Identical items given after a
+    success, or after other items, are new and stored again."""
+    again: Any = {"role": "user", "content": "Hello?"}
+    other: Any = {"role": "user", "content": "other pod"}
+
+    async def scenario() -> tuple[list[Any], list[Message]]:
+        client, pod_client = no_retry(faulted), redis.asyncio.Redis.from_url(faulted)
+        s, pod = session(client), session(pod_client)
+
+        async def lost(items: list[Any], lands: int, match: bytes = b"EVALSHA") -> None:
+            fault_proxy.drop_reply(match)
+            dropped, before = fault_proxy.dropped, await pod.history.len()
+            with pytest.raises(StoreUnavailableError):
+                await s.add_items(copy.deepcopy(items))
+            assert fault_proxy.dropped == dropped + 1, "the fault did not fire"
+            assert await pod.history.len() == before + lands  # it landed
+
+        await s.add_items([USER])
+        await lost(TURN, lands=4)
+        await s.add_items(copy.deepcopy(TURN))
+        await pod.add_items([other])
+        # a user input after a user input: refused, then bridged; the bridged append is lost
+        await lost([again], lands=2, match=BRIDGE.encode())
+        await s.add_items([again])
+        await lost([REPLY], lands=1)
+        await pod.add_items([other])  # another writer's turn before the repeat
+        await s.add_items([REPLY])
+        fault_proxy.refuse(True)  # a call that never reaches Redis
+        with pytest.raises(StoreUnavailableError):
+            await s.add_items([REPLY])
+        fault_proxy.refuse(False)
+        await client.connection_pool.disconnect()  # the outage closed them
+        await pod_client.connection_pool.disconnect()
+        await s.add_items([REPLY])
+        await s.add_items([REPLY])  # after a success: a new reply (bridged)
+        await lost([again], lands=1)
+        await s.add_items([REPLY])  # other items
+        await s.add_items([again])  # so this one is new
+        items, stored = await s.get_items(), await s.history.snapshot()
+        await client.aclose()
+        await pod_client.aclose()
+        return items, stored
+
+    items, stored = asyncio.run(scenario())
+    assert items == [USER, *TURN, other, again, REPLY, other, REPLY, REPLY, again, REPLY, again]
+    assert [m.role for m in stored if m.metadata.get(BRIDGE)] == ["assistant", "user"]
+    RoleState().advance_all(stored)
+
+
 def test_an_open_call_is_accepted_and_answered_by_a_later_call(aclient: Any) -> None:
     """Mid-run, calls are stored before their outputs (a tool is running, an approval waits)."""
 
@@ -336,6 +465,118 @@ def test_pop_is_fenced_against_a_write_in_between(aclient: Any) -> None:
         assert await s.get_items() == [USER, REASONING, REPLY]
 
     run(aclient, scenario())
+
+
+def test_a_pop_never_removes_what_was_appended_after_its_read(aclient: Any) -> None:
+    """An item appended between a pop's read of the tail and its read of the whole list (the
+    message to pop holds several items) is the one popped, not lost to the rewrite."""
+    later: Any = {"role": "user", "content": "meanwhile"}
+    first = [item for n in range(2) for item in numbered_turn(n)]
+
+    async def scenario() -> None:
+        s, other = session(aclient), session(aclient)
+        await s.add_items([*first, USER, REASONING, REPLY])  # the last message: two items
+        snapshot = s.history.snapshot
+        calls = 0
+
+        async def racing_snapshot() -> list[Message]:
+            nonlocal calls
+            calls += 1
+            if calls == 1:
+                await other.add_items([later])
+            return await snapshot()
+
+        s.history.snapshot = racing_snapshot  # type: ignore[method-assign]
+        assert await s.pop_item() == later
+        assert calls == 1
+        assert await s.get_items() == [*first, USER, REASONING, REPLY]
+
+    run(aclient, scenario())
+
+
+def numbered_turn(n: int) -> list[Any]:
+    """Five distinct items: an input, a reply of reasoning and a call (one message), the
+    call's output and the answer."""
+    return [
+        {"role": "user", "content": f"item {n}"},
+        {**REASONING, "id": f"rs_{n}"},
+        {**CALL_L, "id": f"fc_{n}", "call_id": f"call_{n}"},
+        {**OUT_L, "call_id": f"call_{n}"},
+        {**REPLY, "id": f"msg_{n}"},
+    ]
+
+
+@pytest.mark.real_redis
+def test_racing_pops_return_each_item_exactly_once(redis_url: str, real_redis: redis.Redis) -> None:
+    """Two clients pop 20 times each, started together behind one Barrier, from a session of
+    30 items (single items and items sharing a message): each item is returned by exactly
+    one pop, and the 10 pops left over return None."""
+    items = [item for n in range(6) for item in numbered_turn(n)]
+    clients = 2
+    barrier = threading.Barrier(clients)
+
+    async def fill() -> None:
+        client = redis.asyncio.Redis.from_url(redis_url)
+        await session(client, "shared").add_items(copy.deepcopy(items))
+        await client.aclose()
+
+    async def pops() -> list[Any]:
+        client = redis.asyncio.Redis.from_url(redis_url)
+        s = session(client, "shared")
+        await client.ping()  # connected before the start
+        barrier.wait()
+        popped = [await s.pop_item() for _ in range(20)]
+        await client.aclose()
+        return popped
+
+    asyncio.run(fill())
+    with ThreadPoolExecutor(clients) as pool:
+        results = list(pool.map(lambda _: asyncio.run(pops()), range(clients)))
+    popped = [item for result in results for item in result]
+    assert sorted(map(json.dumps, filter(None, popped))) == sorted(map(json.dumps, items))
+    assert popped.count(None) == 10
+    assert RedisHistory(real_redis, "shared").len() == 0
+
+
+@pytest.mark.real_redis
+def test_a_pop_whose_reply_is_lost_returns_its_item_once(
+    faulted: str, fault_proxy: FaultProxy
+) -> None:
+    """A pop whose rollback, or fenced replace, landed but whose reply was lost: redis-py's
+    re-send is answered as applied and the pop returns its item; without retries the pop
+    raises StoreUnavailableError and the session's next pop_item returns that item. Each
+    item is returned once, in order, and removed once."""
+
+    async def scenario() -> list[Any]:
+        retrying = redis.asyncio.Redis(host=fault_proxy.host, port=fault_proxy.port)
+        plain = no_retry(faulted)
+        s, p = session(retrying), session(plain)
+        await s.add_items([USER, *TURN])
+        popped: list[Any] = []
+
+        async def lost(pop: RedisHistorySession, raises: bool) -> None:
+            fault_proxy.drop_reply(b"EVALSHA")
+            dropped = fault_proxy.dropped
+            if raises:
+                with pytest.raises(StoreUnavailableError):
+                    await pop.pop_item()
+            else:
+                popped.append(await pop.pop_item())
+            assert fault_proxy.dropped == dropped + 1, "the fault did not fire"
+
+        await lost(s, raises=False)  # a rollback
+        await lost(p, raises=True)
+        popped.append(await p.pop_item())
+        popped.append(await s.pop_item())
+        await lost(s, raises=False)  # a fenced replace: the message keeps two items
+        await lost(p, raises=True)
+        popped.append(await p.pop_item())
+        popped.extend([await s.pop_item(), await p.pop_item(), await s.pop_item()])
+        await retrying.aclose()
+        await plain.aclose()
+        return popped
+
+    assert asyncio.run(scenario()) == [*reversed([USER, *TURN]), None]
 
 
 def test_popping_an_output_reopens_its_call_and_takes_its_bridges(aclient: Any) -> None:

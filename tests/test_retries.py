@@ -57,7 +57,7 @@ WRITES: dict[str, Write] = {
     "splice_prefix": lambda h, op: h.splice_prefix(5, SUMMARY),
     "splice_prefix_fenced": lambda h, op: h.splice_prefix(5, SUMMARY, expected_ids=IDS[:5]),
     "truncate": lambda h, op: h.truncate(9, op_id=op),
-    "rollback": lambda h, op: h.rollback(IDS[-4:]),
+    "rollback": lambda h, op: h.rollback(IDS[-4:], op_id=op),
     "record_input_tokens": lambda h, op: h.record_input_tokens(500, op_id=op),
     "advance_turn": lambda h, op: h.advance_turn(op_id=op),
     "compaction_event": lambda h, op: h.compaction_event("compacted", 3, 70, op_id=op),

@@ -1,6 +1,7 @@
 """Fenced rewrites: rollback removes exactly the caller's messages; replace names what it expects.
 
-Run against every backend (see ``backends.py``), like the contract suite.
+Run against every backend (see ``backends.py``), like the contract suite; the lost reply of a
+rollback on a real server, through the fault proxy.
 """
 
 from __future__ import annotations
@@ -8,9 +9,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import redis
+from faults import FaultProxy
 from samples import turns
 
-from redis_history import Message, RoleOrderError, StaleSnapshotError, ToolCall
+from redis_history import Message, RedisHistory, RoleOrderError, StaleSnapshotError, ToolCall
+from redis_history.scripts import script, script_names
 
 
 def state(history: Any) -> tuple[Any, ...]:
@@ -103,15 +107,49 @@ def test_rollback_resets_the_baseline_and_counts_tokens(history: Any) -> None:
     assert history.token_estimate() == total
 
 
-def test_a_repeated_rollback_answers_as_the_first(history: Any) -> None:
-    """Rolling back the same messages again (a retry) is applied once and returns the same."""
+def test_a_rollback_of_messages_already_removed_is_stale(history: Any) -> None:
+    """Each rollback is its own operation: rolling back messages a rollback already removed
+    raises StaleSnapshotError and changes nothing, so a count always means "removed by this
+    call"; repeated with the first call's op_id, it answers as the first did."""
     history.append_many(turns(1))
     mine = failed_turn(3)
     history.append_many(mine)
     assert history.rollback(mine) == 2
     after = state(history)
-    assert history.rollback(mine) == 2
+    with pytest.raises(StaleSnapshotError, match="no longer in the conversation"):
+        history.rollback(mine)
     assert state(history) == after
+    again = failed_turn(4)
+    history.append_many(again)
+    assert history.rollback(again, op_id="rollback-1") == 2
+    assert history.rollback(again, op_id="rollback-1") == 2
+    assert state(history) == after
+    with pytest.raises(StaleSnapshotError, match="no longer in the conversation"):
+        history.rollback(again, op_id="rollback-2")
+
+
+@pytest.mark.real_redis
+def test_a_rollback_whose_reply_is_lost_is_applied_once_and_counted(
+    fault_proxy: FaultProxy, real_redis: redis.Redis
+) -> None:
+    """redis-py re-sends a rollback whose reply was lost after the server applied it: the
+    re-send carries the first one's token, so it is answered with the count, not refused as
+    stale, and removed nothing more; a new rollback of the same messages is stale."""
+    for name in script_names():
+        real_redis.script_load(script(name).source)
+    client = redis.Redis(host=fault_proxy.host, port=fault_proxy.port)  # retries by default
+    history = RedisHistory(client, "c")
+    history.append_many(turns(2))
+    before = history.snapshot()
+    mine = failed_turn(1)
+    history.append_many(mine)
+    fault_proxy.drop_reply(b"EVALSHA")
+    assert history.rollback(mine) == 2
+    assert fault_proxy.dropped == 1, "the fault did not fire"
+    assert RedisHistory(real_redis, "c").snapshot() == before
+    with pytest.raises(StaleSnapshotError):
+        history.rollback(mine)
+    client.close()
 
 
 def test_rollback_needs_ids(history: Any) -> None:

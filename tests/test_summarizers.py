@@ -528,6 +528,8 @@ def test_openai_retries_connection_errors(sleeps: list[float]) -> None:
     [
         (b"<html>Bad gateway</html>", "is not JSON"),
         (b"", "is not JSON"),
+        (b"[" * 100_000, "nests deeper than MAX_NESTING"),
+        (b'{"choices": ' + b"[" * 150 + b"]" * 150 + b"}", "nests deeper than MAX_NESTING"),
         ({"object": "chat.completion"}, "has no choices[0].message.content"),
         ({"choices": []}, "has no choices[0].message.content"),
         ({"choices": [{"text": "legacy"}]}, "has no choices[0].message.content"),
@@ -540,6 +542,8 @@ def test_openai_retries_connection_errors(sleeps: list[float]) -> None:
     ids=[
         "html",
         "empty",
+        "deep",
+        "deep-within-the-parser",
         "no-choices",
         "empty-choices",
         "no-message",

@@ -51,8 +51,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
+from pydantic import BaseModel
+from pydantic_core import to_jsonable_python
+
+from redis_history.errors import InvalidMessageError
 from redis_history.history import AsyncRedisHistory
-from redis_history.models import Message, ToolCall
+from redis_history.models import MAX_NESTING, Message, ToolCall
 from redis_history.protocol import History
 
 __all__ = [
@@ -129,8 +133,10 @@ def parse(request: Any, format: WireFormat) -> list[Message]:
         The messages, a system message first for a system prompt or instructions.
 
     Raises:
-        ValueError: Content that is not text, an unknown role or item type, tool call
-            arguments that are not a JSON object, or an unknown ``format``.
+        InvalidMessageError: Tool call arguments that are not a JSON object or nest deeper
+            than ``MAX_NESTING``, naming the call.
+        ValueError: Content that is not text, an unknown role or item type, or an unknown
+            ``format``.
     """
     data = _plain(request)
     if format == "openai_chat":
@@ -158,8 +164,12 @@ def parse_response(response: Any, format: WireFormat, *, choice: int = 0) -> Mes
         order), its tool calls with their ids and decoded arguments.
 
     Raises:
+        InvalidMessageError: Tool call arguments that are not a JSON object or nest deeper
+            than ``MAX_NESTING``, naming the call; an SDK object nested too deep for pydantic
+            to dump, naming the field.
         ValueError: Output that is not text or a function call, a reply that is not the
-            assistant's, or an unknown ``format``.
+            assistant's, an Anthropic ``input`` nested too deep (pydantic's
+            ``ValidationError`` naming ``arguments``), or an unknown ``format``.
     """
     data = _plain(response)
     if format == "openai_chat":
@@ -214,9 +224,40 @@ def _unknown(format: object) -> ValueError:
 
 def _plain(value: Any) -> Any:
     """A dict (or list) for an SDK object, which is a pydantic model; other values as they are."""
-    if hasattr(value, "model_dump"):
-        return value.model_dump(mode="json", exclude_none=True)
-    return value
+    return sdk_data(value, exclude_none=True)
+
+
+def sdk_data(value: Any, **options: Any) -> Any:
+    """An SDK object (a pydantic model) as JSON data, ``model_dump(mode="json", **options)``;
+    other values as they are.
+
+    Raises:
+        InvalidMessageError: naming the field: pydantic cannot dump it, because it nests
+            past the serializer's own limit (about 255 levels, deeper than ``MAX_NESTING``)
+            or holds what JSON cannot.
+    """
+    if not isinstance(value, BaseModel):
+        return value
+    try:
+        return value.model_dump(mode="json", **options)
+    except (ValueError, TypeError) as exc:  # deep lists in a union: pydantic's TypeError
+        where = type(value).__name__ + _undumpable(value)
+        raise InvalidMessageError(
+            f"{where} nests deeper than MAX_NESTING = {MAX_NESTING} levels, or holds what "
+            "JSON cannot"
+        ) from exc
+
+
+def _undumpable(model: BaseModel) -> str:
+    """Where under ``model`` is the field pydantic cannot dump: ``.content[1].input``."""
+    for name, value in model:
+        for index, child in enumerate(value) if isinstance(value, list) else [(None, value)]:
+            try:
+                to_jsonable_python(child)
+            except (ValueError, TypeError):
+                at = f".{name}" if index is None else f".{name}[{index}]"
+                return at + (_undumpable(child) if isinstance(child, BaseModel) else "")
+    return ""
 
 
 def _kept(message: Message, key: str) -> list[Any]:

@@ -34,30 +34,45 @@ How SDK items are stored:
 
 ``pop_item`` is fenced: it removes the message holding the last item by id
 (:meth:`~redis_history.AsyncRedisHistory.rollback`), with the bridges written just
-before it, and refuses (then reads again) if that message is gone; it never removes an
-item it did not return. When that message holds more items (a reply with reasoning,
-parallel calls), the others stay, through a ``replace`` of the conversation fenced on
-the ids the session read: atomic, but it rewrites the whole list (O(n)) and is refused
-by any write meanwhile. Popping a tool output reopens its call, which the store allows.
+before it, and is refused (then reads again) if that message is gone, so each item is
+returned by one pop at most, however many race for it; it never removes an item it did
+not return. When that message holds more items (a reply with reasoning, parallel calls),
+the others stay, through a ``replace`` of the conversation fenced on the ids the session
+read: atomic, but it rewrites the whole list (O(n)) and is refused by any write
+meanwhile. Popping a tool output reopens its call, which the store allows.
 
-Limits: ``add_items`` gives its messages fresh ids, so a caller that repeats a call after
-a ``StoreUnavailableError`` may store its items twice (redis-py's own retries are
-recognised); the bridges show in ``snapshot()`` and to compaction as empty messages.
+``add_items`` or ``pop_item`` repeated after an unknown outcome (``StoreUnavailableError``,
+a cancelled task: the write may have landed, its reply lost) is applied once: the session
+object remembers that call until its next one, and a repeat of it re-sends the same
+write (the same message ids, or the pop's ``op_id``), which the store recognises.
+
+Limits: only the same session object recognises the repeat, and only as its next call,
+within the store's window of remembered writes; the bridges show in ``snapshot()`` and
+to compaction as empty messages.
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import uuid
 from collections.abc import Mapping, Sequence
+from contextlib import suppress
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Self
 
 import redis.asyncio
+from pydantic_core import to_json
 
-from redis_history.context.formats import render
-from redis_history.errors import RoleOrderError, StaleSnapshotError, ToolPairingError
+from redis_history.context.formats import render, sdk_data
+from redis_history.errors import (
+    InvalidMessageError,
+    RoleOrderError,
+    StaleSnapshotError,
+    ToolPairingError,
+)
 from redis_history.history import AsyncRedisHistory
-from redis_history.models import Message, Role, ToolCall
+from redis_history.models import Message, Role, ToolCall, check_nesting, parse_json
 from redis_history.roles import RoleState
 
 if TYPE_CHECKING:
@@ -104,12 +119,13 @@ ATTEMPTS = 4
 """How often a write refused because another writer got in first is tried again."""
 
 
-def _plain(item: Any) -> dict[str, Any]:
-    """An item as a dict: SDK items are TypedDicts; a pydantic output item is dumped."""
-    if hasattr(item, "model_dump"):
-        return item.model_dump(mode="json", exclude_unset=True)  # type: ignore[no-any-return]
+def _plain(item: Any, index: int) -> dict[str, Any]:
+    """An item as a dict: SDK items are TypedDicts; a pydantic output item is dumped. Refused
+    if it nests deeper than the message's ``metadata[ITEMS]`` can hold it."""
+    item = sdk_data(item, exclude_unset=True)
     if not isinstance(item, Mapping):
         raise TypeError(f"an Agents SDK item is a dict, not {type(item).__name__}")
+    check_nesting({ITEMS: [item]}, f"item {index} in metadata[{ITEMS!r}]")
     return dict(item)
 
 
@@ -144,12 +160,11 @@ def _text(content: Any) -> str:
 
 
 def _arguments(item: Mapping[str, Any]) -> dict[str, Any]:
+    """A call's arguments; ``{}`` if they are not a JSON object (the item keeps the text)."""
     raw = item.get("arguments")
     if isinstance(raw, str):
-        try:
-            raw = json.loads(raw) if raw.strip() else {}
-        except json.JSONDecodeError:
-            return {}  # the item keeps the text as it was
+        what = f"{_kind(item)} {item.get('call_id')!r} arguments"
+        raw = parse_json(raw, what, lenient=True) if raw.strip() else {}
     return raw if isinstance(raw, dict) else {}
 
 
@@ -226,11 +241,13 @@ def to_messages(items: Sequence[Any]) -> list[Message]:
 
     Raises:
         TypeError: an item is not a dict (or an SDK model).
+        InvalidMessageError: an item, or a call's ``arguments`` text, nests deeper than
+            ``MAX_NESTING`` (with the two levels of ``metadata[ITEMS]`` for an item).
         ValueError: an item holds what a message cannot (not JSON data, a call id twice).
     """
     groups: list[tuple[Role, list[dict[str, Any]]]] = []
-    for raw in items:
-        item = _plain(raw)
+    for index, raw in enumerate(items):
+        item = _plain(raw, index)
         side = _side(item)
         if side is None:
             if groups:
@@ -298,6 +315,52 @@ def with_bridges(messages: Sequence[Message], state: RoleState | None) -> list[M
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class _Unsure:
+    """An ``add_items`` call whose last append may have landed: what it was given (as the
+    messages hold it), its messages and the batch last sent for them, bridges included."""
+
+    key: bytes
+    messages: list[Message]
+    batch: list[Message]
+
+
+@dataclass(frozen=True, slots=True)
+class _Pop:
+    """The write that pops an item: a rollback of ``ids`` or, when the message holding the
+    item keeps others, a replace by ``kept`` fenced on ``ids``; named by ``op_id``, so that
+    sending it again is applied once. ``holder`` is that message's id (``None``: bridges
+    left alone at the tail, and ``item`` is ``None``)."""
+
+    holder: str | None
+    item: TResponseInputItem | None
+    ids: list[str]
+    op_id: str
+    kept: list[Message] | None = None
+
+
+def _pop_of(messages: list[Message], holders: list[int]) -> _Pop | None:
+    """The pop of the latest item of ``messages`` (the tail, or the whole list when its holder
+    keeps other items), whose ``holders`` hold items; ``None`` when there is nothing."""
+    op_id = uuid.uuid4().hex
+    if not holders:  # only bridges, or nothing: remove them, they bridge to nothing now
+        return _Pop(None, None, [m.id for m in messages], op_id) if messages else None
+    last = first = holders[-1]
+    while first > 0 and messages[first - 1].metadata.get(BRIDGE) is True:
+        first -= 1
+    holder = messages[last]
+    items = _items_of(holder)
+    if len(items) == 1:
+        return _Pop(holder.id, items[0], [m.id for m in messages[first:]], op_id)
+    kept = [*messages[:last], _message(holder.role, items[:-1])]
+    return _Pop(holder.id, items[-1], [m.id for m in messages], op_id, kept)
+
+
+def _call_key(messages: Sequence[Message]) -> bytes:
+    """What identifies an ``add_items`` call's items: its messages without ids or times."""
+    return to_json([(m.role, m.content, m.metadata) for m in messages])
+
+
 class RedisHistorySession:
     """The Agents SDK's ``Session`` protocol on one redis-history conversation.
 
@@ -326,6 +389,7 @@ class RedisHistorySession:
         self.history = history
         self.session_id: str = history.conversation_id
         self.session_settings: SessionSettings | None = session_settings
+        self._unsure: _Unsure | _Pop | None = None
 
     @classmethod
     def from_client(
@@ -380,24 +444,49 @@ class RedisHistorySession:
     async def add_items(self, items: list[TResponseInputItem]) -> None:
         """Append ``items`` atomically: all of them are stored, or none.
 
+        Repeating a call that raised with its outcome unknown (``StoreUnavailableError``,
+        ``ReplicationError``, a cancelled task) stores the items once. A message's id is
+        what the store recognises a repeated append by, and these items have none of their
+        own, so this session object keeps the failed call (its items, its messages with
+        their ids, and the batch last sent, bridges included) until its next call. If that
+        call is given the same items, it re-sends that batch: applied once if it had landed,
+        appended now (bridged anew if the order needs it) if it had not. Any other next
+        call, and a success, forget it, so identical items given later are new items, and
+        stored again. The state concerns the retry of one call only, not the conversation,
+        so it may live in the process: pods stay interchangeable.
+
         Raises:
             ToolPairingError: an output answers no open call; nothing was written.
-            InvalidMessageError: an item is too large or not JSON data; nothing was written.
+            InvalidMessageError: an item is too large, or it or a call's ``arguments`` text
+                nests deeper than ``MAX_NESTING``; nothing was written.
+            ValueError: an item is not JSON data; nothing was written.
             StoreUnavailableError: Redis could not be reached; repeating the call is safe.
         """
         if not items:
             return
         messages = to_messages(items)
+        key = _call_key(messages)
+        unsure, self._unsure = self._unsure, None
+        batch: list[Message] | None = None
+        if isinstance(unsure, _Unsure) and unsure.key == key:
+            messages, batch = unsure.messages, unsure.batch
         state: RoleState | None = None  # unknown: most calls need no bridge before them
         for attempt in range(ATTEMPTS + 1):
+            if batch is None:
+                batch = with_bridges(messages, state)
             try:
-                await self.history.append_many(with_bridges(messages, state))
+                await self.history.append_many(batch)
             except (RoleOrderError, ToolPairingError):
                 # The SDK's order needs bridges after what is stored, or another writer moved
                 # the tail since it was read, or the items break pairing: read it (again).
                 if attempt == ATTEMPTS:
                     raise
-                state = await self._tail_state()
+                state, batch = await self._tail_state(), None
+            except InvalidMessageError:
+                raise  # refused: nothing was written
+            except BaseException:
+                self._unsure = _Unsure(key, messages, batch)  # it may have landed
+                raise
             else:
                 return
 
@@ -417,53 +506,70 @@ class RedisHistorySession:
     async def pop_item(self) -> TResponseInputItem | None:
         """Remove and return the latest item; ``None`` when the session holds none.
 
-        Fenced: removes the message holding it by id (a tool output reopens its call).
+        Fenced: removes the message holding it by id (a tool output reopens its call), by a
+        write named with its own ``op_id``, so an item is returned at most once: when two
+        pops race for it, one removes it and returns it, the other is refused and pops the
+        item latest by then. A pop that raised with its outcome unknown
+        (``StoreUnavailableError``, a cancelled task) is remembered by this session object
+        until its next call, as ``add_items`` remembers a call: the next ``pop_item`` sends
+        the same write again and returns its item if it had landed or lands now.
 
         Raises:
-            StaleSnapshotError: other writers kept changing the conversation.
+            StaleSnapshotError: the latest item kept being refused (another writer kept
+                changing the conversation right there).
         """
-        for attempt in range(ATTEMPTS):
+        unsure, self._unsure = self._unsure, None
+        if isinstance(unsure, _Pop):
+            with suppress(StaleSnapshotError):  # it had not landed, and its item is gone
+                return await self._send(unsure)
+        target: str | None = ""  # no message has this id
+        refusals = 0
+        while True:
+            pop = await self._next_pop()
+            if pop is None:
+                return None
             try:
-                popped: TResponseInputItem | None = await self._pop_once()
-            except StaleSnapshotError:  # another writer moved or removed it: read again
-                if attempt == ATTEMPTS - 1:
+                return await self._send(pop)
+            except StaleSnapshotError:
+                # Another pop removed the item first, or another write moved the tail: read
+                # the latest item again. Each such refusal is another writer's progress;
+                # give up only when the same item keeps being refused.
+                refusals = refusals + 1 if pop.holder == target else 1
+                target = pop.holder
+                if refusals == ATTEMPTS:
                     raise
-            else:
-                return popped
-        return None  # unreachable: the last attempt returns or raises
 
-    async def _pop_once(self) -> Any:
+    async def _next_pop(self) -> _Pop | None:
+        """The write that pops the latest item, planned on the tail; on the whole list when
+        the message holding it holds others (they stay, through a fenced replace)."""
         window = 8
         while True:
             messages = await self.history.tail(window)
+            whole = len(messages) < window
             holders = [i for i, m in enumerate(messages) if _items_of(m)]
-            if holders or len(messages) < window:
+            if holders or whole:
                 break
             window *= 4
-        if not holders:
-            if messages:  # only bridges: remove them, they bridge to nothing now
-                await self.history.rollback(messages, reopen_calls=True)
-            return None
-        last = holders[-1]
-        first = last
-        while first > 0 and messages[first - 1].metadata.get(BRIDGE) is True:
-            first -= 1
-        holder = messages[last]
-        items = _items_of(holder)
-        if len(items) == 1:
-            await self.history.rollback(
-                [*messages[first:last], *messages[last:]], reopen_calls=True
-            )
-            return items[0]
-        snapshot = await self.history.snapshot()
-        ids = [m.id for m in snapshot]
-        if holder.id not in ids:
-            raise StaleSnapshotError(f"message {holder.id} was moved meanwhile")
-        at = ids.index(holder.id)
-        kept = [*snapshot[:at], _message(holder.role, items[:-1])]
-        await self.history.replace(kept, expected_ids=ids)
-        return items[-1]
+        if holders and not whole and len(_items_of(messages[holders[-1]])) > 1:
+            messages = await self.history.snapshot()
+            holders = [i for i, m in enumerate(messages) if _items_of(m)]
+        return _pop_of(messages, holders)
+
+    async def _send(self, pop: _Pop) -> TResponseInputItem | None:
+        """Send ``pop``'s write; remember it if its outcome is unknown."""
+        try:
+            if pop.kept is None:
+                await self.history.rollback(pop.ids, op_id=pop.op_id, reopen_calls=True)
+            else:
+                await self.history.replace(pop.kept, expected_ids=pop.ids, op_id=pop.op_id)
+        except StaleSnapshotError:
+            raise  # refused: nothing was removed
+        except BaseException:
+            self._unsure = pop  # it may have landed
+            raise
+        return pop.item
 
     async def clear_session(self) -> None:
         """Delete the conversation (messages, archive, counters)."""
+        self._unsure = None
         await self.history.delete()

@@ -22,7 +22,7 @@ from typing import Any, Self
 
 from redis_history import settings
 from redis_history.errors import SummarizerError
-from redis_history.models import Message
+from redis_history.models import Message, parse_json
 from redis_history.summarizers._text import PREFIX, clip, one_line, previous_summary
 
 __all__ = ["DEFAULT_PROMPT", "OpenAICompatibleSummarizer", "render_transcript"]
@@ -305,9 +305,9 @@ class OpenAICompatibleSummarizer:
     def _content(self, raw: bytes, attempts: int) -> str:
         """``choices[0].message.content`` of a reply, after ``Previously:``."""
         try:
-            data = json.loads(raw)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise self._malformed("is not JSON", raw, attempts) from exc
+            data = parse_json(raw, "the reply")
+        except ValueError as exc:
+            raise self._malformed(str(exc).removeprefix("the reply "), raw, attempts) from exc
         try:
             content = data["choices"][0]["message"]["content"]
         except (KeyError, IndexError, TypeError) as exc:
