@@ -47,19 +47,23 @@ if replayed(meta, APPENDS, records, exists, op) then return redis.call('LLEN', m
 local new_ttl
 ttl, new_ttl = effective_ttl(ttl, tonumber(ARGV[2]))
 
-local changed
-role, open, changed = walk(role, open, ARGV, staged and first or first + n, n, ARGV[3] == '1')
-if not role then return open end  -- walk's refusal
-
--- The first write: on a key of the wrong type it fails before anything is written.
+-- A conversation that lost a key is refused before anything is checked against its state.
 local length
 if staged or not exists then
   length = redis.call('LLEN', msgs)
   local lost = keys_lost(exists, total, length)
   if lost then return lost end
+  if staged and length == 0 then return -1 end
 end
+
+local changed
+role, open, changed = walk(role, open, ARGV, staged and first or first + n, n, ARGV[3] == '1')
+if not role then  -- walk's refusal, unless the stored state it checked against is lost
+  return keys_lost(exists, total, length or redis.call('LLEN', msgs)) or open
+end
+
+-- The first write: on a key of the wrong type it fails before anything is written.
 if staged then
-  if length == 0 then return -1 end
   redis.call('RENAME', msgs, stage)
   msgs, length = stage, length + n  -- the TTL set on stage comes back with the rename
 else
