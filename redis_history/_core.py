@@ -510,7 +510,8 @@ class HistoryCore:
 
     def truncate(self, n: int, *, op_id: str | None = None) -> Call[int]:
         """Keep at most ``n`` messages; the reply is the number removed."""
-        args = (self._token("truncate", op_id), self.ttl_ms, limits.count(n, "n"), self._check)
+        keep = limits.position(n, "n", low=0)
+        args = (self._token("truncate", op_id), self.ttl_ms, keep, self._check)
         return _call(self._count, "truncate", self._data, args)
 
     def rollback(
@@ -640,15 +641,16 @@ class HistoryCore:
 
     def tail(self, n: int) -> Call[list[Message]]:
         """The last ``n`` messages."""
-        if limits.count(n, "n") == 0:
+        n = limits.position(n, "n", low=0)
+        if n == 0:
             return Call(self._messages, ("LRANGE", self.keys.msgs, 1, 0))
         return self.messages(-n, -1)
 
     def range(self, start: int = 0, stop: int | None = None) -> Call[list[Message]]:
         """Messages ``[start:stop]`` with Python slice bounds (negative counts from the end)."""
-        start = limits.count(start, "start", low=-(1 << 62))
+        start = limits.position(start, "start")
         if stop is not None:
-            stop = limits.count(stop, "stop", low=-(1 << 62))
+            stop = limits.position(stop, "stop")
         if stop == 0:
             return Call(self._messages, ("LRANGE", self.keys.msgs, 1, 0))
         return self.messages(start, -1 if stop is None else stop - 1)
@@ -656,7 +658,7 @@ class HistoryCore:
     def transcript_page(self, start: int = 0, count: int = 500) -> Call[TranscriptPage]:
         """Up to ``count`` entries of the full record from position ``start`` (fewer when
         they hold more than ``MAX_READ_BYTES``)."""
-        start = limits.count(start, "start")
+        start = limits.position(start, "start", low=0)
         count = limits.count(count, "count", low=1, high=limits.MAX_PAGE)
         return _call(
             self._page,
@@ -778,7 +780,7 @@ def _fence(expected_ids: Sequence[str] | None) -> tuple[Any, ...]:
 
 def _cap(value: int | None, name: str) -> int:
     """An archive cap (0 for none)."""
-    return 0 if value is None else limits.count(value, name, low=1)
+    return 0 if value is None else limits.position(value, name, low=1)
 
 
 def batch_of(messages: Sequence[Message]) -> Sequence[Message]:

@@ -64,7 +64,7 @@ from redis_history.errors import (
     MessageTooLargeError,
 )
 from redis_history.limits import MAX_TOOL_CALLS
-from redis_history.models import JSON_SCALARS, MAX_NESTING, Message
+from redis_history.models import JSON_SCALARS, MAX_ID_LENGTH, MAX_NESTING, Message, ToolCall
 from redis_history.tokens import Pricer, TokenCounter
 
 __all__ = [
@@ -144,17 +144,8 @@ def encode_message(
     if not isinstance(message, Message):
         raise TypeError(f"expected a Message at index {index}, got {type(message).__name__}")
     body = _plain_body(message)
-    if body is None:  # nests only here: a plain message holds no metadata or tool calls
-        try:
-            body = _STORED.to_json(message.__dict__, exclude_defaults=True)
-        except PydanticSerializationError as exc:
-            raise _unstorable(message, index, _problem(message) or str(exc)) from exc
-        if (
-            _may_nest(message)
-            and body.count(b"{") + body.count(b"[") > MAX_NESTING
-            and (problem := _problem(message))
-        ):
-            raise _unstorable(message, index, problem)
+    if body is None:
+        body = _general_body(message, index)
     price = counter if isinstance(counter, Pricer) else Pricer(counter)
     tokens = price(message)
     envelope = _HEADS[price.exact, summary] % (tokens, body)
@@ -164,6 +155,32 @@ def encode_message(
             index=index,
         )
     return envelope, tokens
+
+
+def _general_body(message: Message, index: int) -> bytes:
+    """The stored JSON of a message that is not plain (tool calls, metadata, a name, or
+    fields a validated message would not hold), checked as a read will check it: a message
+    built without validation (``model_construct``) that would not read back is refused
+    here, not stored to fail every later read."""
+    try:
+        body = _STORED.to_json(message.__dict__, exclude_defaults=True)
+    except PydanticSerializationError as exc:
+        raise _unstorable(message, index, _problem(message) or str(exc)) from exc
+    if (  # nests only here: a plain message holds no metadata or tool calls
+        _may_nest(message)
+        and body.count(b"{") + body.count(b"[") > MAX_NESTING
+        and (problem := _problem(message))
+    ):
+        raise _unstorable(message, index, problem)
+    try:
+        _ENVELOPE.validate_json(b'{"t":0,"m":%s}' % body)
+    except ValidationError as exc:
+        error = exc.errors(include_url=False)[0]
+        where = ".".join(str(part) for part in error["loc"][1:])
+        raise _unstorable(
+            message, index, f"it would not read back: {where} {error['msg']}".replace("  ", " ")
+        ) from None
+    return body
 
 
 _HEADS = {
@@ -205,10 +222,15 @@ def _plain_body(message: Message) -> bytes | None:
     if fields["tool_calls"] or fields["metadata"] or fields["name"] is not None:
         return None
     content, answers, moment = fields["content"], fields["tool_call_id"], fields["created_at"]
+    identity, role = fields["id"], fields["role"]
     if (
         type(message) is not Message  # a subclass may store more
         or type(content) is not str  # only model_construct lets another type in
-        or type(answers) not in _ANSWERS
+        or type(identity) is not str
+        or not 0 < len(identity) <= MAX_ID_LENGTH
+        or (role == "tool") is not (type(answers) is str and bool(answers))
+        or (role != "tool" and answers is not None)
+        or role not in ROLES
         or not isinstance(moment, datetime)
     ):
         return None
@@ -228,15 +250,15 @@ def _plain_body(message: Message) -> bytes | None:
 
 
 _dumps = orjson.dumps
-_ANSWERS = (str, type(None))
 
 
 def _may_nest(message: Message) -> bool:
-    """Whether ``metadata`` or any call's ``arguments`` holds something other than scalars."""
-    if message.metadata and not JSON_SCALARS.issuperset(map(type, message.metadata.values())):
-        return True
-    for call in message.tool_calls:
-        if call.arguments and not JSON_SCALARS.issuperset(map(type, call.arguments.values())):
+    """Whether ``metadata`` or any call's ``arguments`` holds something other than scalars
+    (or is not a dict at all, which only ``model_construct`` lets in)."""
+    for values in (message.metadata, *(getattr(c, "arguments", None) for c in message.tool_calls)):
+        if values and not (
+            isinstance(values, dict) and JSON_SCALARS.issuperset(map(type, values.values()))
+        ):
             return True
     return False
 
@@ -254,6 +276,8 @@ def _problem(message: Message) -> str | None:
             return problem
     for i, call in enumerate(message.tool_calls):
         where = f"tool_calls[{i}]"
+        if not isinstance(call, ToolCall):
+            return f"{where} is {type(call).__name__}, not a ToolCall"
         for field in ("id", "name"):
             if problem := _text_problem(getattr(call, field), f"{where}.{field}"):
                 return problem
@@ -277,6 +301,8 @@ def _text_problem(value: object, where: str) -> str | None:
 
 def _json_problem(root: object, where: str) -> str | None:
     """The first value under ``root`` that cannot be written, or where it nests too deep."""
+    if not isinstance(root, dict | list):
+        return _scalar_problem(root, where)
     stack: list[tuple[Any, int, str]] = [(root, 1, where)]
     while stack:
         node, depth, path = stack.pop()

@@ -32,6 +32,7 @@ __all__ = [
     "MAX_TTL_SECONDS",
     "count",
     "limited",
+    "position",
     "op_id",
     "ttl_ms",
 ]
@@ -92,6 +93,18 @@ def count(value: Any, name: str, *, low: int = 0, high: int | None = None) -> in
             f"{name} is {number}; the limit is {high:,}", limit=name, maximum=high
         )
     return number
+
+
+INDEX_BOUND = 1 << 53
+"""List positions are clamped to this (in magnitude): Redis takes 64-bit positions and the
+scripts' Lua numbers are exact to 2**53, and no list is that long."""
+
+
+def position(value: Any, name: str, *, low: int | None = None) -> int:
+    """A list position or length: an ``int`` (``TypeError`` otherwise), at least ``low``
+    (``ValueError``), clamped to ``INDEX_BOUND`` either way, which changes no result."""
+    number = count(value, name, low=-INDEX_BOUND if low is None else low)
+    return max(-INDEX_BOUND, min(number, INDEX_BOUND))
 
 
 def limited(size: int, maximum: int, what: str) -> None:

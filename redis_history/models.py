@@ -57,6 +57,7 @@ from redis_history.errors import InvalidMessageError
 
 __all__ = [
     "JSON_SCALARS",
+    "MAX_ID_LENGTH",
     "MAX_NESTING",
     "JsonObject",
     "Message",
@@ -80,6 +81,9 @@ pydantic 2.14 / pydantic-core 2.50; ``tests/test_nesting.py`` measures the
 installed one). A read parses a value ``codec.ENVELOPE_NESTING`` (5) levels
 down, so 128 leaves a margin of 67 levels.
 """
+
+MAX_ID_LENGTH = 256
+"""The longest message or tool call id."""
 
 JSON_SCALARS = frozenset({str, int, float, bool, type(None)})
 """The types of JSON values that do not nest."""
@@ -206,7 +210,7 @@ class ToolCall(BaseModel):
 
     model_config = _MESSAGE_CONFIG
 
-    id: str = Field(min_length=1, max_length=256, strict=True)
+    id: str = Field(min_length=1, max_length=MAX_ID_LENGTH, strict=True)
     """The call id a tool message answers with ``tool_call_id``."""
     name: str = Field(min_length=1, strict=True)
     """The function's name."""
@@ -258,7 +262,9 @@ class Message(BaseModel):
 
     model_config = _MESSAGE_CONFIG
 
-    id: str = Field(default_factory=new_message_id, min_length=1, max_length=256, strict=True)
+    id: str = Field(
+        default_factory=new_message_id, min_length=1, max_length=MAX_ID_LENGTH, strict=True
+    )
     """Unique id, assigned on creation when not given; compaction fences on it."""
     role: Role
     """Who speaks."""

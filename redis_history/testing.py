@@ -352,7 +352,7 @@ class InMemoryHistory:
 
     def truncate(self, n: int, *, op_id: str | None = None) -> int:
         """Keep at most ``n`` messages; returns how many were removed."""
-        keep = limits.count(n, "n")
+        keep = limits.position(n, "n", low=0)
         token = HistoryCore._token("truncate", op_id)
         done = self._replayed(token)
         if done is not None:
@@ -497,14 +497,14 @@ class InMemoryHistory:
 
     def tail(self, n: int) -> list[Message]:
         """The last ``n`` messages."""
-        n = limits.count(n, "n")
-        return self.snapshot()[len(self._items) - n :] if n else []
+        n = limits.position(n, "n", low=0)
+        return self.snapshot()[max(0, len(self._items) - n) :] if n else []
 
     def range(self, start: int = 0, stop: int | None = None) -> list[Message]:
         """Messages ``[start:stop]``."""
-        start = limits.count(start, "start", low=-(1 << 62))
+        start = limits.position(start, "start")
         if stop is not None:
-            stop = limits.count(stop, "stop", low=-(1 << 62))
+            stop = limits.position(stop, "stop")
         return self.snapshot()[start:stop]
 
     def transcript(self) -> list[Message]:
@@ -514,7 +514,7 @@ class InMemoryHistory:
     def transcript_page(self, start: int = 0, count: int = 500) -> TranscriptPage:
         """Up to ``count`` entries of the full record from position ``start`` (fewer when
         they hold more than ``MAX_READ_BYTES``)."""
-        start = limits.count(start, "start")
+        start = limits.position(start, "start", low=0)
         count = limits.count(count, "count", low=1, high=limits.MAX_PAGE)
         record = [*self._archive, *self._items]
         first = max(start, self._capped)

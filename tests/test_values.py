@@ -16,9 +16,11 @@ from redis_history import (
     AsyncRedisHistory,
     CompactionPolicy,
     CompactionState,
+    InvalidMessageError,
     LimitExceededError,
     Message,
     RedisHistory,
+    ToolCall,
 )
 
 
@@ -121,3 +123,59 @@ def test_an_empty_append_sends_nothing_and_creates_nothing(real_redis: redis.Red
     assert all(name.startswith("cmdstat_config") for name in stats)
     assert not real_redis.exists(*history.keys.all)
     assert history.token_estimate() is None
+
+
+UNREADABLE: dict[str, Callable[[], Message]] = {
+    "an id of 300 characters": lambda: Message.model_construct(
+        id="x" * 300,
+        role="user",
+        content="hi",
+        tool_calls=(),
+        tool_call_id=None,
+        name=None,
+        metadata={},
+        created_at=Message.user("").created_at,
+    ),
+    "an empty id": lambda: Message.model_construct(
+        id="",
+        role="user",
+        content="hi",
+        tool_calls=(),
+        tool_call_id=None,
+        name=None,
+        metadata={},
+        created_at=Message.user("").created_at,
+    ),
+    "a tool result without its call id": lambda: Message.model_construct(
+        id="t",
+        role="tool",
+        content="r",
+        tool_calls=(),
+        tool_call_id=None,
+        name=None,
+        metadata={},
+        created_at=Message.user("").created_at,
+    ),
+    "arguments that are not an object": lambda: Message.assistant(
+        "", tool_calls=[ToolCall.model_construct(id="c", name="f", arguments="x")]
+    ),
+    "a call id of 300 characters": lambda: Message.assistant(
+        "", tool_calls=[ToolCall.model_construct(id="c" * 300, name="f", arguments={})]
+    ),
+}
+
+
+@pytest.mark.real_redis
+@pytest.mark.parametrize("build", UNREADABLE.values(), ids=UNREADABLE.keys())
+def test_a_message_that_would_not_read_back_is_refused(
+    real_redis: redis.Redis, build: Callable[[], Message]
+) -> None:
+    """A message built without validation (model_construct) that no read could parse is
+    refused with InvalidMessageError when written, instead of breaking every later read."""
+    history = RedisHistory(real_redis, "c")
+    history.append(Message.user("q"))
+    before = dump(real_redis)
+    with pytest.raises(InvalidMessageError):
+        history.append(build())
+    assert dump(real_redis) == before
+    assert [m.content for m in history.snapshot()] == ["q"]
