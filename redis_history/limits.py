@@ -32,8 +32,8 @@ __all__ = [
     "MAX_TTL_SECONDS",
     "count",
     "limited",
-    "position",
     "op_id",
+    "position",
     "ttl_ms",
 ]
 

@@ -157,7 +157,8 @@ UNREADABLE: dict[str, Callable[[], Message]] = {
         created_at=Message.user("").created_at,
     ),
     "arguments that are not an object": lambda: Message.assistant(
-        "", tool_calls=[ToolCall.model_construct(id="c", name="f", arguments="x")]
+        "",
+        tool_calls=[ToolCall.model_construct(id="c", name="f", arguments="x")],  # type: ignore[arg-type]
     ),
     "a call id of 300 characters": lambda: Message.assistant(
         "", tool_calls=[ToolCall.model_construct(id="c" * 300, name="f", arguments={})]
