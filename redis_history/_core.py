@@ -22,6 +22,7 @@ from pydantic_core import PydanticSerializationError, to_json
 from redis import exceptions as redis_errors
 
 from redis_history._lane import aexecute, aexecute_all, execute, execute_all
+from redis_history._redact import NOTHING, Redactor
 from redis_history.codec import (
     Batch,
     Entry,
@@ -62,6 +63,7 @@ __all__ = [
     "TranscriptPage",
     "TranscriptPages",
     "op_token",
+    "redis_error",
 ]
 
 T = TypeVar("T")
@@ -90,6 +92,27 @@ _UNAVAILABLE = (
 
 RedisFailure = (redis_errors.RedisError, redis_errors.RedisClusterException)
 """Everything redis-py raises (``RedisClusterException`` is not a ``RedisError``)."""
+
+
+def redis_error(
+    exc: Exception,
+    redactor: Redactor = NOTHING,
+    *,
+    where: str = "Redis",
+    data: str = "a conversation key",
+) -> HistoryError:
+    """The typed error for a redis-py error (callers ``raise ... from exc``), ``exc`` and the
+    errors chained to it redacted in place: a server may echo a password (``AUTH``).
+
+    ``where`` names the server in the message, ``data`` what a ``WRONGTYPE`` was about.
+    """
+    text = redactor.exception(exc)
+    if isinstance(exc, _UNAVAILABLE):
+        return StoreUnavailableError(f"{where} is unavailable: {text}")
+    if isinstance(exc, redis_errors.ResponseError) and "WRONGTYPE" in text:
+        return CorruptHistoryError(f"{data} holds the wrong data type: {text}")
+    return HistoryError(f"{where} refused the operation: {text}")
+
 
 MOVED_ON = (
     redis_errors.SlotNotCoveredError,
@@ -287,6 +310,7 @@ class HistoryCore:
         ttl: float | timedelta | None = None,
         wait_replicas: int = 0,
         wait_timeout: float | timedelta = 1.0,
+        secrets: tuple[str, ...] = (),
     ) -> None:
         self.keys = ConversationKeys.build(conversation_id, namespace, prefix)
         self.conversation_id = conversation_id
@@ -313,6 +337,8 @@ class HistoryCore:
         if len(keys) != self._append.nkeys:
             raise AssertionError("append takes the conversation's data keys and its stage")
         self._append_head = ("EVALSHA", self._append.sha, self._append.nkeys, *keys)
+        self.redactor = Redactor.of(*secrets)
+        """Masks ``secrets`` (the client's password) in the errors :meth:`wrap` makes."""
 
     # -- errors -------------------------------------------------------------------------------
 
@@ -321,14 +347,8 @@ class HistoryCore:
         return exc
 
     def wrap(self, exc: Exception) -> HistoryError:
-        """The typed error for a redis-py error (callers ``raise ... from exc``)."""
-        if isinstance(exc, _UNAVAILABLE):
-            return self._context(StoreUnavailableError(f"Redis is unavailable: {exc}"))
-        if isinstance(exc, redis_errors.ResponseError) and "WRONGTYPE" in str(exc):
-            return self._context(
-                CorruptHistoryError(f"a conversation key holds the wrong data type: {exc}")
-            )
-        return self._context(HistoryError(f"Redis refused the operation: {exc}"))
+        """The typed error for a redis-py error (callers ``raise ... from exc``), redacted."""
+        return self._context(redis_error(exc, self.redactor))
 
     def settle(self, call: Call[T], reply: Any, acknowledged: Any) -> T:
         """The result of a write sent with ``WAIT``: an error in its reply raised typed, a

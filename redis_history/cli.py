@@ -113,6 +113,7 @@ def _show(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     args = _parser().parse_args(argv)
+    redact = settings.redactor((getattr(args, "redis_url", None), getattr(args, "queue_url", None)))
     try:
         if args.command == "demo":
             with redis_for_demo(args.redis_url) as url:
@@ -129,7 +130,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _worker(args)
         return _show(args)
     except (HistoryError, ValueError, RuntimeError) as exc:
-        print(f"redis-history: {exc}", file=sys.stderr)
+        print(f"redis-history: {redact(str(exc))}", file=sys.stderr)
         return 2
 
 
