@@ -34,6 +34,7 @@ from redis_history.codec import (
     role_item,
 )
 from redis_history.errors import (
+    AccessDeniedError,
     CorruptHistoryError,
     HistoryError,
     InvalidMessageError,
@@ -62,6 +63,7 @@ __all__ = [
     "Schedule",
     "TranscriptPage",
     "TranscriptPages",
+    "access_denied",
     "op_token",
     "redis_error",
 ]
@@ -93,6 +95,25 @@ _UNAVAILABLE = (
 RedisFailure = (redis_errors.RedisError, redis_errors.RedisClusterException)
 """Everything redis-py raises (``RedisClusterException`` is not a ``RedisError``)."""
 
+_DENIED = (
+    redis_errors.AuthenticationError,
+    redis_errors.AuthenticationWrongNumberOfArgsError,
+    redis_errors.NoPermissionError,
+)
+_DENIED_REPLIES = ("NOPERM", "NOAUTH", "WRONGPASS", "The user executing the script can't")
+"""What Redis says when it refuses the credentials or the ACL denies a key or a command; the
+last is how Redis 6.2 and 7.0 word an ACL refusal inside a script."""
+
+
+def access_denied(exc: BaseException) -> bool:
+    """Whether a redis-py error is Redis refusing the credentials (none, wrong, a disabled
+    user) or the ACL denying a key or command: neither an outage nor worth a retry."""
+    if isinstance(exc, _DENIED):
+        return True
+    return isinstance(exc, redis_errors.ResponseError) and any(
+        reply in str(exc) for reply in _DENIED_REPLIES
+    )
+
 
 def redis_error(
     exc: Exception,
@@ -107,6 +128,8 @@ def redis_error(
     ``where`` names the server in the message, ``data`` what a ``WRONGTYPE`` was about.
     """
     text = redactor.exception(exc)
+    if access_denied(exc):  # before _UNAVAILABLE: redis-py's AuthenticationError is one
+        return AccessDeniedError(f"{where} denied access: {text}")
     if isinstance(exc, _UNAVAILABLE):
         return StoreUnavailableError(f"{where} is unavailable: {text}")
     if isinstance(exc, redis_errors.ResponseError) and "WRONGTYPE" in text:
@@ -193,7 +216,11 @@ def _staged_reply(replies: list[Any]) -> Any:
     command, ``EXEC``'s), or ``_UNSTAGED`` when the transaction wrote nothing and the
     script alone must do the write: ``EXEC`` aborted (a command refused when queued, such
     as an ACL without ``RENAME``), the script is not loaded (``NOSCRIPT``), or the list
-    was empty (nothing to rename; the script replies -1). Its error replies are raised."""
+    was empty (nothing to rename; the script replies -1). Its error replies are raised, and
+    so is an ACL's refusal of the queued script (``replies[1]``), which the script alone
+    would meet again."""
+    if access_denied(replies[1]):  # the script's own command: sent alone, it is denied too
+        raise replies[1]
     executed = replies[-1]
     if not isinstance(executed, list):
         return _UNSTAGED

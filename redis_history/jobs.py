@@ -11,7 +11,8 @@ failover, killed connections): it waits with a bounded backoff, logs the outage
 once when it starts and once when it ends, and goes on serving. An outage of
 the history store fails only the jobs that needed it. A worker that cannot
 reach its queue when it starts exits with :class:`StoreUnavailableError`, so a
-wrong URL is reported rather than waited on.
+wrong URL is reported rather than waited on; one the queue refuses (a wrong
+password, an ACL) with :class:`AccessDeniedError`, as does a job the store refuses.
 
 A queue that anyone can write lets them enqueue any importable function with
 JSON arguments. :class:`CompactionWorker` therefore runs :class:`CompactionOnlyJob`,
@@ -675,6 +676,8 @@ def run_worker(
     Raises:
         StoreUnavailableError: the queue's Redis cannot be reached as the worker starts
             (once it runs, outages are waited out).
+        AccessDeniedError: the queue's Redis refused the credentials or the ACL denied
+            a command.
         ValueError: unusable settings (compactor, summarizer, token counter).
         TypeError: a ``worker_class`` that does not enforce the allowlist.
     """

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -94,6 +95,15 @@ def workers(redis_url: str, real_redis: redis.Redis, tmp_path: Path) -> Iterator
     launcher = Workers(real_redis, redis_url, tmp_path)
     yield launcher
     launcher.stop_all()
+
+
+@pytest.fixture
+def signal_handlers() -> Iterator[None]:
+    """Put back the SIGINT/SIGTERM handlers an in-process RQ worker installs."""
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    for sig, handler in saved.items():
+        signal.signal(sig, handler)
 
 
 @pytest.fixture

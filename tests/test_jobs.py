@@ -6,7 +6,6 @@ import asyncio
 import gc
 import json
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -25,6 +24,7 @@ from rq.timeouts import TimerDeathPenalty
 from rq.worker import Worker
 from samples import turns
 from summarizers_for_tests import TAG
+from worker_doubles import InProcessWorker
 
 from redis_history import AsyncRedisHistory, RedisHistory, jobs, scripts, settings
 from redis_history._server import LocalCluster, free_port
@@ -50,6 +50,8 @@ POLICY = CompactionPolicy(
 TAGGING = "summarizers_for_tests:Tagging"
 FAILING = "summarizers_for_tests:Failing"
 CALLBACK_KEY = "test-jobs:callback-ran"
+
+pytestmark = pytest.mark.usefixtures("signal_handlers")
 
 
 def create_marker(path: str) -> None:
@@ -89,25 +91,10 @@ def worker_settings(store: fakeredis.FakeRedis) -> Iterator[WorkerSettings]:
     configure_worker(None)
 
 
-class InProcessWorker(SimpleCompactionWorker):
-    """The allowlisting worker, timing jobs with a thread so pytest-timeout keeps SIGALRM."""
-
-    death_penalty_class = TimerDeathPenalty
-
-
 class PlainWorker(SimpleWorker):
     """RQ's own in-process worker, no allowlist, timed the same way."""
 
     death_penalty_class = TimerDeathPenalty
-
-
-@pytest.fixture(autouse=True)
-def signal_handlers() -> Iterator[None]:
-    """Put back the SIGINT/SIGTERM handlers an in-process RQ worker installs."""
-    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
-    yield
-    for sig, handler in saved.items():
-        signal.signal(sig, handler)
 
 
 def work(queue: CompactionQueue) -> None:

@@ -8,7 +8,6 @@ import contextlib
 import json
 import logging
 import os
-import signal
 import subprocess
 import sys
 import traceback
@@ -27,8 +26,8 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 from rq.job import Job, JobStatus
 from rq.serializers import JSONSerializer
-from rq.timeouts import TimerDeathPenalty
 from samples import turns
+from worker_doubles import InProcessWorker
 
 from redis_history import AsyncRedisHistory, HistoryError, Message, RedisHistory
 from redis_history._redact import MASK, Redactor, redact_url
@@ -36,7 +35,6 @@ from redis_history._server import RedisServer, free_port
 from redis_history.context import RedisLongTermMemory
 from redis_history.jobs import (
     COMPACTION_FUNCTION,
-    SimpleCompactionWorker,
     WorkerSettings,
     compaction_queue,
     configure_worker,
@@ -88,19 +86,10 @@ def echoed(server: RedisServer) -> str:
 
 
 @pytest.fixture(autouse=True)
-def no_worker_settings() -> Iterator[None]:
+def no_worker_settings(signal_handlers: None) -> Iterator[None]:
     """An in-process worker's settings and signal handlers do not outlive its test."""
-    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     yield
     configure_worker(None)
-    for sig, handler in saved.items():
-        signal.signal(sig, handler)
-
-
-class InProcessWorker(SimpleCompactionWorker):
-    """The allowlisting worker, timing jobs with a thread so pytest-timeout keeps SIGALRM."""
-
-    death_penalty_class = TimerDeathPenalty
 
 
 # -- the redaction helper ------------------------------------------------------------------------
