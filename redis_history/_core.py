@@ -89,6 +89,7 @@ _UNAVAILABLE = (
     redis_errors.MovedError,
     redis_errors.AskError,
     redis_errors.RedisClusterException,
+    redis_errors.InvalidResponse,  # what answered does not speak Redis's protocol
 )
 """redis-py errors that mean "not reachable now, retry later", not "refused"."""
 

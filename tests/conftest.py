@@ -16,7 +16,7 @@ from worker_processes import Workers
 from redis_history._server import LocalCluster, RedisServer
 from redis_history.jobs import CompactionQueue, compaction_queue
 
-pytest_plugins = ["backends", "chat_server", "faults"]
+pytest_plugins = ["backends", "chat_server", "commands", "faults"]
 
 
 @pytest.fixture(scope="session")

@@ -6,8 +6,6 @@ import asyncio
 import gc
 import json
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +15,7 @@ import pytest
 import redis
 import rq
 from chat_server import ChatServer, Reply, completion
+from commands import run_cli
 from rq import Callback, Queue, SimpleWorker
 from rq.job import Job, JobStatus
 from rq.serializers import DefaultSerializer, JSONSerializer
@@ -471,11 +470,7 @@ def test_the_worker_command_compacts_on_a_real_redis(
     for history in histories:
         history.append_many(turns(6))
         assert history.maybe_compact(queue, POLICY)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("REDIS_HISTORY_", "RQ_"))}
-    result = subprocess.run(
-        [sys.executable, "-m", "redis_history", "worker", "--burst", "--redis-url", redis_url],
-        capture_output=True, text=True, env=env, timeout=120, check=False,
-    )  # fmt: skip
+    result = run_cli("worker", "--burst", "--redis-url", redis_url)
     output = result.stdout + result.stderr
     assert result.returncode == 0, output
     assert output.count("compaction job=") == 2, output

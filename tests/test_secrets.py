@@ -8,8 +8,6 @@ import contextlib
 import json
 import logging
 import os
-import subprocess
-import sys
 import traceback
 import urllib.parse
 import zlib
@@ -21,6 +19,7 @@ import pytest
 import redis
 import redis.asyncio
 from chat_server import ChatServer, Reply
+from commands import SECRET, clean_env, run_cli, url
 from echoes import escaped_forms
 from hypothesis import assume, given
 from hypothesis import strategies as st
@@ -44,23 +43,9 @@ from redis_history.policy import CompactionPolicy
 
 pytestmark = pytest.mark.real_redis
 
-SECRET = "Sup3r-s3cret-pw"
-"""The password of every URL in these tests."""
 API_KEY = "sk-worker/key+do-not-leak"
 TESTS = Path(__file__).resolve().parent
 PAYLOAD = {"namespace": "tenant", "conversation_id": "c", "prefix": "rh", "policy": {}}
-
-
-def url(port: int, password: str = SECRET) -> str:
-    return f"redis://:{password}@127.0.0.1:{port}/0"
-
-
-@pytest.fixture(scope="module")
-def guarded() -> Iterator[RedisServer]:
-    """A redis-server whose default user needs ``SECRET``: the workers' queue."""
-    with RedisServer() as server:
-        server.client().config_set("requirepass", SECRET)
-        yield server
 
 
 @pytest.fixture
@@ -194,20 +179,8 @@ def test_a_password_the_server_echoes_is_masked_in_a_memory_error(echoing: Redis
 
 def worker_env(**variables: str) -> dict[str, str]:
     """The environment of a worker process: nothing inherited from REDIS_HISTORY_* or RQ_*."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("REDIS_HISTORY_", "RQ_"))}
-    return {
-        **env,
-        "REDIS_HISTORY_TOKEN_COUNTER": "heuristic",
-        "PYTHONPATH": os.pathsep.join([str(TESTS), env.get("PYTHONPATH", "")]),
-        **variables,
-    }
-
-
-def run_cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "redis_history", *args],
-        capture_output=True, text=True, env=env, timeout=120, check=False,
-    )  # fmt: skip
+    path = os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])
+    return clean_env(REDIS_HISTORY_TOKEN_COUNTER="heuristic", PYTHONPATH=path, **variables)
 
 
 def test_the_worker_command_shows_no_password_of_an_unreachable_queue() -> None:
