@@ -17,6 +17,7 @@ from redis_history.compactors import (
     resolve_compactor,
 )
 from redis_history.errors import (
+    AccessDeniedError,
     BudgetExceededError,
     CompactorError,
     ConversationNotFound,
@@ -63,6 +64,7 @@ from redis_history.turns import (
 )
 
 __all__ = [
+    "AccessDeniedError",
     "AsyncRedisHistory",
     "BudgetExceededError",
     "CompactionContext",

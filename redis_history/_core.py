@@ -24,6 +24,7 @@ from redis import exceptions as redis_errors
 
 from redis_history import limits
 from redis_history._lane import aexecute, aexecute_all, execute, execute_all
+from redis_history._redact import NOTHING, Redactor
 from redis_history.codec import (
     Batch,
     Entry,
@@ -35,6 +36,7 @@ from redis_history.codec import (
     role_item,
 )
 from redis_history.errors import (
+    AccessDeniedError,
     CorruptHistoryError,
     HistoryError,
     InvalidMessageError,
@@ -53,7 +55,7 @@ from redis_history.turns import Turn, group_entries
 __all__ = [
     "DEFAULT_MAX_MESSAGE_BYTES",
     "MOVED_ON",
-    "NOTHING",
+    "NOTHING_TO_SEND",
     "OPS_KEPT",
     "STAGE_BYTES",
     "WAIT_ATTEMPTS",
@@ -65,9 +67,11 @@ __all__ = [
     "Splice",
     "TranscriptPage",
     "TranscriptPages",
+    "access_denied",
     "batch_of",
     "ids_of",
     "op_token",
+    "redis_error",
     "rollback_ids",
 ]
 
@@ -95,6 +99,7 @@ _UNAVAILABLE = (
     redis_errors.MovedError,
     redis_errors.AskError,
     redis_errors.RedisClusterException,
+    redis_errors.InvalidResponse,  # what answered does not speak Redis's protocol
 )
 """redis-py errors that mean "not reachable now, retry later", not "refused"."""
 
@@ -104,6 +109,53 @@ of the call is unknown (a reply lost to a timeout, then a retry refused as ``BUS
 
 RedisFailure = (redis_errors.RedisError, redis_errors.RedisClusterException)
 """Everything redis-py raises (``RedisClusterException`` is not a ``RedisError``)."""
+
+_DENIED = (
+    redis_errors.AuthenticationError,
+    redis_errors.AuthenticationWrongNumberOfArgsError,
+    redis_errors.NoPermissionError,
+)
+_DENIED_REPLIES = ("NOPERM", "NOAUTH", "WRONGPASS", "The user executing the script can't")
+"""What Redis says when it refuses the credentials or the ACL denies a key or a command; the
+last is how Redis 6.2 and 7.0 word an ACL refusal inside a script."""
+
+
+def access_denied(exc: BaseException) -> bool:
+    """Whether a redis-py error is Redis refusing the credentials (none, wrong, a disabled
+    user) or the ACL denying a key or command: neither an outage nor worth a retry."""
+    if isinstance(exc, _DENIED):
+        return True
+    return isinstance(exc, redis_errors.ResponseError) and any(
+        reply in str(exc) for reply in _DENIED_REPLIES
+    )
+
+
+def redis_error(
+    exc: Exception,
+    redactor: Redactor = NOTHING,
+    *,
+    where: str = "Redis",
+    data: str = "a conversation key",
+) -> HistoryError:
+    """The typed error for a redis-py error (callers ``raise ... from exc``), ``exc`` and the
+    errors chained to it redacted in place: a server may echo a password (``AUTH``).
+
+    ``where`` names the server in the message, ``data`` what a ``WRONGTYPE`` was about.
+    """
+    text = redactor.exception(exc)
+    if access_denied(exc):  # before _UNAVAILABLE: redis-py's AuthenticationError is one
+        return AccessDeniedError(f"{where} denied access: {text}")
+    if isinstance(exc, _UNAVAILABLE):
+        return StoreUnavailableError(f"{where} is unavailable: {text}")
+    if isinstance(exc, redis_errors.ResponseError) and _BUSY.search(text):
+        return StoreUnavailableError(
+            f"{where} was busy or stopped a script; the write may or may not have been "
+            f"applied, and repeating it is safe: {text}"
+        )
+    if isinstance(exc, redis_errors.ResponseError) and "WRONGTYPE" in text:
+        return CorruptHistoryError(f"{data} holds the wrong data type: {text}")
+    return HistoryError(f"{where} refused the operation: {text}")
+
 
 MOVED_ON = (
     redis_errors.SlotNotCoveredError,
@@ -184,7 +236,11 @@ def _staged_reply(replies: list[Any]) -> Any:
     command, ``EXEC``'s), or ``_UNSTAGED`` when the transaction wrote nothing and the
     script alone must do the write: ``EXEC`` aborted (a command refused when queued, such
     as an ACL without ``RENAME``), the script is not loaded (``NOSCRIPT``), or the list
-    was empty (nothing to rename; the script replies -1). Its error replies are raised."""
+    was empty (nothing to rename; the script replies -1). Its error replies are raised, and
+    so is an ACL's refusal of the queued script (``replies[1]``), which the script alone
+    would meet again."""
+    if access_denied(replies[1]):  # the script's own command: sent alone, it is denied too
+        raise replies[1]
     executed = replies[-1]
     if not isinstance(executed, list):
         return _UNSTAGED
@@ -297,6 +353,7 @@ class HistoryCore:
         ttl: float | timedelta | None = None,
         wait_replicas: int = 0,
         wait_timeout: float | timedelta = 1.0,
+        secrets: tuple[str, ...] = (),
     ) -> None:
         self.keys = ConversationKeys.build(conversation_id, namespace, prefix)
         self.conversation_id = conversation_id
@@ -325,6 +382,8 @@ class HistoryCore:
         if len(keys) != self._append.nkeys:
             raise AssertionError("append takes the conversation's data keys and its stage")
         self._append_head = ("EVALSHA", self._append.sha, self._append.nkeys, *keys)
+        self.redactor = Redactor.of(*secrets)
+        """Masks ``secrets`` (the client's password) in the errors :meth:`wrap` makes."""
 
     # -- errors -------------------------------------------------------------------------------
 
@@ -333,21 +392,8 @@ class HistoryCore:
         return exc
 
     def wrap(self, exc: Exception) -> HistoryError:
-        """The typed error for a redis-py error (callers ``raise ... from exc``)."""
-        if isinstance(exc, _UNAVAILABLE):
-            return self._context(StoreUnavailableError(f"Redis is unavailable: {exc}"))
-        if isinstance(exc, redis_errors.ResponseError) and _BUSY.search(str(exc)):
-            return self._context(
-                StoreUnavailableError(
-                    f"Redis was busy or stopped a script; the write may or may not have been "
-                    f"applied, and repeating it is safe: {exc}"
-                )
-            )
-        if isinstance(exc, redis_errors.ResponseError) and "WRONGTYPE" in str(exc):
-            return self._context(
-                CorruptHistoryError(f"a conversation key holds the wrong data type: {exc}")
-            )
-        return self._context(HistoryError(f"Redis refused the operation: {exc}"))
+        """The typed error for a redis-py error (callers ``raise ... from exc``), redacted."""
+        return self._context(redis_error(exc, self.redactor))
 
     def settle(self, call: Call[T], reply: Any, acknowledged: Any) -> T:
         """The result of a write sent with ``WAIT``: an error in its reply raised typed, a
@@ -434,7 +480,7 @@ class HistoryCore:
             return self._append_call(token, tokens, (envelope,), roles)
         batch = self._batch(batch_of(messages))
         if not batch.envelopes:
-            return NOTHING
+            return NOTHING_TO_SEND
         token = op_token("append", [m.id for m in messages])
         return self._append_call(token, batch.tokens, batch.envelopes, batch.roles)
 
@@ -861,7 +907,7 @@ class Splice:
         return HistoryCore._token("splice", op_id, natural)
 
 
-NOTHING: Call[None] = Call(lambda _reply: None, ())
+NOTHING_TO_SEND: Call[None] = Call(lambda _reply: None, ())
 """A call with nothing to send (an empty append): the front ends answer it themselves."""
 
 

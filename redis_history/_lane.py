@@ -10,7 +10,10 @@ pool makes (``can_read``: a connection the server closed while it sat idle, or
 one with anything waiting on it, is reconnected first), each command runs under
 the connection's own ``Retry`` and disconnects on failure, as
 ``execute_command`` does, and an interruption (a timeout, ``KeyboardInterrupt``)
-disconnects it, so a reply is never read as another command's.
+disconnects it, so a reply is never read as another command's. Refused
+credentials (redis-py's ``AuthenticationError``, a ``ConnectionError`` to the
+``Retry``) are not sent again: a wrong password stays wrong. (Connecting, redis-py
+itself makes as many attempts at the handshake as the ``Retry`` allows.)
 
 The lane is used only where that is all ``execute_command`` would do: a
 ``redis.Redis`` whose ``execute_command`` is redis-py's own, with no pinned
@@ -33,7 +36,7 @@ from typing import Any
 
 import redis
 import redis.asyncio
-from redis.exceptions import ConnectionError, ResponseError, TimeoutError
+from redis.exceptions import AuthenticationError, ConnectionError, ResponseError, TimeoutError
 from redis.utils import HIREDIS_AVAILABLE
 
 if HIREDIS_AVAILABLE:
@@ -181,6 +184,13 @@ def _reader(count: int) -> Any:
     return read_all
 
 
+def _settled(reply: Any, denied: list[AuthenticationError]) -> Any:
+    """``reply``, or the refusal of the credentials a round trip kept from the ``Retry``."""
+    if denied:
+        raise denied[0]
+    return reply
+
+
 def _round_trip(client: Any, lane: _Lane, packed: Any, read: Any) -> Any:
     """Send ``packed`` (built by ``lane``) on a lane connection and ``read`` its reply."""
     try:
@@ -194,12 +204,20 @@ def _round_trip(client: Any, lane: _Lane, packed: Any, read: Any) -> Any:
         except (ConnectionError, TimeoutError, OSError):
             conn.disconnect()
 
+    denied: list[AuthenticationError] = []
+
     def round_trip() -> Any:
-        conn.send_packed_command(packed(conn))
-        return read(conn)
+        try:
+            conn.send_packed_command(packed(conn))
+            return read(conn)
+        except AuthenticationError as error:  # kept from the Retry, which would resend it
+            denied.append(error)
+            return None
 
     try:
-        return conn.retry.call_with_retry(round_trip, lambda _error: conn.disconnect())
+        return _settled(
+            conn.retry.call_with_retry(round_trip, lambda _error: conn.disconnect()), denied
+        )
     except ResponseError:
         raise  # an error reply, read whole
     except BaseException:
@@ -261,12 +279,20 @@ async def _around_trip(client: Any, lane: _Lane, packed: Any, read: Any) -> Any:
         except (ConnectionError, TimeoutError, OSError):
             await conn.disconnect()
 
+    denied: list[AuthenticationError] = []
+
     async def round_trip() -> Any:
-        await conn.send_packed_command(packed(conn))
-        return await read(conn)
+        try:
+            await conn.send_packed_command(packed(conn))
+            return await read(conn)
+        except AuthenticationError as error:
+            denied.append(error)
+            return None
 
     try:
-        return await conn.retry.call_with_retry(round_trip, lambda _error: conn.disconnect())
+        return _settled(
+            await conn.retry.call_with_retry(round_trip, lambda _error: conn.disconnect()), denied
+        )
     except ResponseError:
         raise
     except BaseException:

@@ -1,4 +1,10 @@
-"""The ``redis-history`` command line: ``demo``, ``show`` and ``worker``."""
+"""The ``redis-history`` command line: ``demo``, ``show`` and ``worker``.
+
+An expected failure (Redis unreachable or not Redis, refused credentials, an ACL
+refusal, bad arguments or settings, an unknown conversation) prints one line to
+stderr, secrets masked, and exits with its own status (:data:`EXIT_STATUSES`);
+only a bug prints a traceback.
+"""
 
 from __future__ import annotations
 
@@ -7,28 +13,63 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from redis_history import settings
+from redis_history._core import RedisFailure, redis_error
 from redis_history.demo import redis_for_demo, run_demo
-from redis_history.errors import ConversationNotFound, HistoryError
+from redis_history.errors import (
+    AccessDeniedError,
+    ConversationNotFound,
+    HistoryError,
+    StoreUnavailableError,
+)
 from redis_history.history import RedisHistory
 from redis_history.keys import DEFAULT_NAMESPACE
 from redis_history.settings import WorkerSettings
 
-__all__ = ["main"]
+__all__ = ["EXIT_STATUSES", "main"]
 
 URL_ENV = settings.URL.name
 
+EXIT_STATUSES: tuple[tuple[type[BaseException], int, str], ...] = (
+    (AccessDeniedError, 5, "Redis refused the credentials, or its ACL denied a key or command"),
+    (StoreUnavailableError, 4, "Redis unreachable, or not a Redis server"),
+    (ConversationNotFound, 3, "no such conversation"),
+    (ValueError, 2, "bad arguments, environment variables or setup"),
+    (RuntimeError, 2, "bad arguments, environment variables or setup"),
+    (HistoryError, 1, "the demo found a broken invariant, or Redis refused an operation"),
+    (KeyboardInterrupt, 130, "interrupted"),
+)
+"""The exit status of each expected failure, first match first, and what it means."""
+_EXPECTED: tuple[type[BaseException], ...] = (
+    *RedisFailure,
+    *(kind for kind, _, _ in EXIT_STATUSES),
+)
+"""What the command line reports in one line: those, and redis-py's errors left untyped."""
+
+
+def _epilog() -> str:
+    statuses = {0: "done", **{code: meaning for _, code, meaning in EXIT_STATUSES}}
+    return "exit status:\n" + "\n".join(
+        f"  {code:<3} {meaning}" for code, meaning in sorted(statuses.items())
+    )
+
 
 def _parser() -> argparse.ArgumentParser:
+    layout: dict[str, Any] = {
+        "epilog": _epilog(),
+        "formatter_class": argparse.RawDescriptionHelpFormatter,
+    }
     parser = argparse.ArgumentParser(
-        prog="redis-history", description="LLM agent conversation history in Redis."
+        prog="redis-history", description="LLM agent conversation history in Redis.", **layout
     )
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser(
         "demo",
         help="simulated agent pods sharing conversations, with the invariants checked",
         description="Without --redis-url or $REDIS_HISTORY_URL an embedded Redis is started.",
+        **layout,
     )
     demo.add_argument("--redis-url", help=f"Redis to use (default: ${URL_ENV}, else embedded)")
     demo.add_argument("--pods", type=int, default=4, help="simulated agent processes")
@@ -42,7 +83,9 @@ def _parser() -> argparse.ArgumentParser:
         default=settings.QUEUE.read(),
         help="the compaction queue (default: $REDIS_HISTORY_QUEUE, else %(default)s)",
     )
-    show = commands.add_parser("show", help="print a conversation's messages as JSON lines")
+    show = commands.add_parser(
+        "show", help="print a conversation's messages as JSON lines", **layout
+    )
     show.add_argument("conversation_id")
     show.add_argument("--namespace", default=DEFAULT_NAMESPACE)
     show.add_argument("--redis-url", help=f"Redis to read (default: ${URL_ENV})")
@@ -51,6 +94,7 @@ def _parser() -> argparse.ArgumentParser:
         "worker",
         help="an RQ worker that compacts conversations (only compaction jobs, JSON only)",
         description="Configured by REDIS_HISTORY_* variables; options override them.",
+        **layout,
     )
     worker.add_argument("--burst", action="store_true", help="quit once the queue is empty")
     worker.add_argument("--queue", help="queue name (default: $REDIS_HISTORY_QUEUE)")
@@ -111,26 +155,34 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit status."""
+    """Run the command line; returns the exit status (:data:`EXIT_STATUSES`)."""
     args = _parser().parse_args(argv)
     try:
-        if args.command == "demo":
-            with redis_for_demo(args.redis_url) as url:
-                report = run_demo(
-                    url,
-                    pods=args.pods,
-                    conversations=args.conversations,
-                    turns=args.turns,
-                    workers=args.workers,
-                    queue_name=args.queue,
-                )
-            return 0 if report.ok else 1
-        if args.command == "worker":
-            return _worker(args)
-        return _show(args)
-    except (HistoryError, ValueError, RuntimeError) as exc:
-        print(f"redis-history: {exc}", file=sys.stderr)
-        return 2
+        return _run(args)
+    except _EXPECTED as exc:
+        error = redis_error(exc) if isinstance(exc, RedisFailure) else exc
+        code = next(code for kind, code, _ in EXIT_STATUSES if isinstance(error, kind))
+        urls = (getattr(args, "redis_url", None), getattr(args, "queue_url", None))
+        text = " ".join(settings.redactor(urls)(str(error) or type(error).__name__).split())
+        print(f"redis-history: {text}", file=sys.stderr)
+        return code
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.command == "demo":
+        with redis_for_demo(args.redis_url) as url:
+            report = run_demo(
+                url,
+                pods=args.pods,
+                conversations=args.conversations,
+                turns=args.turns,
+                workers=args.workers,
+                queue_name=args.queue,
+            )
+        return 0 if report.ok else 1
+    if args.command == "worker":
+        return _worker(args)
+    return _show(args)
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ from redis import exceptions as redis_errors
 from redis.exceptions import LockError
 from redis.lock import Lock
 
+from redis_history._core import RedisFailure
 from redis_history.codec import Entry
 from redis_history.compactors import Compactor, CompactorRequest, SummarizingCompactor
 from redis_history.errors import (
@@ -302,7 +303,11 @@ def run_compaction(
         lock_class=_RetrySafeLock,
     )
     asked = clock()  # the lock's TTL runs from no earlier than this
-    if not lock.acquire():
+    try:
+        acquired = lock.acquire()
+    except RedisFailure as exc:  # the lock is redis-py's: its errors are not typed yet
+        raise history.core.wrap(exc) from exc
+    if not acquired:
         return CompactionResult("busy")
     token = lock.local.token
     token = token.decode() if isinstance(token, bytes) else str(token)

@@ -21,12 +21,14 @@ redis-py's exceptions::
     ├── CompactorError                       a compactor's replacement was refused before writing
     ├── JobRefusedError (PermissionError)    a worker was handed a job it may not run
     ├── ReplicationError                     a write reached fewer replicas than ``wait_replicas``
+    ├── AccessDeniedError (PermissionError)  credentials refused, or a key denied (ACL NOPERM)
     └── StoreUnavailableError (ConnectionError)  Redis could not be reached; wraps redis-py's error
 """
 
 from __future__ import annotations
 
 __all__ = [
+    "AccessDeniedError",
     "BudgetExceededError",
     "CompactorError",
     "ConversationNotFound",
@@ -205,6 +207,13 @@ class ReplicationError(HistoryError):
         super().__init__(message, conversation_id=conversation_id, namespace=namespace)
         self.acknowledged = acknowledged
         self.required = required
+
+
+class AccessDeniedError(HistoryError, PermissionError):
+    """Redis refused the credentials (no password, a wrong one, a disabled user) or denied the
+    user a key or a command (an ACL's ``NOPERM``); nothing was written. Not an outage: it is
+    not retried, and repeating the call fails the same way until the credentials or the ACL
+    change."""
 
 
 class StoreUnavailableError(HistoryError, ConnectionError):

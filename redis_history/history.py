@@ -36,6 +36,7 @@ from redis_history._core import (
     asend,
     send,
 )
+from redis_history._redact import client_secrets
 from redis_history.codec import Entry
 from redis_history.keys import DEFAULT_NAMESPACE, DEFAULT_PREFIX, ConversationKeys
 from redis_history.limits import MAX_PAGE
@@ -101,6 +102,7 @@ class _Base:
             ttl=ttl,
             wait_replicas=wait_replicas,
             wait_timeout=wait_timeout,
+            secrets=client_secrets(client),
         )
 
     @property

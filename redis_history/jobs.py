@@ -11,7 +11,8 @@ failover, killed connections): it waits with a bounded backoff, logs the outage
 once when it starts and once when it ends, and goes on serving. An outage of
 the history store fails only the jobs that needed it. A worker that cannot
 reach its queue when it starts exits with :class:`StoreUnavailableError`, so a
-wrong URL is reported rather than waited on.
+wrong URL is reported rather than waited on; one the queue refuses (a wrong
+password, an ACL) with :class:`AccessDeniedError`, as does a job the store refuses.
 
 A queue that anyone can write lets them enqueue any importable function with
 JSON arguments. :class:`CompactionWorker` therefore runs :class:`CompactionOnlyJob`,
@@ -44,14 +45,21 @@ from rq.serializers import JSONSerializer, resolve_serializer
 from rq.utils import import_job_class
 from rq.worker import BaseWorker, SimpleWorker, Worker, WorkerStatus
 
-from redis_history._core import CompactionRequest, RedisFailure
+from redis_history._core import CompactionRequest, RedisFailure, redis_error
+from redis_history._redact import NOTHING, Redactor, client_secrets, redact_url
 from redis_history.compaction import CompactionResult, run_compaction
 from redis_history.compactors import Compactor, resolve_compactor
-from redis_history.errors import HistoryError, JobRefusedError, StoreUnavailableError
+from redis_history.errors import HistoryError, JobRefusedError
 from redis_history.history import RedisHistory
 from redis_history.policy import CompactionPolicy
 from redis_history.scripts import script, script_names
-from redis_history.settings import DEFAULT_QUEUE, DEFAULT_URL, WorkerSettings, _driver_info
+from redis_history.settings import (
+    DEFAULT_QUEUE,
+    DEFAULT_URL,
+    WorkerSettings,
+    _driver_info,
+    redactor,
+)
 from redis_history.summarizers import Summarizer, resolve_summarizer
 from redis_history.tokens import DEFAULT_ENCODING, TokenCounter, resolve_counter
 
@@ -142,6 +150,13 @@ def compaction_queue(
 # -- the job function -------------------------------------------------------------------------
 
 
+def _redactor(settings: WorkerSettings | None, secrets: tuple[str, ...] = ()) -> Redactor:
+    """Masks what a worker knows to be secret: the passwords of its store's and queue's URLs,
+    the summarizer's API key, and ``secrets``."""
+    urls = (settings.url, settings.queue_url) if settings else ()
+    return redactor(urls, secrets)
+
+
 @dataclass(slots=True)
 class _Process:
     """What one process builds once and reuses for every job it runs."""
@@ -151,6 +166,7 @@ class _Process:
     summarizer: Summarizer
     compactor: Compactor
     counter: TokenCounter
+    redactor: Redactor
     _store: Any = None
 
     @property
@@ -161,9 +177,8 @@ class _Process:
             try:
                 self._store = self.settings.store_client()
             except RedisFailure as exc:
-                raise StoreUnavailableError(
-                    f"the history store at {self.settings.url} is unavailable: {exc}"
-                ) from exc
+                where = f"the history store at {redact_url(self.settings.url)}"
+                raise redis_error(exc, self.redactor, where=where) from exc
         return self._store
 
 
@@ -206,9 +221,16 @@ def _process() -> _Process:
                 compactor=resolve_compactor(settings.compactor),
                 # Off the hot path, a worker can afford to price its summaries exactly.
                 counter=resolve_counter(settings.token_counter or DEFAULT_ENCODING),
+                redactor=_redactor(settings),
                 _store=_config.store,
             )
         return current
+
+
+def _job_redactor() -> Redactor:
+    """This process's redactor, once its jobs' settings are read."""
+    process = _config.process
+    return process.redactor if process is not None and process.pid == os.getpid() else NOTHING
 
 
 def compact_conversation(
@@ -244,7 +266,8 @@ def compact_conversation(
     try:
         result = _compact(job_id, namespace, conversation_id, prefix, policy)
     except Exception as exc:
-        outcome = f"failed {type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+        text = _job_redactor().exception(exc)  # before RQ logs and stores its traceback
+        outcome = f"failed {type(exc).__name__}: {' '.join(text.split())[:300]}"
         raise
     else:
         outcome = f"{result.status} dropped={result.dropped} tokens_freed={result.tokens_freed}"
@@ -386,7 +409,28 @@ class _CompactionOnlyWorker(BaseWorker):
         for queue in self.queues:
             if queue.serializer is not JSONSerializer:
                 raise ValueError(f"queue {queue.name!r} does not use JSONSerializer")
+        self.redact = _redactor(_config.settings, client_secrets(self.connection))
+        """Masks the worker's secrets in what RQ logs and stores of a failed job."""
         _preload()
+
+    def handle_exception(self, job: Job, *exc_info: Any) -> None:
+        """RQ's report of a job's error (logged, then stored), its secrets masked first."""
+        if isinstance(exc_info[1], BaseException):
+            self.redact.exception(exc_info[1])
+        super().handle_exception(job, *exc_info)
+
+    def handle_job_failure(
+        self,
+        job: Job,
+        queue: rq.Queue,
+        started_job_registry: StartedJobRegistry | None = None,
+        exc_string: str = "",
+        execution: Execution | None = None,
+    ) -> None:
+        """RQ's record of a failed job, the traceback it stores redacted."""
+        super().handle_job_failure(
+            job, queue, started_job_registry, self.redact(exc_string), execution
+        )
 
 
 def _preload() -> None:
@@ -632,6 +676,8 @@ def run_worker(
     Raises:
         StoreUnavailableError: the queue's Redis cannot be reached as the worker starts
             (once it runs, outages are waited out).
+        AccessDeniedError: the queue's Redis refused the credentials or the ACL denied
+            a command.
         ValueError: unusable settings (compactor, summarizer, token counter).
         TypeError: a ``worker_class`` that does not enforce the allowlist.
     """
@@ -651,9 +697,8 @@ def run_worker(
             [settings.queue], name=name, connection=connection, serializer=JSONSerializer
         )
         return bool(worker.work(burst=burst, logging_level=logging_level))
-    except redis.ConnectionError as exc:
-        raise StoreUnavailableError(
-            f"the queue's Redis at {settings.queue_redis_url} is unavailable: {exc}"
-        ) from exc
+    except RedisFailure as exc:
+        where = f"the queue's Redis at {redact_url(settings.queue_redis_url)}"
+        raise redis_error(exc, _redactor(settings), where=where) from exc
     finally:
         connection.close()

@@ -12,14 +12,16 @@ This module imports no ``rq``: pods, the CLI and the summarizers read it too.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, fields
 from functools import cache
 from typing import Any, Generic, TypeVar
 
 import redis
 from redis.cluster import RedisCluster
 from redis.driver_info import DriverInfo
+
+from redis_history._redact import Redactor, redact_url, url_secrets
 
 __all__ = [
     "CLUSTER",
@@ -39,6 +41,7 @@ __all__ = [
     "VARIABLES",
     "Variable",
     "WorkerSettings",
+    "redactor",
 ]
 
 T = TypeVar("T")
@@ -224,6 +227,13 @@ class WorkerSettings:
                 "RQ needs a standalone Redis"
             )
 
+    def __repr__(self) -> str:
+        """The settings, the URLs' passwords masked."""
+        shown = {field.name: getattr(self, field.name) for field in fields(self)}
+        shown["url"] = redact_url(self.url)
+        shown["queue_url"] = self.queue_url and redact_url(self.queue_url)
+        return f"WorkerSettings({', '.join(f'{name}={value!r}' for name, value in shown.items())})"
+
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> WorkerSettings:
         """Settings from the ``REDIS_HISTORY_*`` variables of :data:`VARIABLES`.
@@ -262,6 +272,20 @@ class WorkerSettings:
     def queue_client(self) -> redis.Redis:
         """A new client for the queue's Redis."""
         return redis.Redis.from_url(self.queue_redis_url, driver_info=_driver_info())
+
+
+def redactor(
+    urls: Iterable[str | None] = (),
+    secrets: Iterable[str] = (),
+    environ: Mapping[str, str] | None = None,
+) -> Redactor:
+    """Masks what a process knows to be secret: the passwords of ``urls`` and of the store's
+    and queue's URLs in the environment, the openai summarizer's API key (in the variable
+    ``SUMMARIZER_API_KEY_ENV`` names), and ``secrets``."""
+    env = os.environ if environ is None else environ
+    every = (*urls, URL.read(env), QUEUE_URL.read(env))
+    key = env.get(SUMMARIZER_API_KEY_ENV.read(env))
+    return Redactor.of(*(s for url in every for s in url_secrets(url)), key, *secrets)
 
 
 @cache

@@ -36,6 +36,8 @@ class Reply:
     body: Any = field(default_factory=lambda: completion("- Alice flies AF123 to Paris."))
     delay: float = 0.0
     headers: dict[str, str] = field(default_factory=dict)
+    reason: str | None = None
+    """The status line's reason phrase; the standard one for ``status`` when ``None``."""
 
 
 @dataclass
@@ -85,7 +87,7 @@ class ChatServer:
                     reply.body if isinstance(reply.body, bytes) else json.dumps(reply.body).encode()
                 )
                 try:
-                    self.send_response(reply.status)
+                    self.send_response(reply.status, reply.reason)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(payload)))
                     for name, value in reply.headers.items():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from worker_processes import Workers
 from redis_history._server import LocalCluster, RedisServer
 from redis_history.jobs import CompactionQueue, compaction_queue
 
-pytest_plugins = ["backends", "chat_server", "faults"]
+pytest_plugins = ["backends", "chat_server", "commands", "faults"]
 
 
 @pytest.fixture(scope="session")
@@ -94,6 +95,15 @@ def workers(redis_url: str, real_redis: redis.Redis, tmp_path: Path) -> Iterator
     launcher = Workers(real_redis, redis_url, tmp_path)
     yield launcher
     launcher.stop_all()
+
+
+@pytest.fixture
+def signal_handlers() -> Iterator[None]:
+    """Put back the SIGINT/SIGTERM handlers an in-process RQ worker installs."""
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    for sig, handler in saved.items():
+        signal.signal(sig, handler)
 
 
 @pytest.fixture

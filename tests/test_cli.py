@@ -9,8 +9,11 @@ import sys
 
 import pytest
 import redis
+from chat_server import ChatServer
+from commands import SECRET, clean_env, run_cli, url
 
 from redis_history import Message, RedisHistory
+from redis_history._server import RedisServer, free_port
 from redis_history.cli import main
 from redis_history.demo import DemoReport, check_conversation, run_demo
 
@@ -68,6 +71,103 @@ def test_show_prints_openai_messages(
 def test_show_unknown_conversation_is_a_clear_error(
     redis_url: str, real_redis: redis.Redis, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """An unknown conversation exits 2 saying so, without a traceback."""
-    assert main(["show", "nobody", "--redis-url", redis_url]) == 2
+    """An unknown conversation exits 3 saying so, without a traceback."""
+    assert main(["show", "nobody", "--redis-url", redis_url]) == 3
     assert "no such conversation" in capsys.readouterr().err
+
+
+# -- expected failures: one line, its own exit status, no traceback, no secret -----------------
+
+
+def one_line_failure(result: subprocess.CompletedProcess[str], status: int, says: str) -> None:
+    """The command exited ``status``, printing only a line on stderr that ``says`` it, and
+    neither a traceback nor the password."""
+    output = result.stdout + result.stderr
+    assert result.returncode == status, output
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("redis-history: ")
+    assert says in line
+    assert "Traceback" not in output
+    assert SECRET not in output
+
+
+def closed() -> str:
+    """A URL, with a password, where nothing listens."""
+    return url(free_port())
+
+
+def unusable(target: str, request: pytest.FixtureRequest) -> str:
+    """A URL, with a password, of a closed port, an HTTP server or a Redis that refuses it."""
+    if target == "closed-port":
+        return closed()
+    if target == "not-redis":
+        chat: ChatServer = request.getfixturevalue("chat_server")
+        return url(chat.httpd.server_address[1])
+    guarded: RedisServer = request.getfixturevalue("guarded")
+    return url(guarded.port, "wrong-pw")
+
+
+COMMANDS = {
+    "worker": ["worker", "--burst", "--redis-url"],
+    "show": ["show", "c", "--redis-url"],
+    "demo": ["demo", "--workers", "0", "--redis-url"],
+}
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize(
+    ("target", "status", "says"),
+    [
+        ("closed-port", 4, "unavailable: Error 111"),
+        ("not-redis", 4, "unavailable: Protocol error"),
+        ("wrong-password", 5, "denied access"),
+    ],
+)
+def test_an_unusable_redis_is_one_line_and_its_own_status(
+    command: str, target: str, status: int, says: str, request: pytest.FixtureRequest
+) -> None:
+    """Every command pointed at a closed port, an HTTP server or a Redis that refuses the
+    password exits 4 (unavailable) or 5 (denied) with one line, no traceback, no password."""
+    result = run_cli(*COMMANDS[command], unusable(target, request))
+    one_line_failure(result, status, says)
+
+
+def test_the_worker_entry_point_fails_the_same_way() -> None:
+    """`python -m worker` (the deployment's entry point) is the same command line."""
+    result = run_cli("--burst", "--redis-url", closed(), module="worker")
+    one_line_failure(result, 4, "the queue's Redis at redis://:***@127.0.0.1:")
+
+
+def test_a_bad_environment_variable_is_a_usage_error() -> None:
+    """A malformed REDIS_HISTORY_* variable exits 2 naming it."""
+    result = run_cli("worker", "--burst", env=clean_env(REDIS_HISTORY_CLUSTER="maybe"))
+    one_line_failure(result, 2, "REDIS_HISTORY_CLUSTER must be one of")
+
+
+def test_a_bad_url_is_a_usage_error() -> None:
+    """A URL redis-py cannot use exits 2."""
+    result = run_cli("show", "c", "--redis-url", f"http://:{SECRET}@127.0.0.1:1/")
+    one_line_failure(result, 2, "Redis URL must specify one of the following schemes")
+
+
+def test_an_unknown_conversation_exits_3(guarded: RedisServer) -> None:
+    """show of a conversation that does not exist exits 3."""
+    result = run_cli("show", "nobody", "--redis-url", url(guarded.port))
+    one_line_failure(result, 3, "no such conversation")
+
+
+def test_bad_arguments_are_argparse_usage_errors() -> None:
+    """An unknown option exits 2 with argparse's usage, and no traceback."""
+    result = run_cli("worker", "--no-such-option")
+    assert result.returncode == 2
+    assert "unrecognized arguments: --no-such-option" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_help_lists_the_exit_statuses() -> None:
+    """Every command's --help ends with the exit statuses."""
+    for command in ([], ["demo"], ["show"], ["worker"]):
+        result = run_cli(*command, "--help")
+        assert result.returncode == 0, result.stderr
+        for code, meaning in ((3, "no such conversation"), (4, "Redis unreachable")):
+            assert f"  {code}   {meaning}" in result.stdout

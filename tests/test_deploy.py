@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import redis
+from commands import clean_env
 
 from redis_history import Message, RedisHistory
 from redis_history.jobs import compaction_queue
@@ -50,12 +51,6 @@ def rq_command() -> list[str]:
     found = str(script) if script.is_file() else shutil.which("rq")
     assert found, "rq's console script is not installed"
     return [found]
-
-
-def clean_env(**variables: str) -> dict[str, str]:
-    """This process's environment without REDIS_HISTORY_*/RQ_* settings, plus ``variables``."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("REDIS_HISTORY_", "RQ_"))}
-    return {**env, **variables}
 
 
 def turns(n: int) -> list[Message]:

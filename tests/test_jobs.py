@@ -6,9 +6,6 @@ import asyncio
 import gc
 import json
 import os
-import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +15,7 @@ import pytest
 import redis
 import rq
 from chat_server import ChatServer, Reply, completion
+from commands import run_cli
 from rq import Callback, Queue, SimpleWorker
 from rq.job import Job, JobStatus
 from rq.serializers import DefaultSerializer, JSONSerializer
@@ -25,6 +23,7 @@ from rq.timeouts import TimerDeathPenalty
 from rq.worker import Worker
 from samples import turns
 from summarizers_for_tests import TAG
+from worker_doubles import InProcessWorker
 
 from redis_history import AsyncRedisHistory, RedisHistory, jobs, scripts, settings
 from redis_history._server import LocalCluster, free_port
@@ -50,6 +49,8 @@ POLICY = CompactionPolicy(
 TAGGING = "summarizers_for_tests:Tagging"
 FAILING = "summarizers_for_tests:Failing"
 CALLBACK_KEY = "test-jobs:callback-ran"
+
+pytestmark = pytest.mark.usefixtures("signal_handlers")
 
 
 def create_marker(path: str) -> None:
@@ -89,25 +90,10 @@ def worker_settings(store: fakeredis.FakeRedis) -> Iterator[WorkerSettings]:
     configure_worker(None)
 
 
-class InProcessWorker(SimpleCompactionWorker):
-    """The allowlisting worker, timing jobs with a thread so pytest-timeout keeps SIGALRM."""
-
-    death_penalty_class = TimerDeathPenalty
-
-
 class PlainWorker(SimpleWorker):
     """RQ's own in-process worker, no allowlist, timed the same way."""
 
     death_penalty_class = TimerDeathPenalty
-
-
-@pytest.fixture(autouse=True)
-def signal_handlers() -> Iterator[None]:
-    """Put back the SIGINT/SIGTERM handlers an in-process RQ worker installs."""
-    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
-    yield
-    for sig, handler in saved.items():
-        signal.signal(sig, handler)
 
 
 def work(queue: CompactionQueue) -> None:
@@ -484,11 +470,7 @@ def test_the_worker_command_compacts_on_a_real_redis(
     for history in histories:
         history.append_many(turns(6))
         assert history.maybe_compact(queue, POLICY)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("REDIS_HISTORY_", "RQ_"))}
-    result = subprocess.run(
-        [sys.executable, "-m", "redis_history", "worker", "--burst", "--redis-url", redis_url],
-        capture_output=True, text=True, env=env, timeout=120, check=False,
-    )  # fmt: skip
+    result = run_cli("worker", "--burst", "--redis-url", redis_url)
     output = result.stdout + result.stderr
     assert result.returncode == 0, output
     assert output.count("compaction job=") == 2, output

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import socket
 import sys
+import traceback
+import urllib.parse
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 from chat_server import ChatServer, Reply, completion
+from echoes import escaped_forms
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -582,6 +585,30 @@ def test_the_api_key_never_shows(server: ChatServer, sleeps: list[float]) -> Non
     with pytest.raises(SummarizerError) as retried:
         client(server, sleeps, max_retries=0).summarize(conversation())
     assert SECRET not in str(retried.value)
+
+
+ODD_KEY = 'sk-proj/do+not "leak"=éZq9x'
+"""A key whose JSON, backslash and URL escapes all differ from it."""
+ECHOES = {name: form for name, form in escaped_forms(ODD_KEY).items() if form != ODD_KEY}
+
+
+@pytest.mark.parametrize("form", ECHOES, ids=list(ECHOES))
+def test_an_echoed_key_is_masked_in_every_escaped_form(
+    server: ChatServer, sleeps: list[float], form: str
+) -> None:
+    """A key the endpoint echoes JSON-escaped, backslash-escaped or URL-encoded, in its body and
+    in its status line, shows nowhere: not in the error, nor in any error chained to it."""
+    echo = ECHOES[form]
+    assert echo != ODD_KEY
+    latin1 = echo if echo.isascii() else urllib.parse.quote(ODD_KEY)
+    body = f'{{"error": {{"message": "Incorrect API key provided: {echo}"}}}}'.encode()
+    server.default = Reply(401, body, reason=f"Bad key {latin1}")
+    with pytest.raises(SummarizerError) as caught:
+        client(server, sleeps, api_key=ODD_KEY).summarize(conversation())
+    shown = "".join(traceback.format_exception(caught.value)) + repr(caught.value)
+    assert str(caught.value).count("***") == 2, "masked in the status line and in the body"
+    for leaked in (ODD_KEY, echo, latin1, "Zq9x"):  # "Zq9x": no part of the key either
+        assert leaked not in shown
 
 
 def test_a_missing_key_is_named_on_401(server: ChatServer, sleeps: list[float]) -> None:

@@ -35,6 +35,8 @@ from redis_history.policy import CompactionPolicy
 POLICY = CompactionPolicy(
     soft_tokens=50, hard_tokens=10_000, keep_last_turns=1, min_messages=2, cooldown_turns=0
 )
+pytestmark = pytest.mark.usefixtures("signal_handlers")
+
 QUEUE_SERVER: list[fakeredis.FakeServer] = []
 """The queue's server while a test runs, for :class:`CutsTheQueue` to disconnect."""
 
@@ -92,15 +94,6 @@ def store() -> Iterator[fakeredis.FakeRedis]:
     configure_worker(WorkerSettings(summarizer=summarizer, token_counter="heuristic"), store=client)
     yield client
     configure_worker(None)
-
-
-@pytest.fixture(autouse=True)
-def signal_handlers() -> Iterator[None]:
-    """Put back the SIGINT/SIGTERM handlers an in-process RQ worker installs."""
-    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
-    yield
-    for sig, handler in saved.items():
-        signal.signal(sig, handler)
 
 
 @pytest.fixture

@@ -1,4 +1,5 @@
-"""Summarizers that real worker processes load by dotted path in tests/test_workers.py.
+"""Summarizers that real worker processes load by dotted path in tests/test_workers.py, and
+the in-process worker the tests run jobs with.
 
 They report to the test through the store's Redis (``REDIS_HISTORY_URL``), on
 keys outside the library's ``rh:`` prefix. Each test message carries the name
@@ -16,8 +17,10 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 import redis
+from rq.timeouts import TimerDeathPenalty
 
 from redis_history import Message
+from redis_history.jobs import SimpleCompactionWorker
 
 RELEASE_TIMEOUT = 120
 """How long a blocked summarizer waits for the test before it gives up on its own."""
@@ -136,3 +139,10 @@ class Steady:
         finally:
             client.close()
         return _text(messages, "steady" + (" first" if first else ""))
+
+
+class InProcessWorker(SimpleCompactionWorker):
+    """The allowlisting worker run in the test's process, timing jobs with a thread so
+    pytest-timeout keeps SIGALRM."""
+
+    death_penalty_class = TimerDeathPenalty

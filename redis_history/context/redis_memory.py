@@ -39,11 +39,11 @@ from types import MappingProxyType
 from typing import Any, TypeVar
 
 from redis.exceptions import NoScriptError
-from redis.exceptions import ResponseError as _ResponseError
 
-from redis_history._core import _UNAVAILABLE, Call, RedisFailure, send
+from redis_history._core import Call, RedisFailure, redis_error, send
+from redis_history._redact import Redactor, client_secrets
 from redis_history.context.memory import MemoryFilters, MemoryRecord
-from redis_history.errors import CorruptHistoryError, HistoryError, StoreUnavailableError
+from redis_history.errors import CorruptHistoryError, HistoryError
 from redis_history.keys import DEFAULT_NAMESPACE, DEFAULT_PREFIX, MemoryKeys, validate_name
 from redis_history.scripts import script
 
@@ -141,14 +141,6 @@ def _list(value: Any) -> list[str]:
     return [str(v) for v in value] if isinstance(value, list) else []
 
 
-def _wrap(exc: Exception) -> HistoryError:
-    if isinstance(exc, _UNAVAILABLE):
-        return StoreUnavailableError(f"Redis is unavailable: {exc}")
-    if isinstance(exc, _ResponseError) and "WRONGTYPE" in str(exc):
-        return CorruptHistoryError(f"a memory key holds the wrong data type: {exc}")
-    return HistoryError(f"Redis refused the operation: {exc}")
-
-
 def _memory_call(
     parse: Callable[[Any], T], name: str, keys: Sequence[str], more: Sequence[str], args: Any
 ) -> Call[T]:
@@ -190,6 +182,11 @@ class RedisLongTermMemory:
         self.namespace = namespace
         self.prefix = prefix
         self._clock = clock or (lambda: time.time_ns() // 1_000_000)
+        self._redactor = Redactor.of(*client_secrets(client))
+
+    def _error(self, exc: Exception) -> HistoryError:
+        """The typed error for a redis-py error, the client's password masked."""
+        return redis_error(exc, self._redactor, data="a memory key")
 
     def keys(self, agent_id: str, user_id: str | None = None) -> MemoryKeys:
         """The keys of one owner's memories."""
@@ -199,7 +196,7 @@ class RedisLongTermMemory:
         try:
             reply = send(self.client, call)
         except RedisFailure as exc:
-            raise _wrap(exc) from exc
+            raise self._error(exc) from exc
         return call.parse(reply)
 
     # -- store --------------------------------------------------------------------------------
@@ -248,7 +245,7 @@ class RedisLongTermMemory:
                     raise reply
                 out.append(call.parse(reply))
         except RedisFailure as exc:
-            raise _wrap(exc) from exc
+            raise self._error(exc) from exc
         return out
 
     def _store_call(self, text: str, metadata: Mapping[str, Any]) -> Call[str]:
@@ -339,7 +336,7 @@ class RedisLongTermMemory:
             try:
                 raw = self.client.hget(keys.docs, memory_id)
             except RedisFailure as exc:
-                raise _wrap(exc) from exc
+                raise self._error(exc) from exc
             if raw is None:
                 return False
             try:

@@ -21,6 +21,7 @@ from http.client import HTTPException
 from typing import Any, Self
 
 from redis_history import settings
+from redis_history._redact import Redactor, redact_url, url_secrets
 from redis_history.errors import SummarizerError
 from redis_history.models import Message, parse_json
 from redis_history.summarizers._text import PREFIX, clip, one_line, previous_summary
@@ -144,7 +145,7 @@ class OpenAICompatibleSummarizer:
         """
         parsed = urllib.parse.urlsplit(base_url)
         if parsed.scheme not in ("http", "https") or not parsed.netloc:
-            raise ValueError(f"base_url must be an http(s) URL, got {_public_url(base_url)!r}")
+            raise ValueError(f"base_url must be an http(s) URL, got {redact_url(base_url)!r}")
         if not model:
             raise ValueError("model must not be empty")
         if not timeout > 0:
@@ -158,6 +159,9 @@ class OpenAICompatibleSummarizer:
         self.model = model
         self.api_key_env = api_key_env
         self._api_key = os.environ.get(api_key_env, "") if api_key is None else api_key
+        self._redact = Redactor.of(self._api_key, *url_secrets(base_url))
+        """Masks the key (and the URL's password), also as a server may echo it: JSON- or
+        URL-escaped."""
         self.timeout = timeout
         self.max_retries = max_retries
         self.backoff = backoff
@@ -231,6 +235,14 @@ class OpenAICompatibleSummarizer:
                 ``choices[0].message.content``.
         """
         payload = json.dumps(self.request_body(messages), ensure_ascii=False).encode()
+        try:
+            return self._summarize(payload)
+        except SummarizerError as exc:
+            self._redact.exception(exc)  # and the HTTP error chained to it
+            raise
+
+    def _summarize(self, payload: bytes) -> str:
+        """Send ``payload``, retrying as configured; the summary or ``SummarizerError``."""
         attempts = self.max_retries + 1
         for attempt in range(1, attempts + 1):
             try:
@@ -254,17 +266,15 @@ class OpenAICompatibleSummarizer:
 
     @property
     def _where(self) -> str:
-        return _public_url(self.endpoint)
+        return redact_url(self.endpoint)
 
     def _delay(self, attempt: int, retry_after: float | None) -> float:
         delay = self.backoff * 2 ** (attempt - 1) if retry_after is None else retry_after
         return min(delay, self.max_backoff)
 
-    def _redact(self, text: str) -> str:
-        return text.replace(self._api_key, "***") if self._api_key else text
-
     def _detail(self, raw: bytes) -> str:
-        text = one_line(raw[: _DETAIL_CHARS * 4].decode("utf-8", errors="replace"))
+        """The start of a response body, redacted before it is cut (no half key is left)."""
+        text = one_line(raw.decode("utf-8", errors="replace"))[: _DETAIL_CHARS * 4]
         return clip(self._redact(text), _DETAIL_CHARS)
 
     def _post(self, payload: bytes) -> bytes:
@@ -283,7 +293,8 @@ class OpenAICompatibleSummarizer:
                 except (OSError, HTTPException):
                     detail = ""
                 retry_after = _seconds(exc.headers.get("Retry-After") if exc.headers else None)
-            reason = f"HTTP {exc.code} {exc.reason}" + (f": {detail}" if detail else "")
+            reason = f"HTTP {exc.code} {self._redact(str(exc.reason))}"
+            reason += f": {detail}" if detail else ""
             if exc.code in _RETRY_STATUSES or exc.code >= 500:
                 raise _Transient(reason, exc.code, retry_after) from exc
             if exc.code in (401, 403) and not self._api_key:
@@ -327,18 +338,10 @@ class OpenAICompatibleSummarizer:
     def __repr__(self) -> str:
         key = "***" if self._api_key else None
         return (
-            f"OpenAICompatibleSummarizer(base_url={_public_url(self.base_url)!r}, "
+            f"OpenAICompatibleSummarizer(base_url={redact_url(self.base_url)!r}, "
             f"model={self.model!r}, api_key={key}, timeout={self.timeout!r}, "
             f"max_retries={self.max_retries!r})"
         )
-
-
-def _public_url(url: str) -> str:
-    """``url`` without credentials in its user-info part."""
-    parts = urllib.parse.urlsplit(url)
-    if "@" not in parts.netloc:
-        return url
-    return urllib.parse.urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
 
 
 def _seconds(value: str | None) -> float | None:
