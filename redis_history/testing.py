@@ -312,6 +312,12 @@ class InMemoryHistory:
             reason, index=index, conversation_id=self.conversation_id, namespace=self.namespace
         )
 
+    def _over(self, reason: str) -> LimitExceededError:
+        """What a script's refusal over a limit raises (its limit named in ``reason``)."""
+        return LimitExceededError(
+            reason, conversation_id=self.conversation_id, namespace=self.namespace
+        )
+
     def _within_read(self, items: Sequence[_Stored], what: str) -> int:
         """The bytes of ``items``; ``LimitExceededError`` past ``MAX_READ_BYTES``."""
         read = sum(s.size for s in items)
@@ -320,13 +326,7 @@ class InMemoryHistory:
 
     def _within_read_bytes(self, read: int, what: str) -> None:
         if read > limits.MAX_READ_BYTES:
-            raise self._context(
-                LimitExceededError(
-                    f"{what} hold more than {limits.MAX_READ_BYTES} bytes",
-                    limit="bytes a rewrite reads",
-                    maximum=limits.MAX_READ_BYTES,
-                )
-            )
+            raise self._over(f"{what} hold more than {limits.MAX_READ_BYTES} bytes")
 
     def _cap_archive(self, messages: int, size: int) -> None:
         """Drop the oldest archived entries beyond ``messages`` entries or ``size`` bytes (0:
@@ -362,13 +362,7 @@ class InMemoryHistory:
             return 0
         if keep > 0:
             if removed > limits.MAX_REWRITE:
-                raise self._context(
-                    LimitExceededError(
-                        f"truncating to {keep} would remove {removed} messages",
-                        limit="messages a truncate removes",
-                        maximum=limits.MAX_REWRITE,
-                    )
-                )
+                raise self._over(f"truncating to {keep} would remove {removed} messages")
             self._within_read(self._items[keep:], f"the messages after {keep}")
             first = self._items[keep].message
             if self.validate and first.role == "tool":
@@ -424,13 +418,9 @@ class InMemoryHistory:
                     seen.add(self._items[i].message.id)
         for missing in (i for i in ids if i not in seen):
             if start > 0:
-                raise self._context(
-                    LimitExceededError(
-                        f"message {missing} is not among the last {limits.MAX_ROLLBACK} "
-                        "messages, which a rollback reaches",
-                        limit="messages a rollback reaches",
-                        maximum=limits.MAX_ROLLBACK,
-                    )
+                raise self._over(
+                    f"message {missing} is not among the last {limits.MAX_ROLLBACK} messages, "
+                    "which a rollback reaches"
                 )
             raise self._stale(f"message {missing} is no longer in the conversation")
         kept = [s for s in self._items[first:] if s.message.id not in wanted]

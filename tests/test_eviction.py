@@ -10,15 +10,12 @@ from typing import Any
 
 import pytest
 import redis
+from test_bad_input import dump
 
 from redis_history import CorruptHistoryError, Message, RedisHistory, ToolCall
 from redis_history._server import RedisServer
 
 pytestmark = pytest.mark.real_redis
-
-
-def dump(client: redis.Redis) -> dict[Any, Any]:
-    return {key: (client.dump(key), client.pttl(key)) for key in sorted(client.keys("*"))}
 
 
 def seeded(client: redis.Redis) -> tuple[RedisHistory, list[Message]]:

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import redis
+from test_bad_input import dump
 
 from redis_history import (
     AsyncRedisHistory,
@@ -22,12 +23,6 @@ from redis_history import (
     RedisHistory,
     ToolCall,
 )
-
-
-def dump(client: redis.Redis) -> dict[Any, Any]:
-    """Every key's serialized value and TTL: equal dumps mean nothing was written."""
-    return {key: (client.dump(key), client.pttl(key)) for key in sorted(client.keys("*"))}
-
 
 BAD: dict[str, tuple[type[Exception], Callable[[Any], Any]]] = {
     "set_ttl(1e14)": (LimitExceededError, lambda h: h.set_ttl(1e14)),
@@ -125,37 +120,16 @@ def test_an_empty_append_sends_nothing_and_creates_nothing(real_redis: redis.Red
     assert history.token_estimate() is None
 
 
+def constructed(**fields: Any) -> Message:
+    """A user message built without validation, ``fields`` over its defaults."""
+    defaults = Message.user("")
+    return Message.model_construct(**{**defaults.__dict__, "content": "hi", **fields})
+
+
 UNREADABLE: dict[str, Callable[[], Message]] = {
-    "an id of 300 characters": lambda: Message.model_construct(
-        id="x" * 300,
-        role="user",
-        content="hi",
-        tool_calls=(),
-        tool_call_id=None,
-        name=None,
-        metadata={},
-        created_at=Message.user("").created_at,
-    ),
-    "an empty id": lambda: Message.model_construct(
-        id="",
-        role="user",
-        content="hi",
-        tool_calls=(),
-        tool_call_id=None,
-        name=None,
-        metadata={},
-        created_at=Message.user("").created_at,
-    ),
-    "a tool result without its call id": lambda: Message.model_construct(
-        id="t",
-        role="tool",
-        content="r",
-        tool_calls=(),
-        tool_call_id=None,
-        name=None,
-        metadata={},
-        created_at=Message.user("").created_at,
-    ),
+    "an id of 300 characters": lambda: constructed(id="x" * 300),
+    "an empty id": lambda: constructed(id=""),
+    "a tool result without its call id": lambda: constructed(role="tool"),
     "arguments that are not an object": lambda: Message.assistant(
         "",
         tool_calls=[ToolCall.model_construct(id="c", name="f", arguments="x")],  # type: ignore[arg-type]
