@@ -4,6 +4,10 @@ into the owner's memory with the same normalized text: the stored time moves to 
 conversation and tags are added, the extra metadata is updated. A retried store merges into
 what the first one stored, so it is applied once.
 
+The record holds only strings (and its length): the extra metadata as the JSON text of each
+value ("m"), and the times as decimal text, so that cjson, which rounds numbers to 14 digits
+and writes an empty list as {}, never changes what the caller stored.
+
 KEYS[1] stats    HASH  seq (the last id), docs (memories), len (their terms in all)
 KEYS[2] docs     HASH  id -> record (JSON)
 KEYS[3] dedup    HASH  normalized-text hash -> id
@@ -11,7 +15,7 @@ KEYS[4] recent   ZSET  id -> last stored (ms)
 then nc conversation sets (0 or 1), nt tag sets, and one postings HASH per distinct term
 ARGV[1] hash     the normalized text's hash
 ARGV[2] now      ms
-ARGV[3] record   the new memory's record (JSON; a merge reads only its "c", "g" and "x")
+ARGV[3] record   the new memory's record (JSON; a merge reads only its "c", "g" and "m")
 ARGV[4] length   the memory's length in terms
 ARGV[5] nc       conversation sets given (0 or 1)
 ARGV[6] nt       tag sets given
@@ -37,9 +41,9 @@ if id then
       end
       record[field] = list
     end
-    if type(record.x) ~= 'table' then record.x = {} end
-    for k, v in pairs(new.x) do record.x[k] = v end
-    record.up = tonumber(now)
+    if type(record.m) ~= 'table' then record.m = {} end
+    for k, v in pairs(new.m) do record.m[k] = v end  -- each value is its JSON text, copied
+    record.up = now
     redis.call('HSET', docs, id, cjson.encode(record))
     for i = 5, sets do redis.call('SADD', KEYS[i], id) end
     redis.call('ZADD', recent, now, id)

@@ -5,6 +5,7 @@ cluster."""
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import random
 import threading
@@ -15,6 +16,7 @@ from typing import Any
 import fakeredis
 import pytest
 import redis
+from faults import FaultProxy
 from memory_samples import rankings, recall_at_k
 from redis.cluster import RedisCluster
 
@@ -33,10 +35,12 @@ from redis_history.context.redis_memory import (
     MAX_TERMS,
     MAX_TEXT_BYTES,
     MAX_TOP_K,
+    RESERVED,
     RedisLongTermMemory,
     normalize,
     terms,
 )
+from redis_history.scripts import script, script_names
 
 
 class Clock:
@@ -476,3 +480,79 @@ def test_concurrent_stores_of_one_text_make_one_memory(real_redis: redis.Redis) 
     (record,) = memory.list(MemoryFilters("a", "u"))
     assert sorted(record.metadata["tags"]) == [f"t{n}" for n in range(8)]
     assert real_redis.hget(memory.keys("a", "u").stats, "docs") == b"1"
+
+
+EXACT: dict[str, Any] = {
+    "big": 2**60,
+    "id": 12345678901234567,
+    "sum": 0.1 + 0.2,
+    "tiny": 5e-324,
+    "low": -(2**63),
+    "empty": [],
+    "nested": {"list": [], "object": {}, "deep": [[1.5, None, True, False, "a/b"]]},
+    "text": 'caf\u00e9 \u2028 \x00 "q" \\ / \U0001f375',
+}
+"""Metadata that Lua's cjson changes when it decodes and encodes it again."""
+
+
+def extra(record: MemoryRecord) -> str:
+    """A record's own metadata as canonical JSON: equal only if every value has its type."""
+    own = {k: v for k, v in record.metadata.items() if k not in RESERVED}
+    return json.dumps(own, sort_keys=True)
+
+
+def canonical(metadata: dict[str, Any]) -> str:
+    return json.dumps(metadata, sort_keys=True)
+
+
+def test_metadata_comes_back_exactly_through_merges(memory: RedisLongTermMemory) -> None:
+    """Large integers, floats, empty lists and objects come back from recall and list as they
+    were stored, also after merges that add and replace keys."""
+    who = {"agent_id": "a", "user_id": "u"}
+    first = memory.store("Likes green tea", {**who, **EXACT})
+    filters = MemoryFilters("a", "u")
+    for record in (*memory.recall("green tea", filters, 5), *memory.list(filters)):
+        assert extra(record) == canonical(EXACT)
+    assert memory.store("likes GREEN tea", {**who, "sum": 2**61, "more": [[]]}) == first
+    assert memory.store("Likes green  tea", {**who, "tags": ["t"]}) == first
+    merged = {**EXACT, "sum": 2**61, "more": [[]]}
+    for record in (*memory.recall("green tea", filters, 5), *memory.list(filters)):
+        assert extra(record) == canonical(merged)
+        assert record.metadata["tags"] == ["t"]
+
+
+@pytest.fixture
+def proxied(fault_proxy: FaultProxy, real_redis: redis.Redis) -> Iterator[RedisLongTermMemory]:
+    """A memory whose client goes through the fault proxy (redis-py retries by default), with
+    every script loaded, so a dropped reply is the one of an applied script."""
+    for name in script_names():
+        real_redis.script_load(script(name).source)
+    client = redis.Redis(host=fault_proxy.host, port=fault_proxy.port)
+    yield RedisLongTermMemory(client, clock=Clock())
+    client.close()
+
+
+@pytest.mark.real_redis
+def test_a_retried_store_keeps_metadata_exact(
+    proxied: RedisLongTermMemory, fault_proxy: FaultProxy
+) -> None:
+    """A store, a merge and a store_many whose replies were lost are re-sent by redis-py and
+    merge into what the first attempt wrote, without changing a value."""
+    who = {"agent_id": "a", "user_id": "u"}
+    filters = MemoryFilters("a", "u")
+    fault_proxy.drop_reply(b"EVALSHA")
+    first = proxied.store("green tea", {**who, **EXACT})
+    assert fault_proxy.dropped == 1
+    (record,) = proxied.list(filters)
+    assert (record.memory_id, extra(record)) == (first, canonical(EXACT))
+    fault_proxy.drop_reply(b"EVALSHA")
+    assert proxied.store("Green tea", {**who, "id": 2**62 + 1}) == first
+    fault_proxy.drop_reply(b"EVALSHA")
+    ids = proxied.store_many([("GREEN TEA", {**who, "sum": 1.1}), ("coffee", {**who, **EXACT})])
+    assert fault_proxy.dropped == 3
+    assert ids[0] == first
+    listed = {r.memory_id: extra(r) for r in proxied.list(filters)}
+    assert listed == {
+        first: canonical({**EXACT, "id": 2**62 + 1, "sum": 1.1}),
+        ids[1]: canonical(EXACT),
+    }

@@ -16,7 +16,8 @@ of postings per term), the counts BM25 needs, and one set per conversation and p
 - **Duplicates merge.** A text whose normalized form (case-folded, whitespace collapsed) an
   owner already has is not stored again: that memory keeps its id, takes the new
   conversation and tags, and counts as stored now (it moves up in recency). A retried store is
-  such a merge, so it is applied once.
+  such a merge, so it is applied once. The scripts keep each metadata value as its JSON text
+  and never decode it, so metadata comes back exactly as stored.
 - **Terms.** Case-folded word characters, a short English stop list and single Latin
   letters left out, a plural ``s`` taken off; Chinese and Japanese runs (which have no
   spaces) as character bigrams.
@@ -268,11 +269,10 @@ class RedisLongTermMemory:
         length = sum(counts.values())
         now = self._clock()
         conversations = [] if filters.conversation_id is None else [filters.conversation_id]
-        record = json.dumps(
-            {"t": text, "c": conversations, "g": list(filters.tags), "x": extra, "at": now,
-             "up": now, "n": length, "k": list(counts)},
-            ensure_ascii=False,
-            separators=(",", ":"),
+        record = _json(
+            {"t": text, "c": conversations, "g": list(filters.tags),
+             "m": {key: _json(value) for key, value in extra.items()}, "at": str(now),
+             "up": str(now), "n": length, "k": list(counts)}
         )  # fmt: skip
         sets = [keys.conversation(c) for c in conversations] + [keys.tag(t) for t in filters.tags]
         postings = [length * 1000 + min(tf, MAX_TF) for tf in counts.values()]
@@ -388,6 +388,10 @@ class RedisLongTermMemory:
         return f"RedisLongTermMemory({self.namespace!r})"
 
 
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
 def _hash(text: str) -> str:
     return hashlib.blake2b(normalize(text).encode(), digest_size=16).hexdigest()
 
@@ -445,7 +449,8 @@ def _decode(raw: Any, memory_id: str, filters: MemoryFilters) -> tuple[str, Mapp
     except (ValueError, KeyError, TypeError) as exc:
         raise CorruptHistoryError(f"memory {memory_id} is not a record: {raw!r}") from exc
     conversations = _list(record.get("c"))
-    metadata: dict[str, Any] = dict(record.get("x") or {})
+    stored = record["m"] or {}  # an empty object may come back from cjson as []
+    metadata: dict[str, Any] = {key: json.loads(value) for key, value in stored.items()}
     metadata["agent_id"] = filters.agent_id
     if filters.user_id is not None:
         metadata["user_id"] = filters.user_id
@@ -455,7 +460,7 @@ def _decode(raw: Any, memory_id: str, filters: MemoryFilters) -> tuple[str, Mapp
         metadata["conversation_id"] = conversations[0]
     metadata["conversation_ids"] = conversations
     metadata["tags"] = _list(record.get("g"))
-    metadata["created_ms"] = record.get("at")
-    metadata["updated_ms"] = record.get("up")
+    metadata["created_ms"] = int(record["at"])
+    metadata["updated_ms"] = int(record["up"])
     metadata["memory_id"] = memory_id
     return str(text), MappingProxyType(metadata)
