@@ -14,14 +14,22 @@ ARGV[4] length   its length in terms
 ARGV[5] ns       how many of the keys after KEYS[4] are sets (the rest are postings)
 
 Returns 1 when it removed the memory, 0 when there was none, -1 when the record changed
-since it was read (nothing is removed; read it again).
+since it was read (nothing is removed; read it again), or {CORRUPT, -1, reason} having
+removed nothing when a key or a stats field is not what the memory writes.
 ]]
+--- @include "memory_types"
+--- @include "memory_counts"
 local stats, docs, dedup, recent = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local id = ARGV[1]
+local sets = 4 + tonumber(ARGV[5])
+local bad = check_types(1, 3, 'hash') or check_types(4, 4, 'zset') or check_types(5, sets, 'set')
+  or check_types(sets + 1, #KEYS, 'hash')
+if bad then return bad end
+local _, bad = read_counts(stats, 'docs', 'len')
+if bad then return bad end
 local record = redis.call('HGET', docs, id)
 if not record then return 0 end
 if record ~= ARGV[2] then return -1 end
-local sets = 4 + tonumber(ARGV[5])
 for i = 5, sets do redis.call('SREM', KEYS[i], id) end
 for i = sets + 1, #KEYS do redis.call('HDEL', KEYS[i], id) end
 redis.call('HDEL', docs, id)

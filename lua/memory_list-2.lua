@@ -9,10 +9,13 @@ ARGV[1] offset   memories skipped (>= 0)
 ARGV[2] limit    the most memories returned (> 0)
 ARGV[3] nf       filter sets given
 
-Returns {id, record, ...}.
+Returns {id, record, ...}, or {CORRUPT, -1, reason} when a key is not what the memory writes.
 ]]
+--- @include "memory_types"
 local docs, recent = KEYS[1], KEYS[2]
 local offset, limit, nf = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local bad = check_types(1, 1, 'hash') or check_types(2, 2, 'zset') or check_types(3, 2 + nf, 'set')
+if bad then return bad end
 local ids
 if nf == 0 then
   ids = redis.call('ZREVRANGE', recent, offset, offset + limit - 1)

@@ -14,14 +14,33 @@ then nf filter sets (a conversation, tags), then one postings HASH per distinct 
 ARGV[1] top_k    the most memories returned (> 0)
 ARGV[2] nf       filter sets given
 
-Returns {id, score, record, ...}, best first; the score as text.
+Returns {id, score, record, ...}, best first; the score as text. Or {CORRUPT, -1, reason}
+when a key, a stats field or a posting is not what the memory writes.
 ]]
+--- @include "memory_types"
+--- @include "memory_counts"
+
+-- A posting's value (length * 1000 + the term's frequency) as a number, or nil if it is not one.
+local function posting(v)
+  v = tonumber(v)
+  if v and v >= 0 and v < 1e12 and v % 1 == 0 then return v end
+end
+
+-- {CORRUPT, -1, reason} for a posting that is not a number.
+local function bad_posting(key, id, v)
+  return {CORRUPT, -1, 'the posting of memory ' .. id .. ' in ' .. key .. ' is not a number: ' .. tostring(v)}
+end
+
 local stats, docs, recent = KEYS[1], KEYS[2], KEYS[3]
 local top, nf = tonumber(ARGV[1]), tonumber(ARGV[2])
-local counts = redis.call('HMGET', stats, 'docs', 'len')
-local n = tonumber(counts[1]) or 0
+local bad = check_types(1, 2, 'hash') or check_types(3, 3, 'zset') or check_types(4, 3 + nf, 'set')
+  or check_types(4 + nf, #KEYS, 'hash')
+if bad then return bad end
+local counts, bad = read_counts(stats, 'docs', 'len')
+if bad then return bad end
+local n = counts[1]
 if n <= 0 then return {} end
-local avg = (tonumber(counts[2]) or 0) / n
+local avg = counts[2] / n
 if avg <= 0 then avg = 1 end
 
 local allowed, passed, nallowed
@@ -54,17 +73,18 @@ local function kth()
   return best[1], m
 end
 
--- add a term's weight to the memories of ids that carry it (looked up 1000 at a time)
+-- add a term's weight to the memories of ids that carry it (looked up 1000 at a time); or
+-- {CORRUPT, -1, reason} for a posting that is not a number
 local function lookup(key, ids, w)
   for j = 1, #ids, 1000 do
     local last = math.min(j + 999, #ids)
     local got = redis.call('HMGET', key, unpack(ids, j, last))
     for g = 1, #got do
-      local v = got[g]
-      if v then
-        v = tonumber(v)
-        local tf = v % 1000
+      if got[g] then
         local id = ids[j + g - 1]
+        local v = posting(got[g])
+        if not v then return bad_posting(key, id, got[g]) end
+        local tf = v % 1000
         scores[id] = (scores[id] or 0) + w * tf / (tf + a + c * (v - tf) / 1000)
       end
     end
@@ -100,20 +120,22 @@ for i, term in ipairs(query) do
     end
   end
   if live then
-    lookup(key, live, w)
+    bad = lookup(key, live, w)
   elseif allowed and nallowed < df then
-    lookup(key, passed, w)  -- fewer memories pass the filters than carry the term
+    bad = lookup(key, passed, w)  -- fewer memories pass the filters than carry the term
   else
     local p = redis.call('HGETALL', key)
     for j = 1, #p, 2 do
       local id = p[j]
       if not allowed or allowed[id] then
-        local v = tonumber(p[j + 1])
+        local v = posting(p[j + 1])
+        if not v then return bad_posting(key, id, p[j + 1]) end
         local tf = v % 1000
         scores[id] = (scores[id] or 0) + w * tf / (tf + a + c * (v - tf) / 1000)
       end
     end
   end
+  if bad then return bad end
   if not live then  -- new memories may have been scored
     found = 0
     for _ in pairs(scores) do found = found + 1 end

@@ -4,9 +4,11 @@ into the owner's memory with the same normalized text: the stored time moves to 
 conversation and tags are added, the extra metadata is updated. A retried store merges into
 what the first one stored, so it is applied once.
 
-The record holds only strings (and its length): the extra metadata as the JSON text of each
-value ("m"), and the times as decimal text, so that cjson, which rounds numbers to 14 digits
-and writes an empty list as {}, never changes what the caller stored.
+The record is a JSON object: t the text, c its conversations, g its tags, m its extra
+metadata, at and up when first and last stored (ms), n its length in terms, k its terms. It
+holds only strings (and n): each metadata value as its JSON text and the times as decimal
+text, so that cjson, which rounds numbers to 14 digits and writes an empty list as {}, never
+changes what the caller stored.
 
 KEYS[1] stats    HASH  seq (the last id), docs (memories), len (their terms in all)
 KEYS[2] docs     HASH  id -> record (JSON)
@@ -21,27 +23,64 @@ ARGV[5] nc       conversation sets given (0 or 1)
 ARGV[6] nt       tag sets given
 ARGV[7..] one posting per term key, in order: length * 1000 + the term's frequency
 
-Returns {id, 1} for a new memory, {id, 0} for a merge.
+Returns {id, 1} for a new memory, {id, 0} for a merge, or {CORRUPT, -1, reason} having
+written nothing when a key, a stats field, the dedup entry or the record merged into is not
+what the memory writes.
 ]]
+--- @include "memory_types"
+--- @include "memory_counts"
+
+-- Why `record`, decoded from `raw`, is not a memory's record (see the header), or nil.
+local function record_problem(record, raw)
+  if type(record) ~= 'table' or string.sub(raw, 1, 1) ~= '{' then return 'not a JSON object' end
+  if type(record.t) ~= 'string' then return 'no text' end
+  for _, field in ipairs({'c', 'g', 'k'}) do
+    if type(record[field]) ~= 'table' then return field .. ' is not a list' end
+    for k, v in pairs(record[field]) do
+      if type(k) ~= 'number' or type(v) ~= 'string' then return field .. ' is not a list of strings' end
+    end
+  end
+  if type(record.m) ~= 'table' then return 'm is not an object' end
+  for k, v in pairs(record.m) do
+    if type(k) ~= 'string' or type(v) ~= 'string' then return 'm is not an object of JSON texts' end
+  end
+  for _, field in ipairs({'at', 'up'}) do
+    if type(record[field]) ~= 'string' or not string.find(record[field], '^%d+$') then
+      return field .. ' is not a time'
+    end
+  end
+  if type(record.n) ~= 'number' or record.n < 0 or record.n % 1 ~= 0 then return 'n is not a length' end
+end
+
 local stats, docs, dedup, recent = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local hash, now = ARGV[1], ARGV[2]
 local sets = 4 + tonumber(ARGV[5]) + tonumber(ARGV[6])
 
+local bad = check_types(1, 3, 'hash') or check_types(4, 4, 'zset') or check_types(5, sets, 'set')
+  or check_types(sets + 1, #KEYS, 'hash')
+if bad then return bad end
+local _, bad = read_counts(stats, 'seq', 'docs', 'len')
+if bad then return bad end
+
 local id = redis.call('HGET', dedup, hash)
+if id and not string.find(id, '^%d+$') then
+  return {CORRUPT, -1, dedup .. ' field ' .. hash .. ' is not a memory id: ' .. id}
+end
 if id then
   local old = redis.call('HGET', docs, id)
   if old then
-    local record, new = cjson.decode(old), cjson.decode(ARGV[3])
+    local ok, record = pcall(cjson.decode, old)
+    local problem = 'not JSON'
+    if ok then problem = record_problem(record, old) end
+    if problem then return {CORRUPT, -1, 'memory ' .. id .. ' in ' .. docs .. ' is not a record: ' .. problem} end
+    local new = cjson.decode(ARGV[3])
     for _, field in ipairs({'c', 'g'}) do
       local have, list = {}, record[field]
-      if type(list) ~= 'table' or next(list) == nil then list = {} end
       for _, v in ipairs(list) do have[v] = true end
       for _, v in ipairs(new[field]) do
         if not have[v] then list[#list + 1] = v; have[v] = true end
       end
-      record[field] = list
     end
-    if type(record.m) ~= 'table' then record.m = {} end
     for k, v in pairs(new.m) do record.m[k] = v end  -- each value is its JSON text, copied
     record.up = now
     redis.call('HSET', docs, id, cjson.encode(record))

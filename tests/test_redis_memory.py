@@ -9,7 +9,7 @@ import json
 import math
 import random
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -20,7 +20,7 @@ from faults import FaultProxy
 from memory_samples import rankings, recall_at_k
 from redis.cluster import RedisCluster
 
-from redis_history import HistoryError, Message
+from redis_history import CorruptHistoryError, HistoryError, Message
 from redis_history._server import RedisServer
 from redis_history.context import (
     HistoryManager,
@@ -40,6 +40,7 @@ from redis_history.context.redis_memory import (
     normalize,
     terms,
 )
+from redis_history.keys import MemoryKeys
 from redis_history.scripts import script, script_names
 
 
@@ -343,19 +344,152 @@ def test_limits_raise_typed_errors_and_write_nothing(memory: RedisLongTermMemory
     assert memory.store(" ".join(f"w{i}" for i in range(MAX_TERMS)), who) == "1"
 
 
-def test_a_corrupt_record_and_a_wrong_key_type_raise_history_errors(
-    memory: RedisLongTermMemory,
+WHO = {"agent_id": "a", "user_id": "u"}
+OWNER = MemoryFilters("a", "u")
+NARROW = MemoryFilters("a", "u", "c", ("x",))
+TAGGED = {**WHO, "conversation_id": "c", "tags": ["x"]}
+
+CALLS: dict[str, Callable[[RedisLongTermMemory], object]] = {
+    "store merge": lambda m: m.store("Green  tea", TAGGED),
+    "store new": lambda m: m.store("oolong tea leaves", TAGGED),
+    "store_many": lambda m: m.store_many([("green tea", WHO), ("oolong tea leaves", TAGGED)]),
+    "recall": lambda m: m.recall("green tea", OWNER, 5),
+    "recall filtered": lambda m: m.recall("green tea", NARROW, 5),
+    "list": lambda m: m.list(OWNER),
+    "list filtered": lambda m: m.list(NARROW),
+    "forget": lambda m: m.forget("1", OWNER),
+}
+"""Every public call, on an owner with memory 1 "green tea" (conversation c, tag x) and
+memory 2 "black tea"."""
+
+Corruption = Callable[[Any, MemoryKeys], object]
+
+
+def edit_record(**fields: Any) -> Corruption:
+    """Memory 1's record with ``fields`` replaced."""
+
+    def corrupt(client: Any, keys: MemoryKeys) -> None:
+        record = json.loads(client.hget(keys.docs, "1"))
+        client.hset(keys.docs, "1", json.dumps({**record, **fields}))
+
+    return corrupt
+
+
+def retype(key: Callable[[MemoryKeys], str], command: str, *args: Any) -> Corruption:
+    """The key ``key`` names, replaced by ``command key *args`` (another data type)."""
+
+    def corrupt(client: Any, keys: MemoryKeys) -> None:
+        client.delete(key(keys))
+        client.execute_command(command, key(keys), *args)
+
+    return corrupt
+
+
+def bad_dedup(client: Any, keys: MemoryKeys) -> None:
+    (field,) = [k for k, v in client.hgetall(keys.dedup).items() if v == b"1"]
+    client.hset(keys.dedup, field, "abc")
+
+
+READS_RECORD = {"store merge", "store_many", "recall", "recall filtered", "list"}
+READS_RECORD |= {"list filtered", "forget"}
+STORES = {"store merge", "store new", "store_many"}
+COUNTS = STORES | {"recall", "recall filtered", "forget"}
+FILTERED = STORES | {"recall filtered", "list filtered", "forget"}
+CORRUPTIONS: dict[str, tuple[Corruption, str, set[str]]] = {
+    "record not JSON": (lambda c, k: c.hset(k.docs, "1", "{"), "memory 1 .*not JSON", READS_RECORD),
+    "record a list": (lambda c, k: c.hset(k.docs, "1", "[]"), "not a JSON object", READS_RECORD),
+    "record without text": (edit_record(t=None), "memory 1 .*no text", READS_RECORD),
+    "tags not strings": (edit_record(g=[1]), "g is not a list of strings", READS_RECORD),
+    "metadata not texts": (edit_record(m={"k": 5}), "m is not an object", READS_RECORD),
+    "metadata not JSON": (
+        edit_record(m={"k": "{"}),
+        "metadata 'k' is not JSON",
+        READS_RECORD - STORES,
+    ),
+    "time not a time": (edit_record(up=5), "up is not a time", READS_RECORD),
+    "length not a length": (edit_record(n="x"), "n is not a length", READS_RECORD),
+    "posting not a number": (
+        lambda c, k: c.hset(k.term("tea"), "1", "abc"),
+        "posting of memory 1 in .*:t:tea is not a number: abc",
+        {"recall", "recall filtered"},
+    ),
+    "posting infinite": (
+        lambda c, k: c.hset(k.term("green"), "1", "inf"),
+        "posting of memory 1 in .*:t:green is not a number",
+        {"recall", "recall filtered"},
+    ),
+    "stats docs not an integer": (
+        lambda c, k: c.hset(k.stats, "docs", "many"),
+        ":stats field docs is not an integer: many",
+        COUNTS,
+    ),
+    "stats len a fraction": (
+        lambda c, k: c.hset(k.stats, "len", "1.5"),
+        ":stats field len is not an integer",
+        COUNTS,
+    ),
+    "stats seq not an integer": (
+        lambda c, k: c.hset(k.stats, "seq", "x"),
+        ":stats field seq is not an integer",
+        STORES,
+    ),
+    "stats a string": (retype(lambda k: k.stats, "SET", "x"), ":stats holds a string", COUNTS),
+    "docs a list": (retype(lambda k: k.docs, "RPUSH", "x"), ":docs holds", set(CALLS)),
+    "dedup a string": (
+        retype(lambda k: k.dedup, "SET", "x"),
+        ":dedup holds a string",
+        STORES | {"forget"},
+    ),
+    "recent a hash": (retype(lambda k: k.recent, "HSET", "1", "x"), ":recent holds", set(CALLS)),
+    "tag set a string": (retype(lambda k: k.tag("x"), "SET", "x"), ":g:x holds", FILTERED),
+    "conversation set a hash": (
+        retype(lambda k: k.conversation("c"), "HSET", "1", "x"),
+        ":c:c holds a hash",
+        FILTERED,
+    ),
+    "postings a string": (
+        retype(lambda k: k.term("tea"), "SET", "x"),
+        ":t:tea holds a string",
+        COUNTS,
+    ),
+    "dedup entry not an id": (bad_dedup, "is not a memory id: abc", {"store merge", "store_many"}),
+}
+
+
+def snapshot(client: Any) -> dict[bytes, Any]:
+    """Every key's type and contents."""
+    read = {
+        b"string": client.get,
+        b"hash": client.hgetall,
+        b"list": lambda k: client.lrange(k, 0, -1),
+        b"set": lambda k: sorted(client.smembers(k)),
+        b"zset": lambda k: client.zrange(k, 0, -1, withscores=True),
+    }
+    return {key: (kind, read[kind](key)) for key in client.keys("*") for kind in [client.type(key)]}
+
+
+@pytest.mark.parametrize("case", list(CORRUPTIONS))
+def test_corrupt_data_is_a_corrupt_history_error_from_every_call(
+    memory: RedisLongTermMemory, case: str
 ) -> None:
-    """Data the memory did not write surfaces as CorruptHistoryError, not a crash."""
-    memory.store("green tea", {"agent_id": "a"})
-    keys = memory.keys("a")
-    memory.client.hset(keys.docs, "1", "not json")
-    with pytest.raises(HistoryError, match="not a record"):
-        memory.recall("tea", MemoryFilters("a"), 1)
-    memory.client.delete(keys.recent)
-    memory.client.set(keys.recent, "x")
-    with pytest.raises(HistoryError, match="wrong data type"):
-        memory.store("black tea", {"agent_id": "a"})
+    """A record, posting or stats field that is not what the memory writes, or a key of the
+    wrong type, makes every call that meets it raise CorruptHistoryError naming it (a write
+    refused so writes nothing); calls that do not meet it work."""
+    corrupt, message, raising = CORRUPTIONS[case]
+    keys = memory.keys("a", "u")
+    for name, call in CALLS.items():
+        memory.client.flushall()
+        memory.store("green tea", TAGGED)
+        memory.store("black tea", WHO)
+        corrupt(memory.client, keys)
+        before = snapshot(memory.client)
+        if name not in raising:
+            call(memory)
+            continue
+        with pytest.raises(CorruptHistoryError, match=message):
+            call(memory)
+        if name != "store_many":  # its other store is applied
+            assert snapshot(memory.client) == before, name
 
 
 @pytest.mark.real_redis
@@ -458,7 +592,8 @@ def test_forget_reads_again_when_the_memory_changed_meanwhile(
     assert memory.forget(memory_id, MemoryFilters("a", "u"))
     assert owner_keys(memory.client) == [keys.stats]
     memory_id = memory.store("black tea", who)
-    monkeypatch.setattr(memory.client, "hget", lambda *a: b'{"t":"black tea"}')
+    other = json.dumps({**json.loads(real_hget(keys.docs, memory_id)), "up": "1"})
+    monkeypatch.setattr(memory.client, "hget", lambda *a: other)
     with pytest.raises(HistoryError, match="changed 5 times"):
         memory.forget(memory_id, MemoryFilters("a", "u"))
 

@@ -22,6 +22,10 @@ of postings per term), the counts BM25 needs, and one set per conversation and p
   letters left out, a plural ``s`` taken off; Chinese and Japanese runs (which have no
   spaces) as character bigrams.
 
+Data in an owner's keys that the memory did not write (a record, a posting or a count that
+is not its own, a key of another data type) raises ``CorruptHistoryError`` naming it; the
+scripts check before their first write, so a refused write changes nothing.
+
 Limits (:data:`MAX_TEXT_BYTES`, :data:`MAX_TERMS`, :data:`MAX_TAGS`, :data:`MAX_EXTRA_BYTES`,
 :data:`MAX_TOP_K`) raise ``ValueError`` when a store or recall exceeds them; a query's terms
 past :data:`MAX_QUERY_TERMS` are ignored (the query is often a whole user message).
@@ -37,7 +41,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from redis.exceptions import NoScriptError
 from redis.exceptions import ResponseError as _ResponseError
@@ -46,7 +50,7 @@ from redis_history._core import _UNAVAILABLE, Call, RedisFailure, send
 from redis_history.context.memory import MemoryFilters, MemoryRecord
 from redis_history.errors import CorruptHistoryError, HistoryError, StoreUnavailableError
 from redis_history.keys import DEFAULT_NAMESPACE, DEFAULT_PREFIX, MemoryKeys, validate_name
-from redis_history.scripts import script
+from redis_history.scripts import refusal, script
 
 __all__ = [
     "MAX_EXTRA_BYTES",
@@ -137,16 +141,91 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def _list(value: Any) -> list[str]:
-    """A JSON list the script may have re-encoded as ``{}`` when empty."""
-    return [str(v) for v in value] if isinstance(value, list) else []
+class _Record(NamedTuple):
+    """A memory's record, as ``lua/memory_store-4.lua`` describes it, checked."""
+
+    text: str
+    conversations: list[str]
+    tags: list[str]
+    metadata: dict[str, Any]
+    created: int
+    updated: int
+    length: int
+    terms: list[str]
 
 
-def _wrap(exc: Exception) -> HistoryError:
+def _problem(record: Any) -> str | None:
+    """Why ``record`` is not a memory's record, or ``None`` (``lua/memory_store-4.lua`` checks
+    the same)."""
+    if not isinstance(record, dict):
+        return "not a JSON object"
+    if not isinstance(record.get("t"), str):
+        return "no text"
+    for field in ("c", "g", "k"):
+        value = record.get(field)
+        if value != {} and not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+            return f"{field} is not a list of strings"
+    stored = record.get("m")
+    if stored != [] and not (
+        isinstance(stored, dict) and all(isinstance(v, str) for v in stored.values())
+    ):
+        return "m is not an object of JSON texts"
+    for field in ("at", "up"):
+        value = record.get(field)
+        if not (isinstance(value, str) and value.isascii() and value.isdigit()):
+            return f"{field} is not a time"
+    length = record.get("n")
+    if type(length) is not int or length < 0:
+        return "n is not a length"
+    return None
+
+
+def _strings(value: list[str] | dict[str, Any]) -> list[str]:
+    """A checked list of strings (cjson writes an empty one as ``{}``)."""
+    return value if isinstance(value, list) else []
+
+
+def _record(raw: Any, memory_id: str) -> _Record:
+    """The record ``raw`` of ``memory_id``, or ``CorruptHistoryError`` saying what is wrong."""
+    try:
+        record = json.loads(raw)
+    except ValueError as exc:  # json.JSONDecodeError and UnicodeDecodeError included
+        raise CorruptHistoryError(f"memory {memory_id} is not a record: not JSON") from exc
+    if problem := _problem(record):
+        raise CorruptHistoryError(f"memory {memory_id} is not a record: {problem}")
+    metadata: dict[str, Any] = {}
+    for key, value in (record["m"] or {}).items():
+        try:
+            metadata[key] = json.loads(value)
+        except ValueError as exc:
+            raise CorruptHistoryError(
+                f"memory {memory_id} is not a record: metadata {key!r} is not JSON"
+            ) from exc
+    return _Record(
+        record["t"],
+        _strings(record["c"]),
+        _strings(record["g"]),
+        metadata,
+        int(record["at"]),
+        int(record["up"]),
+        record["n"],
+        _strings(record["k"]),
+    )
+
+
+def _accepted(reply: Any) -> Any:
+    """A memory script's reply, or the exception of its refusal (``[code, index, reason]``,
+    told from a result by its integer first item: results start with an id)."""
+    if isinstance(reply, list) and reply and isinstance(reply[0], int):
+        raise refusal(reply)
+    return reply
+
+
+def _wrap(exc: Exception, key: str = "a memory key") -> HistoryError:
     if isinstance(exc, _UNAVAILABLE):
         return StoreUnavailableError(f"Redis is unavailable: {exc}")
     if isinstance(exc, _ResponseError) and "WRONGTYPE" in str(exc):
-        return CorruptHistoryError(f"a memory key holds the wrong data type: {exc}")
+        return CorruptHistoryError(f"{key} holds the wrong data type: {exc}")
     return HistoryError(f"Redis refused the operation: {exc}")
 
 
@@ -157,7 +236,8 @@ def _memory_call(
     lua = script(name)
     if len(keys) != lua.nkeys:
         raise AssertionError(f"{name} takes {lua.nkeys} keys, called with {len(keys)}")
-    return Call(parse, ("EVALSHA", lua.sha, len(keys) + len(more), *keys, *more, *args), lua)
+    command = ("EVALSHA", lua.sha, len(keys) + len(more), *keys, *more, *args)
+    return Call(lambda reply: parse(_accepted(reply)), command, lua)
 
 
 class RedisLongTermMemory:
@@ -218,6 +298,8 @@ class RedisLongTermMemory:
         Raises:
             ValueError: no ``agent_id``, an unusable name or tag, an empty text, or a text,
                 tag list or extra metadata over its limit.
+            CorruptHistoryError: a key, record, posting or count of the owner is not what
+                the memory writes (nothing is written).
             StoreUnavailableError: Redis could not be reached.
         """
         return self._run(self._store_call(text, metadata))
@@ -230,6 +312,8 @@ class RedisLongTermMemory:
         Raises:
             ValueError: an item :meth:`store` would refuse (nothing is sent).
             HistoryError: Redis refused a store (those before it are kept).
+            CorruptHistoryError: a key, record, posting or count of the owner is not what
+                the memory writes (nothing is written).
             StoreUnavailableError: Redis could not be reached.
         """
         calls = [self._store_call(text, metadata) for text, metadata in items]
@@ -292,6 +376,8 @@ class RedisLongTermMemory:
 
         Raises:
             ValueError: ``top_k`` below 0 or above :data:`MAX_TOP_K`; an unusable name.
+            CorruptHistoryError: a key, record, posting or count of the owner is not what
+                the memory writes (nothing is written).
             StoreUnavailableError: Redis could not be reached.
         """
         if not 0 <= top_k <= MAX_TOP_K:
@@ -332,6 +418,8 @@ class RedisLongTermMemory:
         Raises:
             ValueError: an unusable name.
             HistoryError: the memory kept changing while it was being removed.
+            CorruptHistoryError: a key, record, posting or count of the owner is not what
+                the memory writes (nothing is written).
             StoreUnavailableError: Redis could not be reached.
         """
         keys = self.keys(filters.agent_id, filters.user_id)
@@ -339,22 +427,22 @@ class RedisLongTermMemory:
             try:
                 raw = self.client.hget(keys.docs, memory_id)
             except RedisFailure as exc:
-                raise _wrap(exc) from exc
+                raise _wrap(exc, keys.docs) from exc
             if raw is None:
                 return False
+            record = _record(raw, memory_id)
             try:
-                record = json.loads(raw)
+                sets = [keys.conversation(c) for c in record.conversations]
+                sets += [keys.tag(t) for t in record.tags]
             except ValueError as exc:
-                raise CorruptHistoryError(f"memory {memory_id} is not a record") from exc
-            sets = [keys.conversation(c) for c in _list(record.get("c"))]
-            sets += [keys.tag(t) for t in _list(record.get("g"))]
-            postings = [keys.term(t) for t in _list(record.get("k"))]
+                raise CorruptHistoryError(f"memory {memory_id} is not a record: {exc}") from exc
+            postings = [keys.term(t) for t in record.terms]
             call = _memory_call(
                 int,
                 "memory_forget",
                 (keys.stats, keys.docs, keys.dedup, keys.recent),
                 [*sets, *postings],
-                (memory_id, raw, _hash(record["t"]), record.get("n", 0), len(sets)),
+                (memory_id, raw, _hash(record.text), record.length, len(sets)),
             )
             removed = self._run(call)
             if removed >= 0:
@@ -369,6 +457,8 @@ class RedisLongTermMemory:
 
         Raises:
             ValueError: ``limit`` not positive or ``offset`` negative; an unusable name.
+            CorruptHistoryError: a key, record, posting or count of the owner is not what
+                the memory writes (nothing is written).
             StoreUnavailableError: Redis could not be reached.
         """
         if limit <= 0 or offset < 0:
@@ -443,14 +533,9 @@ def _filter_sets(keys: MemoryKeys, filters: MemoryFilters) -> list[str]:
 
 def _decode(raw: Any, memory_id: str, filters: MemoryFilters) -> tuple[str, Mapping[str, Any]]:
     """A record's text and the metadata a caller sees."""
-    try:
-        record = json.loads(raw)
-        text = record["t"]
-    except (ValueError, KeyError, TypeError) as exc:
-        raise CorruptHistoryError(f"memory {memory_id} is not a record: {raw!r}") from exc
-    conversations = _list(record.get("c"))
-    stored = record["m"] or {}  # an empty object may come back from cjson as []
-    metadata: dict[str, Any] = {key: json.loads(value) for key, value in stored.items()}
+    record = _record(raw, memory_id)
+    conversations = record.conversations
+    metadata = record.metadata
     metadata["agent_id"] = filters.agent_id
     if filters.user_id is not None:
         metadata["user_id"] = filters.user_id
@@ -459,8 +544,8 @@ def _decode(raw: Any, memory_id: str, filters: MemoryFilters) -> tuple[str, Mapp
     elif conversations:
         metadata["conversation_id"] = conversations[0]
     metadata["conversation_ids"] = conversations
-    metadata["tags"] = _list(record.get("g"))
-    metadata["created_ms"] = int(record["at"])
-    metadata["updated_ms"] = int(record["up"])
+    metadata["tags"] = record.tags
+    metadata["created_ms"] = record.created
+    metadata["updated_ms"] = record.updated
     metadata["memory_id"] = memory_id
-    return str(text), MappingProxyType(metadata)
+    return record.text, MappingProxyType(metadata)
