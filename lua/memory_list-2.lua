@@ -1,6 +1,7 @@
 --[[
 memory_list: an owner's memories, the most recently stored first, a page at a time; only
-those in every filter set given (a conversation, tags).
+those in every filter set given (a conversation, tags). A memory is one in `recent`: the sets
+of a store stopped part way may name one not there yet (see memory_store).
 
 KEYS[1] docs     HASH  id -> record (JSON)
 KEYS[2] recent   ZSET  id -> last stored (ms)
@@ -20,9 +21,11 @@ local ids
 if nf == 0 then
   ids = redis.call('ZREVRANGE', recent, offset, offset + limit - 1)
 else
-  local all = redis.call('SINTER', unpack(KEYS, 3, 2 + nf))
-  local up = {}
-  for i = 1, #all do up[all[i]] = tonumber(redis.call('ZSCORE', recent, all[i])) or 0 end
+  local all, up = {}, {}
+  for _, id in ipairs(redis.call('SINTER', unpack(KEYS, 3, 2 + nf))) do
+    local stored = redis.call('ZSCORE', recent, id)
+    if stored then all[#all + 1] = id; up[id] = tonumber(stored) end
+  end
   table.sort(all, function(x, y)
     if up[x] ~= up[y] then return up[x] > up[y] end
     return tonumber(x) > tonumber(y)

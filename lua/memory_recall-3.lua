@@ -142,16 +142,26 @@ for i, term in ipairs(query) do
   end
 end
 
--- every memory scoring at least the k-th best, in order
-local floor, m = kth()
-if m == 0 then return {} end
-local group, up = {}, {}
-for id, s in pairs(scores) do
-  if s >= floor then
-    group[#group + 1] = id
-    up[id] = tonumber(redis.call('ZSCORE', recent, id)) or 0
+-- every memory scoring at least the k-th best, in order; an id not in `recent` is the
+-- postings of a store stopped part way (see memory_store), dropped and the k-th best found again
+local group, up
+repeat
+  local floor, m = kth()
+  if m == 0 then return {} end
+  local dropped = false
+  group, up = {}, {}
+  for id, s in pairs(scores) do
+    if s >= floor then
+      local stored = redis.call('ZSCORE', recent, id)
+      if stored then
+        group[#group + 1] = id
+        up[id] = tonumber(stored)
+      else
+        scores[id], dropped = nil, true
+      end
+    end
   end
-end
+until not dropped
 table.sort(group, function(x, y)
   local sx, sy = scores[x], scores[y]
   if sx ~= sy then return sx > sy end

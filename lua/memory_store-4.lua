@@ -4,13 +4,21 @@ into the owner's memory with the same normalized text: the stored time moves to 
 conversation and tags are added, the extra metadata is updated. A retried store merges into
 what the first one stored, so it is applied once.
 
+Every check is made before the first write. The writes are ordered so that a store stopped
+part way (Redis keeps what a script wrote before an error) is never half visible, and the
+same store run again finishes it: one HSET takes the id, counts the memory and notes it in
+the stats hash under "+hash"; then come its dedup entry, sets and postings, then its record,
+then its place in `recent` (from then on it is listed and recalled), and last the note is
+cleared. A merge adds the sets before it rewrites the record.
+
 The record is a JSON object: t the text, c its conversations, g its tags, m its extra
 metadata, at and up when first and last stored (ms), n its length in terms, k its terms. It
 holds only strings (and n): each metadata value as its JSON text and the times as decimal
 text, so that cjson, which rounds numbers to 14 digits and writes an empty list as {}, never
 changes what the caller stored.
 
-KEYS[1] stats    HASH  seq (the last id), docs (memories), len (their terms in all)
+KEYS[1] stats    HASH  seq (the last id), docs (memories), len (their terms in all),
+                       "+" .. hash -> id while that store is unfinished
 KEYS[2] docs     HASH  id -> record (JSON)
 KEYS[3] dedup    HASH  normalized-text hash -> id
 KEYS[4] recent   ZSET  id -> last stored (ms)
@@ -53,49 +61,53 @@ local function record_problem(record, raw)
 end
 
 local stats, docs, dedup, recent = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local hash, now = ARGV[1], ARGV[2]
+local hash, now, length = ARGV[1], ARGV[2], tonumber(ARGV[4])
 local sets = 4 + tonumber(ARGV[5]) + tonumber(ARGV[6])
+local note = '+' .. hash
 
 local bad = check_types(1, 3, 'hash') or check_types(4, 4, 'zset') or check_types(5, sets, 'set')
   or check_types(sets + 1, #KEYS, 'hash')
 if bad then return bad end
-local _, bad = read_counts(stats, 'seq', 'docs', 'len')
+local counts, bad = read_counts(stats, 'seq', 'docs', 'len')
 if bad then return bad end
 
-local id = redis.call('HGET', dedup, hash)
+-- the owner's memory with this text, or the id of an unfinished store of it
+local id = redis.call('HGET', dedup, hash) or redis.call('HGET', stats, note)
 if id and not string.find(id, '^%d+$') then
-  return {CORRUPT, -1, dedup .. ' field ' .. hash .. ' is not a memory id: ' .. id}
+  return {CORRUPT, -1, 'the memory id of ' .. hash .. ' in ' .. dedup .. ' is not a memory id: ' .. id}
 end
-if id then
-  local old = redis.call('HGET', docs, id)
-  if old then
-    local ok, record = pcall(cjson.decode, old)
-    local problem = 'not JSON'
-    if ok then problem = record_problem(record, old) end
-    if problem then return {CORRUPT, -1, 'memory ' .. id .. ' in ' .. docs .. ' is not a record: ' .. problem} end
-    local new = cjson.decode(ARGV[3])
-    for _, field in ipairs({'c', 'g'}) do
-      local have, list = {}, record[field]
-      for _, v in ipairs(list) do have[v] = true end
-      for _, v in ipairs(new[field]) do
-        if not have[v] then list[#list + 1] = v; have[v] = true end
-      end
+local old = id and redis.call('HGET', docs, id)
+if old then
+  local ok, record = pcall(cjson.decode, old)
+  local problem = 'not JSON'
+  if ok then problem = record_problem(record, old) end
+  if problem then return {CORRUPT, -1, 'memory ' .. id .. ' in ' .. docs .. ' is not a record: ' .. problem} end
+  local new = cjson.decode(ARGV[3])
+  for _, field in ipairs({'c', 'g'}) do
+    local have, list = {}, record[field]
+    for _, v in ipairs(list) do have[v] = true end
+    for _, v in ipairs(new[field]) do
+      if not have[v] then list[#list + 1] = v; have[v] = true end
     end
-    for k, v in pairs(new.m) do record.m[k] = v end  -- each value is its JSON text, copied
-    record.up = now
-    redis.call('HSET', docs, id, cjson.encode(record))
-    for i = 5, sets do redis.call('SADD', KEYS[i], id) end
-    redis.call('ZADD', recent, now, id)
-    return {id, 0}
   end
+  for k, v in pairs(new.m) do record.m[k] = v end  -- each value is its JSON text, copied
+  record.up = now
+  for i = 5, sets do redis.call('SADD', KEYS[i], id) end
+  redis.call('HSET', docs, id, cjson.encode(record))
+  redis.call('ZADD', recent, now, id)
+  redis.call('HDEL', stats, note)
+  return {id, 0}
 end
 
-id = tostring(redis.call('HINCRBY', stats, 'seq', 1))
-redis.call('HSET', docs, id, ARGV[3])
+if not id then
+  id = string.format('%d', counts[1] + 1)
+  redis.call('HSET', stats, 'seq', id, 'docs', string.format('%d', counts[2] + 1),
+    'len', string.format('%d', counts[3] + length), note, id)
+end
 redis.call('HSET', dedup, hash, id)
-redis.call('ZADD', recent, now, id)
-redis.call('HINCRBY', stats, 'docs', 1)
-redis.call('HINCRBY', stats, 'len', ARGV[4])
 for i = 5, sets do redis.call('SADD', KEYS[i], id) end
 for i = sets + 1, #KEYS do redis.call('HSET', KEYS[i], id, ARGV[i - sets + 6]) end
+redis.call('HSET', docs, id, ARGV[3])
+redis.call('ZADD', recent, now, id)
+redis.call('HDEL', stats, note)
 return {id, 1}

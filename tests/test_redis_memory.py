@@ -18,9 +18,12 @@ import pytest
 import redis
 from faults import FaultProxy
 from memory_samples import rankings, recall_at_k
+from redis.backoff import NoBackoff
 from redis.cluster import RedisCluster
+from redis.retry import Retry
 
-from redis_history import CorruptHistoryError, HistoryError, Message
+from redis_history import CorruptHistoryError, HistoryError, Message, StoreUnavailableError
+from redis_history._core import Call
 from redis_history._server import RedisServer
 from redis_history.context import (
     HistoryManager,
@@ -317,6 +320,8 @@ def test_limits_raise_typed_errors_and_write_nothing(memory: RedisLongTermMemory
         ("x" * (MAX_TEXT_BYTES + 1), who),
         (" ".join(f"w{i}" for i in range(MAX_TERMS + 1)), who),
         ("  ", who),
+        ("it is what it is", who),  # stop words only: it could never be recalled
+        ("🍵 & ☕ !", who),
         ("text", {"user_id": "u"}),
         ("text", {"agent_id": "a:b"}),
         ("text", {"agent_id": "a", "user_id": "{u}"}),
@@ -691,3 +696,169 @@ def test_a_retried_store_keeps_metadata_exact(
         first: canonical({**EXACT, "id": 2**62 + 1, "sum": 1.1}),
         ids[1]: canonical(EXACT),
     }
+
+
+WRITE_COMMANDS = ("HSET", "HDEL", "HINCRBY", "SADD", "SREM", "ZADD", "ZREM", "DEL")
+
+
+def cut_after(source: str, writes: int) -> str:
+    """``source`` stopped by a Lua error right after its ``writes``-th write command (Redis
+    keeps the writes made before it)."""
+    written = " or ".join(f"name == '{c}'" for c in WRITE_COMMANDS)
+    prelude = f"""
+local cut_writes, cut_real = 0, redis.call
+local function cut_call(command, ...)
+  local reply = cut_real(command, ...)
+  local name = string.upper(command)
+  if {written} then
+    cut_writes = cut_writes + 1
+    if cut_writes == {writes} then error('cut after write {writes}') end
+  end
+  return reply
+end
+"""
+    return prelude + source.replace("redis.call(", "cut_call(")
+
+
+def run_cut(client: redis.Redis, call: Call[Any], writes: int) -> bool:
+    """Run ``call``'s script stopped after its ``writes``-th write; whether it made that many."""
+    assert call.script is not None
+    try:
+        client.eval(cut_after(call.script.source, writes), call.command[2], *call.command[3:])
+    except redis.ResponseError as exc:
+        stopped = str(exc)
+    else:
+        return False
+    assert f"cut after write {writes}" in stopped
+    return True
+
+
+def assert_whole(memory: RedisLongTermMemory) -> None:
+    """Every memory listed, under any filter it carries, is recalled by its own text there."""
+    for record in memory.list(OWNER, limit=MAX_TOP_K):
+        meta = record.metadata
+        for conversation in [None, *meta["conversation_ids"]]:
+            filters = MemoryFilters("a", "u", conversation, tuple(meta["tags"]))
+            assert record.memory_id in [r.memory_id for r in memory.list(filters)]
+            hits = memory.recall(record.text, filters, MAX_TOP_K)
+            assert record.memory_id in [r.memory_id for r in hits], (record, filters)
+
+
+def assert_counted(memory: RedisLongTermMemory) -> None:
+    """The owner's counts are those of its memories, with no store or forget left half done."""
+    listed = memory.list(OWNER, limit=MAX_TOP_K)
+    stats = memory.client.hgetall(memory.keys("a", "u").stats)
+    assert set(stats) == {b"seq", b"docs", b"len"}
+    assert int(stats[b"docs"]) == len(listed)
+    assert int(stats[b"len"]) == sum(len(terms(r.text)) for r in listed)
+
+
+@pytest.mark.real_redis
+@pytest.mark.parametrize("merge", [False, True], ids=["new", "merge"])
+def test_a_store_cut_after_any_write_is_never_half_visible(
+    real_redis: redis.Redis, merge: bool
+) -> None:
+    """A store script stopped by an error after any of its writes (Redis keeps them) leaves no
+    memory listed that is not recalled; storing again finishes it, counted once."""
+    memory = RedisLongTermMemory(real_redis, clock=Clock())
+    text = "Prefers an aisle seat on long flights"
+    for cut in itertools.count(1):
+        real_redis.flushall()
+        memory.store("window seat on short flights", TAGGED)
+        if merge:
+            memory.store(text, WHO)
+        call = memory._store_call(text, {**TAGGED, "tags": ["x", "y"], "kind": "fact"})
+        if not run_cut(real_redis, call, cut):
+            break
+        assert_whole(memory)
+        memory_id = memory.store(text, {**TAGGED, "tags": ["x", "y"], "kind": "fact"})
+        assert_whole(memory)
+        assert_counted(memory)
+        (hit,) = memory.recall("aisle", MemoryFilters("a", "u", "c", ("x", "y")), 5)
+        assert (hit.memory_id, hit.metadata["kind"]) == (memory_id, "fact")
+    assert cut > 4
+
+
+@pytest.mark.real_redis
+def test_a_forget_cut_after_any_write_is_finished_by_forgetting_again(
+    real_redis: redis.Redis,
+) -> None:
+    """A forget script stopped after any of its writes leaves nothing listed that is not
+    recalled; forgetting again finishes it, uncounted once."""
+    memory = RedisLongTermMemory(real_redis, clock=Clock())
+    keys = memory.keys("a", "u")
+    for cut in itertools.count(1):
+        real_redis.flushall()
+        memory_id = memory.store("Prefers an aisle seat on long flights", TAGGED)
+        other = memory.store("window seat on short flights", TAGGED)
+        call = memory._forget_call(keys, memory_id, real_redis.hget(keys.docs, memory_id))
+        if not run_cut(real_redis, call, cut):
+            break
+        assert_whole(memory)
+        memory.forget(memory_id, OWNER)
+        assert [r.memory_id for r in memory.list(OWNER)] == [other]
+        assert memory.recall("aisle", OWNER, 5) == []
+        assert_whole(memory)
+        assert_counted(memory)
+    assert cut > 4
+
+
+@pytest.mark.real_redis
+def test_a_store_meeting_a_corrupt_key_writes_nothing(real_redis: redis.Redis) -> None:
+    """A store whose last term's postings key holds another data type (so its last write would
+    fail) is refused before its first write."""
+    memory = RedisLongTermMemory(real_redis, clock=Clock())
+    memory.store("window seat on short flights", TAGGED)
+    keys = memory.keys("a", "u")
+    real_redis.set(keys.term("flight"), "x")
+    before = snapshot(real_redis)
+    with pytest.raises(CorruptHistoryError, match=":t:flight holds a string"):
+        memory.store("Prefers an aisle seat on long flights", {**TAGGED, "tags": ["y"]})
+    assert snapshot(real_redis) == before
+
+
+@pytest.mark.parametrize("flushed", [False, True], ids=["loaded", "flushed"])
+def test_a_store_many_item_refused_names_its_index_and_the_others_are_stored(
+    memory: RedisLongTermMemory, flushed: bool
+) -> None:
+    """An item refused by Redis (here: merged into a corrupt record) raises with its index
+    once the batch is done; the items before and after it are stored, also when every
+    script had to be sent again (NOSCRIPT)."""
+    memory.store("green tea", WHO)
+    memory.client.hset(memory.keys("a", "u").docs, "1", "{")
+    if flushed:
+        memory.client.script_flush()
+    with pytest.raises(CorruptHistoryError, match=r"memory 1 .*not JSON") as refused:
+        memory.store_many([("black coffee", WHO), ("Green Tea", WHO), ("oolong", WHO)])
+    assert refused.value.index == 1
+    got = memory.recall("coffee oolong", OWNER, 5)
+    assert sorted(r.text for r in got) == ["black coffee", "oolong"]
+
+
+@pytest.mark.real_redis
+def test_a_store_many_cut_by_a_killed_connection_is_finished_by_sending_it_again(
+    fault_proxy: FaultProxy, real_redis: redis.Redis
+) -> None:
+    """A store_many pipeline whose connection dies part way (the server ran some stores) raises
+    StoreUnavailableError; what it stored is whole, and the same batch sent again stores the
+    rest once."""
+    for name in script_names():
+        real_redis.script_load(script(name).source)
+    client = redis.Redis(host=fault_proxy.host, port=fault_proxy.port, retry=Retry(NoBackoff(), 0))
+    memory = RedisLongTermMemory(client, clock=Clock())
+    words = " ".join(f"w{i}" for i in range(300))  # so the server is still busy when cut
+    batch = [(f"{words} item{i}", {**TAGGED, "n": i}) for i in range(30)]
+    fault_proxy.drop_reply(b"EVALSHA")
+    with pytest.raises(StoreUnavailableError):
+        memory.store_many(batch)
+    assert fault_proxy.dropped == 1
+    direct = RedisLongTermMemory(real_redis, clock=Clock())
+    stored = direct.list(OWNER, limit=MAX_TOP_K)
+    assert 0 < len(stored) < len(batch), "the pipeline was not cut part way"
+    assert_whole(direct)
+    ids = direct.store_many(batch)
+    assert len(set(ids)) == len(batch)
+    assert {r.memory_id for r in stored} <= set(ids)
+    assert_whole(direct)
+    assert_counted(direct)
+    client.close()

@@ -24,7 +24,10 @@ of postings per term), the counts BM25 needs, and one set per conversation and p
 
 Data in an owner's keys that the memory did not write (a record, a posting or a count that
 is not its own, a key of another data type) raises ``CorruptHistoryError`` naming it; the
-scripts check before their first write, so a refused write changes nothing.
+scripts check before their first write, so a refused write changes nothing. Their writes are
+ordered so that a store or forget stopped part way (Redis keeps a script's writes before an
+error) never leaves a memory listed that is not recalled, and the same call again finishes
+it (``lua/memory_store-4.lua``). A text without a term is refused: it could not be recalled.
 
 Limits (:data:`MAX_TEXT_BYTES`, :data:`MAX_TERMS`, :data:`MAX_TAGS`, :data:`MAX_EXTRA_BYTES`,
 :data:`MAX_TOP_K`) raise ``ValueError`` when a store or recall exceeds them; a query's terms
@@ -187,6 +190,8 @@ def _strings(value: list[str] | dict[str, Any]) -> list[str]:
 
 def _record(raw: Any, memory_id: str) -> _Record:
     """The record ``raw`` of ``memory_id``, or ``CorruptHistoryError`` saying what is wrong."""
+    if not raw:
+        raise CorruptHistoryError(f"memory {memory_id} is listed but has no record")
     try:
         record = json.loads(raw)
     except ValueError as exc:  # json.JSONDecodeError and UnicodeDecodeError included
@@ -305,16 +310,18 @@ class RedisLongTermMemory:
         return self._run(self._store_call(text, metadata))
 
     def store_many(self, items: Sequence[tuple[str, Mapping[str, Any]]]) -> builtins.list[str]:
-        """Store each ``(text, metadata)`` as :meth:`store` does, in one pipeline (not one
-        transaction: each store is atomic, and a retried batch merges into itself); returns
-        the ids in order. Every item is checked before anything is sent.
+        """Store each ``(text, metadata)`` as :meth:`store` does, in one pipeline; returns the
+        ids in order. Every item is checked before anything is sent. Each store is atomic, the
+        batch is not: a batch cut short (its connection lost) has stored some of its items,
+        each whole, and the same batch sent again stores the rest (the others merge into
+        themselves).
 
         Raises:
             ValueError: an item :meth:`store` would refuse (nothing is sent).
-            HistoryError: Redis refused a store (those before it are kept).
-            CorruptHistoryError: a key, record, posting or count of the owner is not what
-                the memory writes (nothing is written).
-            StoreUnavailableError: Redis could not be reached.
+            HistoryError: Redis refused an item, e.g. ``CorruptHistoryError`` (the error's
+                ``index`` is the item's); that item wrote nothing, the others were stored.
+            StoreUnavailableError: Redis could not be reached; the items that reached it
+                were stored.
         """
         calls = [self._store_call(text, metadata) for text, metadata in items]
         if not calls:
@@ -324,16 +331,23 @@ class RedisLongTermMemory:
                 for call in calls:
                     pipe.execute_command(*call.command)
                 replies = pipe.execute(raise_on_error=False)
-            out: builtins.list[str] = []
-            for call, reply in zip(calls, replies, strict=True):
-                if isinstance(reply, NoScriptError):  # the first EVAL loads it for the rest
-                    out.append(self._run(call))
-                    continue
-                if isinstance(reply, Exception):
-                    raise reply
-                out.append(call.parse(reply))
         except RedisFailure as exc:
             raise _wrap(exc) from exc
+        out: builtins.list[str] = []
+        refused: HistoryError | None = None
+        for index, (call, reply) in enumerate(zip(calls, replies, strict=True)):
+            try:
+                if isinstance(reply, NoScriptError):  # the first EVAL loads it for the rest
+                    out.append(self._run(call))
+                elif isinstance(reply, RedisFailure):
+                    raise _wrap(reply) from reply
+                else:
+                    out.append(call.parse(reply))
+            except HistoryError as exc:  # the items after it are stored all the same
+                exc.index = index
+                refused = refused or exc
+        if refused is not None:
+            raise refused
         return out
 
     def _store_call(self, text: str, metadata: Mapping[str, Any]) -> Call[str]:
@@ -347,6 +361,11 @@ class RedisLongTermMemory:
         if size > MAX_TEXT_BYTES:
             raise ValueError(f"a memory is {size} bytes; the limit is {MAX_TEXT_BYTES}")
         counts = Counter(terms(text))
+        if not counts:
+            raise ValueError(
+                "a memory needs a word to be recalled by: stop words, single letters and "
+                f"symbols are not indexed, and {text!r} has nothing else"
+            )
         if len(counts) > MAX_TERMS:
             raise ValueError(f"a memory has {len(counts)} distinct terms; the limit is {MAX_TERMS}")
         keys = self.keys(filters.agent_id, filters.user_id)
@@ -428,8 +447,18 @@ class RedisLongTermMemory:
                 raw = self.client.hget(keys.docs, memory_id)
             except RedisFailure as exc:
                 raise _wrap(exc, keys.docs) from exc
-            if raw is None:
-                return False
+            removed = self._run(self._forget_call(keys, memory_id, raw))
+            if removed >= 0:
+                return removed == 1
+        raise HistoryError(f"memory {memory_id} changed {FORGET_ATTEMPTS} times while forgotten")
+
+    def _forget_call(self, keys: MemoryKeys, memory_id: str, raw: bytes | str | None) -> Call[int]:
+        """The script removing ``memory_id`` if its record is still ``raw``; with ``raw``
+        ``None`` it removes nothing (it clears what a forget stopped part way left)."""
+        sets: builtins.list[str] = []
+        postings: builtins.list[str] = []
+        args: tuple[Any, ...] = (memory_id, "", "", 0, 0)
+        if raw is not None:
             record = _record(raw, memory_id)
             try:
                 sets = [keys.conversation(c) for c in record.conversations]
@@ -437,17 +466,14 @@ class RedisLongTermMemory:
             except ValueError as exc:
                 raise CorruptHistoryError(f"memory {memory_id} is not a record: {exc}") from exc
             postings = [keys.term(t) for t in record.terms]
-            call = _memory_call(
-                int,
-                "memory_forget",
-                (keys.stats, keys.docs, keys.dedup, keys.recent),
-                [*sets, *postings],
-                (memory_id, raw, _hash(record.text), record.length, len(sets)),
-            )
-            removed = self._run(call)
-            if removed >= 0:
-                return removed == 1
-        raise HistoryError(f"memory {memory_id} changed {FORGET_ATTEMPTS} times while forgotten")
+            args = (memory_id, raw, _hash(record.text), record.length, len(sets))
+        return _memory_call(
+            int,
+            "memory_forget",
+            (keys.stats, keys.docs, keys.dedup, keys.recent),
+            [*sets, *postings],
+            args,
+        )
 
     def list(
         self, filters: MemoryFilters, *, limit: int = 100, offset: int = 0
