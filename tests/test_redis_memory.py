@@ -4,6 +4,7 @@ cluster."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import math
@@ -28,12 +29,14 @@ from redis_history._server import RedisServer
 from redis_history.context import (
     HistoryManager,
     HistoryManagerConfig,
+    InMemoryMemory,
     LongTermMemory,
     MemoryFilters,
     MemoryRecord,
     resolve_memory,
 )
 from redis_history.context.redis_memory import (
+    MAX_LIST,
     MAX_TAGS,
     MAX_TERMS,
     MAX_TEXT_BYTES,
@@ -326,7 +329,6 @@ def test_limits_raise_typed_errors_and_write_nothing(memory: RedisLongTermMemory
         ("text", {"agent_id": "a:b"}),
         ("text", {"agent_id": "a", "user_id": "{u}"}),
         ("text", {**who, "conversation_id": "c\n"}),
-        ("text", {**who, "tags": "one"}),
         ("text", {**who, "tags": [f"t{i}" for i in range(MAX_TAGS + 1)]}),
         ("text", {**who, "tags": ["{t}"]}),
         ("text", {**who, "blob": "x" * 5000}),
@@ -495,6 +497,127 @@ def test_corrupt_data_is_a_corrupt_history_error_from_every_call(
             call(memory)
         if name != "store_many":  # its other store is applied
             assert snapshot(memory.client) == before, name
+
+
+def unchecked(value: object) -> Any:
+    """``value``, typed as anything, to pass what a signature does not allow."""
+    return value
+
+
+def nested(depth: int) -> Any:
+    """A list nested ``depth`` levels."""
+    value: Any = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+REFUSED: dict[str, tuple[Callable[[RedisLongTermMemory], object], type[Exception]]] = {
+    "top_k a float": (lambda m: m.recall("tea", OWNER, unchecked(1.5)), TypeError),
+    "top_k a bool": (lambda m: m.recall("tea", OWNER, True), TypeError),
+    "top_k a string": (lambda m: m.recall("tea", OWNER, unchecked("5")), TypeError),
+    "top_k negative": (lambda m: m.recall("tea", OWNER, -1), ValueError),
+    "top_k over the limit": (lambda m: m.recall("tea", OWNER, MAX_TOP_K + 1), ValueError),
+    "query bytes": (lambda m: m.recall(unchecked(b"tea"), OWNER, 5), TypeError),
+    "filters a dict": (lambda m: m.recall("tea", unchecked(WHO), 5), TypeError),
+    "filter tags a string": (
+        lambda m: m.recall("tea", MemoryFilters("a", "u", tags=unchecked("x")), 5),
+        TypeError,
+    ),
+    "filter tags a generator": (
+        lambda m: m.list(MemoryFilters("a", "u", tags=unchecked(t for t in ["x"]))),
+        TypeError,
+    ),
+    "filter tags over the limit": (
+        lambda m: m.list(MemoryFilters("a", "u", tags=tuple(map(str, range(MAX_TAGS + 1))))),
+        ValueError,
+    ),
+    "tags a generator": (
+        lambda m: m.store("oolong", {**WHO, "tags": (t for t in ["x", "y"])}),
+        TypeError,
+    ),
+    "tags a string": (lambda m: m.store("oolong", {**WHO, "tags": "x"}), TypeError),
+    "tags a dict": (lambda m: m.store("oolong", {**WHO, "tags": {"x": 1}}), TypeError),
+    "a tag not a string": (lambda m: m.store("oolong", {**WHO, "tags": ["x", 1]}), TypeError),
+    "text bytes": (lambda m: m.store(unchecked(b"oolong"), WHO), TypeError),
+    "metadata a list": (lambda m: m.store("oolong", unchecked([("agent_id", "a")])), TypeError),
+    "metadata a tuple": (lambda m: m.store("oolong", {**WHO, "v": (1, 2)}), ValueError),
+    "metadata a set": (lambda m: m.store("oolong", {**WHO, "v": {1, 2}}), ValueError),
+    "metadata bytes": (lambda m: m.store("oolong", {**WHO, "v": b"x"}), ValueError),
+    "metadata NaN": (lambda m: m.store("oolong", {**WHO, "v": math.nan}), ValueError),
+    "metadata infinite": (lambda m: m.store("oolong", {**WHO, "v": [math.inf]}), ValueError),
+    "metadata int key": (lambda m: m.store("oolong", {**WHO, "v": {1: "x"}}), ValueError),
+    "metadata an object": (lambda m: m.store("oolong", {**WHO, "v": object()}), ValueError),
+    "metadata too deep": (lambda m: m.store("oolong", {**WHO, "v": nested(200)}), ValueError),
+    "metadata surrogate": (lambda m: m.store("oolong", {**WHO, "v": "\ud800"}), ValueError),
+    "store_many item not a pair": (
+        lambda m: m.store_many([("oolong", WHO), unchecked(("tea",))]),
+        ValueError,
+    ),
+    "store_many item tags a generator": (
+        lambda m: m.store_many([("oolong", WHO), ("tea", {**WHO, "tags": iter(["x"])})]),
+        TypeError,
+    ),
+    "limit a float": (lambda m: m.list(OWNER, limit=unchecked(10.0)), TypeError),
+    "limit a bool": (lambda m: m.list(OWNER, limit=True), TypeError),
+    "limit zero": (lambda m: m.list(OWNER, limit=0), ValueError),
+    "limit over the limit": (lambda m: m.list(OWNER, limit=MAX_LIST + 1), ValueError),
+    "offset negative": (lambda m: m.list(OWNER, offset=-1), ValueError),
+    "offset a float": (lambda m: m.list(OWNER, offset=unchecked(1.0)), TypeError),
+    "offset a string": (lambda m: m.list(OWNER, offset=unchecked("1")), TypeError),
+    "memory id an int": (lambda m: m.forget(unchecked(1), OWNER), TypeError),
+    "forget filters a string": (lambda m: m.forget("1", unchecked("a")), TypeError),
+}
+
+
+def commands_processed(client: redis.Redis) -> int:
+    """How many commands the server has run (this ``INFO`` not yet counted)."""
+    return int(client.info("stats")["total_commands_processed"])
+
+
+@pytest.mark.real_redis
+@pytest.mark.parametrize("case", list(REFUSED))
+def test_bad_arguments_are_refused_before_anything_is_sent(
+    real_redis: redis.Redis, case: str
+) -> None:
+    """A wrong type is a TypeError and a value out of its range a ValueError, raised before a
+    command reaches Redis."""
+    memory = RedisLongTermMemory(real_redis, clock=Clock())
+    memory.store("green tea", TAGGED)
+    call, error = REFUSED[case]
+    before = snapshot(real_redis)
+    sent = commands_processed(real_redis)
+    with pytest.raises(error):
+        call(memory)
+    assert commands_processed(real_redis) == sent + 1
+    assert snapshot(real_redis) == before
+
+
+@pytest.mark.parametrize("kind", [list, tuple, set, frozenset])
+def test_tags_of_every_collection_are_kept(memory: RedisLongTermMemory, kind: type) -> None:
+    """A list, tuple, set or frozenset of tags is stored and filters whole; offsets past the
+    end and top_k 0 give nothing."""
+    memory.store("green tea", {**WHO, "tags": kind(["x", "y", "x"])})
+    (hit,) = memory.recall("tea", MemoryFilters("a", "u", tags=kind(["y", "x"])), 5)
+    assert sorted(hit.metadata["tags"]) == ["x", "y"]
+    assert memory.list(MemoryFilters("a", "u", tags=kind(["y"]))) == [
+        dataclasses.replace(hit, score=0.0)
+    ]
+    assert memory.list(OWNER, offset=10**30) == []
+    assert memory.recall("tea", OWNER, 0) == []
+    assert memory.forget("not-an-id", OWNER) is False
+
+
+def test_the_in_memory_reference_checks_tags_and_top_k_alike() -> None:
+    """InMemoryMemory refuses a generator of tags and a top_k that is not an int, as the Redis
+    memory does, and keeps a frozenset of tags as a list."""
+    reference = InMemoryMemory()
+    with pytest.raises(TypeError):
+        reference.store("tea", {**WHO, "tags": iter(["x"])})
+    reference.store("tea", {**WHO, "tags": frozenset(["x"])})
+    assert reference.all()[0][2]["tags"] == ["x"]
+    with pytest.raises(TypeError):
+        reference.recall("tea", OWNER, unchecked(1.5))
 
 
 @pytest.mark.real_redis

@@ -29,9 +29,12 @@ ordered so that a store or forget stopped part way (Redis keeps a script's write
 error) never leaves a memory listed that is not recalled, and the same call again finishes
 it (``lua/memory_store-4.lua``). A text without a term is refused: it could not be recalled.
 
-Limits (:data:`MAX_TEXT_BYTES`, :data:`MAX_TERMS`, :data:`MAX_TAGS`, :data:`MAX_EXTRA_BYTES`,
-:data:`MAX_TOP_K`) raise ``ValueError`` when a store or recall exceeds them; a query's terms
-past :data:`MAX_QUERY_TERMS` are ignored (the query is often a whole user message).
+Arguments are checked before anything is sent: a wrong type is a ``TypeError`` (tags are a
+list, tuple, set or frozenset of strings, never a bare string or a generator; counts are
+``int``, not ``bool``), a value out of its limit (:data:`MAX_TEXT_BYTES`, :data:`MAX_TERMS`,
+:data:`MAX_TAGS`, :data:`MAX_EXTRA_BYTES`, :data:`MAX_TOP_K`, :data:`MAX_LIST`) or extra
+metadata that is not JSON data a ``ValueError``; a query's terms past
+:data:`MAX_QUERY_TERMS` are ignored (the query is often a whole user message).
 """
 
 from __future__ import annotations
@@ -46,17 +49,20 @@ from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, NamedTuple, TypeVar
 
+from pydantic import ConfigDict, TypeAdapter, ValidationError
 from redis.exceptions import NoScriptError
 from redis.exceptions import ResponseError as _ResponseError
 
 from redis_history._core import _UNAVAILABLE, Call, RedisFailure, send
-from redis_history.context.memory import MemoryFilters, MemoryRecord
+from redis_history.context.memory import MemoryFilters, MemoryRecord, count_arg, tag_tuple
 from redis_history.errors import CorruptHistoryError, HistoryError, StoreUnavailableError
 from redis_history.keys import DEFAULT_NAMESPACE, DEFAULT_PREFIX, MemoryKeys, validate_name
+from redis_history.models import JsonObject
 from redis_history.scripts import refusal, script
 
 __all__ = [
     "MAX_EXTRA_BYTES",
+    "MAX_LIST",
     "MAX_QUERY_TERMS",
     "MAX_TAGS",
     "MAX_TERMS",
@@ -78,9 +84,12 @@ MAX_QUERY_TERMS = 32
 MAX_TAGS = 16
 """The most tags one memory (or one filter) may carry."""
 MAX_EXTRA_BYTES = 4096
-"""The largest extra metadata (beyond the filter keys), as JSON."""
+"""The largest extra metadata (beyond the filter keys): its keys and their values' JSON texts,
+in UTF-8 bytes."""
 MAX_TOP_K = 100
 """The most memories one recall returns."""
+MAX_LIST = 1000
+"""The most memories one ``list`` returns."""
 MAX_TERM_LENGTH = 64
 """Longer words are cut to this many characters."""
 MAX_TF = 999
@@ -92,6 +101,12 @@ RESERVED = frozenset(
      "updated_ms", "memory_id"}
 )  # fmt: skip
 """Metadata keys the memory sets itself; other keys are kept as given (JSON)."""
+
+_EXTRA: TypeAdapter[dict[str, Any]] = TypeAdapter(
+    JsonObject, config=ConfigDict(allow_inf_nan=False)
+)
+"""Extra metadata: JSON data only (no tuples, sets, bytes, NaN; string keys; nested at most
+``models.MAX_NESTING`` levels), so that what a store accepts reads back equal."""
 
 STOPWORDS = frozenset(
     """a an and are as at be been but by can could did do does for from had has have he her
@@ -281,6 +296,11 @@ class RedisLongTermMemory:
         """The keys of one owner's memories."""
         return MemoryKeys.build(agent_id, user_id, self.namespace, self.prefix)
 
+    def _owner(self, filters: MemoryFilters) -> MemoryKeys:
+        if not isinstance(filters, MemoryFilters):
+            raise TypeError(f"filters must be MemoryFilters, got {type(filters).__name__}")
+        return self.keys(filters.agent_id, filters.user_id)
+
     def _run(self, call: Call[T]) -> T:
         try:
             reply = send(self.client, call)
@@ -301,8 +321,12 @@ class RedisLongTermMemory:
                 new values win).
 
         Raises:
-            ValueError: no ``agent_id``, an unusable name or tag, an empty text, or a text,
-                tag list or extra metadata over its limit.
+            TypeError: a text that is not a ``str``, metadata that is not a mapping, tags that
+                are not a list, tuple, set or frozenset of strings.
+            ValueError: no ``agent_id``, an unusable name or tag, an empty text or one without
+                a term, extra metadata that is not JSON data (tuples, sets, bytes, NaN,
+                non-string keys, nesting past ``MAX_NESTING``), or a text, tag list or extra
+                metadata over its limit.
             CorruptHistoryError: a key, record, posting or count of the owner is not what
                 the memory writes (nothing is written).
             StoreUnavailableError: Redis could not be reached.
@@ -317,7 +341,7 @@ class RedisLongTermMemory:
         themselves).
 
         Raises:
-            ValueError: an item :meth:`store` would refuse (nothing is sent).
+            TypeError, ValueError: an item :meth:`store` would refuse (nothing is sent).
             HistoryError: Redis refused an item, e.g. ``CorruptHistoryError`` (the error's
                 ``index`` is the item's); that item wrote nothing, the others were stored.
             StoreUnavailableError: Redis could not be reached; the items that reached it
@@ -351,8 +375,10 @@ class RedisLongTermMemory:
         return out
 
     def _store_call(self, text: str, metadata: Mapping[str, Any]) -> Call[str]:
+        if not isinstance(text, str):
+            raise TypeError(f"a memory's text must be a str, got {type(text).__name__}")
         filters, extra = _split(metadata)
-        if not isinstance(text, str) or not text.strip():
+        if not text.strip():
             raise ValueError("a memory needs a non-empty text")
         try:
             size = len(text.encode())
@@ -374,7 +400,7 @@ class RedisLongTermMemory:
         conversations = [] if filters.conversation_id is None else [filters.conversation_id]
         record = _json(
             {"t": text, "c": conversations, "g": list(filters.tags),
-             "m": {key: _json(value) for key, value in extra.items()}, "at": str(now),
+             "m": extra, "at": str(now),
              "up": str(now), "n": length, "k": list(counts)}
         )  # fmt: skip
         sets = [keys.conversation(c) for c in conversations] + [keys.tag(t) for t in filters.tags]
@@ -394,14 +420,18 @@ class RedisLongTermMemory:
         term with ``query``, by BM25 score, the most recently stored first on a tie.
 
         Raises:
-            ValueError: ``top_k`` below 0 or above :data:`MAX_TOP_K`; an unusable name.
+            TypeError: ``top_k`` not an ``int`` (or a ``bool``), ``query`` not a ``str``,
+                ``filters`` not :class:`MemoryFilters`.
+            ValueError: ``top_k`` below 0 or above :data:`MAX_TOP_K`; an unusable name or
+                more than :data:`MAX_TAGS` tags.
             CorruptHistoryError: a key, record, posting or count of the owner is not what
                 the memory writes (nothing is written).
             StoreUnavailableError: Redis could not be reached.
         """
-        if not 0 <= top_k <= MAX_TOP_K:
-            raise ValueError(f"top_k must be 0 to {MAX_TOP_K}, got {top_k}")
-        keys = self.keys(filters.agent_id, filters.user_id)
+        count_arg(top_k, "top_k", 0, MAX_TOP_K)
+        if not isinstance(query, str):
+            raise TypeError(f"query must be a str, got {type(query).__name__}")
+        keys = self._owner(filters)
         sets = _filter_sets(keys, filters)
         wanted = list(dict.fromkeys(terms(query)))[:MAX_QUERY_TERMS]
         if not wanted or top_k == 0:
@@ -435,13 +465,18 @@ class RedisLongTermMemory:
         first attempt having removed it.
 
         Raises:
+            TypeError: ``memory_id`` not a ``str``, ``filters`` not :class:`MemoryFilters`.
             ValueError: an unusable name.
             HistoryError: the memory kept changing while it was being removed.
             CorruptHistoryError: a key, record, posting or count of the owner is not what
                 the memory writes (nothing is written).
             StoreUnavailableError: Redis could not be reached.
         """
-        keys = self.keys(filters.agent_id, filters.user_id)
+        if not isinstance(memory_id, str):
+            raise TypeError(f"memory_id must be a str, got {type(memory_id).__name__}")
+        keys = self._owner(filters)
+        if not memory_id.isascii() or not memory_id.isdigit():
+            return False  # not an id store returns
         for _ in range(FORGET_ATTEMPTS):
             try:
                 raw = self.client.hget(keys.docs, memory_id)
@@ -482,21 +517,24 @@ class RedisLongTermMemory:
         of them from ``offset``.
 
         Raises:
-            ValueError: ``limit`` not positive or ``offset`` negative; an unusable name.
+            TypeError: ``limit`` or ``offset`` not an ``int`` (or a ``bool``), ``filters`` not
+                :class:`MemoryFilters`.
+            ValueError: ``limit`` not 1 to :data:`MAX_LIST`, ``offset`` negative; an unusable
+                name or more than :data:`MAX_TAGS` tags.
             CorruptHistoryError: a key, record, posting or count of the owner is not what
                 the memory writes (nothing is written).
             StoreUnavailableError: Redis could not be reached.
         """
-        if limit <= 0 or offset < 0:
-            raise ValueError(f"list needs limit > 0 and offset >= 0, got {limit}, {offset}")
-        keys = self.keys(filters.agent_id, filters.user_id)
+        count_arg(limit, "limit", 1, MAX_LIST)
+        count_arg(offset, "offset", 0)
+        keys = self._owner(filters)
         sets = _filter_sets(keys, filters)
         call = _memory_call(
             lambda reply: self._records(reply, filters, scored=False),
             "memory_list",
             (keys.docs, keys.recent),
             sets,
-            (offset, limit, len(sets)),
+            (min(offset, 2**31), limit, len(sets)),  # past any owner's memories: nothing
         )
         return self._run(call)
 
@@ -512,33 +550,34 @@ def _hash(text: str) -> str:
     return hashlib.blake2b(normalize(text).encode(), digest_size=16).hexdigest()
 
 
-def _split(metadata: Mapping[str, Any]) -> tuple[MemoryFilters, dict[str, Any]]:
-    """The filter fields of a memory's metadata, checked, and the rest (JSON, size-capped)."""
-    if not isinstance(metadata, Mapping) or not metadata.get("agent_id"):
+def _split(metadata: Mapping[str, Any]) -> tuple[MemoryFilters, dict[str, str]]:
+    """The filter fields of a memory's metadata, checked, and the rest: each value checked to
+    be JSON data (what reads back equal) and written as its JSON text, the whole size-capped."""
+    if not isinstance(metadata, Mapping):
+        raise TypeError(f"a memory's metadata must be a mapping, got {type(metadata).__name__}")
+    if not metadata.get("agent_id"):
         raise ValueError("a memory's metadata needs an agent_id")
-    tags = metadata.get("tags") or ()
-    if isinstance(tags, str) or not all(isinstance(t, str) for t in tags):
-        raise ValueError(f"tags must be a list of strings, got {tags!r}")
+    for key in ("conversation_ids", "created_ms", "updated_ms", "memory_id"):
+        if key in metadata:
+            raise ValueError(f"metadata key {key!r} is set by the memory itself")
     filters = MemoryFilters(
         metadata["agent_id"],
         metadata.get("user_id"),
         metadata.get("conversation_id"),
-        tuple(dict.fromkeys(tags)),
+        tag_tuple(metadata.get("tags"), "a memory's tags"),
     )
-    extra = {k: v for k, v in metadata.items() if k not in RESERVED}
-    if not all(isinstance(k, str) for k in extra):
-        raise ValueError("metadata keys must be strings")
+    _check_tags(filters.tags)
     try:
-        size = len(json.dumps(extra, ensure_ascii=False).encode())
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"a memory's extra metadata must be JSON: {exc}") from None
+        extra = _EXTRA.validate_python({k: v for k, v in metadata.items() if k not in RESERVED})
+        texts = {key: _json(value) for key, value in extra.items()}
+        size = sum(len(key.encode()) + len(text.encode()) for key, text in texts.items())
+    except ValidationError as exc:
+        raise ValueError(f"a memory's extra metadata must be JSON data: {exc}") from None
+    except UnicodeEncodeError:
+        raise ValueError("a memory's extra metadata holds a lone surrogate") from None
     if size > MAX_EXTRA_BYTES:
         raise ValueError(f"extra metadata is {size} bytes as JSON; the limit is {MAX_EXTRA_BYTES}")
-    for key in ("conversation_ids", "created_ms", "updated_ms", "memory_id"):
-        if key in metadata:
-            raise ValueError(f"metadata key {key!r} is set by the memory itself")
-    _check_tags(filters.tags)
-    return filters, extra
+    return filters, texts
 
 
 def _check_tags(tags: Sequence[str]) -> None:
