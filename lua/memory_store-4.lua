@@ -29,11 +29,14 @@ ARGV[3] record   the new memory's record (JSON; a merge reads only its "c", "g" 
 ARGV[4] length   the memory's length in terms
 ARGV[5] nc       conversation sets given (0 or 1)
 ARGV[6] nt       tag sets given
-ARGV[7..] one posting per term key, in order: length * 1000 + the term's frequency
+ARGV[7..10] the limits: memories of an owner, then tags, conversations and bytes of extra
+         metadata (keys and JSON texts) of one memory
+ARGV[11..] one posting per term key, in order: length * 1000 + the term's frequency
 
-Returns {id, 1} for a new memory, {id, 0} for a merge, or {CORRUPT, -1, reason} having
-written nothing when a key, a stats field, the dedup entry or the record merged into is not
-what the memory writes.
+Returns {id, 1} for a new memory, {id, 0} for a merge; or, having written nothing,
+{LIMIT, -1, reason} when the owner is full or the merged memory would pass a limit, and
+{CORRUPT, -1, reason} when a key, a stats field, the dedup entry or the record merged into is
+not what the memory writes.
 ]]
 --- @include "memory_types"
 --- @include "memory_counts"
@@ -63,6 +66,8 @@ end
 local stats, docs, dedup, recent = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local hash, now, length = ARGV[1], ARGV[2], tonumber(ARGV[4])
 local sets = 4 + tonumber(ARGV[5]) + tonumber(ARGV[6])
+local most = {memories = tonumber(ARGV[7]), g = tonumber(ARGV[8]), c = tonumber(ARGV[9]),
+  m = tonumber(ARGV[10])}
 local note = '+' .. hash
 
 local bad = check_types(1, 3, 'hash') or check_types(4, 4, 'zset') or check_types(5, sets, 'set')
@@ -91,6 +96,19 @@ if old then
     end
   end
   for k, v in pairs(new.m) do record.m[k] = v end  -- each value is its JSON text, copied
+  local names = {c = 'conversations', g = 'tags'}
+  for field, name in pairs(names) do
+    if #record[field] > most[field] then
+      return {LIMIT, -1, 'memory ' .. id .. ' would have ' .. #record[field] .. ' ' .. name
+        .. '; the limit is ' .. most[field]}
+    end
+  end
+  local size = 0
+  for k, v in pairs(record.m) do size = size + #k + #v end
+  if size > most.m then
+    return {LIMIT, -1, 'memory ' .. id .. ' would have ' .. size
+      .. ' bytes of extra metadata; the limit is ' .. most.m}
+  end
   record.up = now
   for i = 5, sets do redis.call('SADD', KEYS[i], id) end
   redis.call('HSET', docs, id, cjson.encode(record))
@@ -100,13 +118,17 @@ if old then
 end
 
 if not id then
+  if counts[2] >= most.memories then
+    return {LIMIT, -1, stats .. ': the owner has ' .. counts[2] .. ' memories; the limit is '
+      .. most.memories}
+  end
   id = string.format('%d', counts[1] + 1)
   redis.call('HSET', stats, 'seq', id, 'docs', string.format('%d', counts[2] + 1),
     'len', string.format('%d', counts[3] + length), note, id)
 end
 redis.call('HSET', dedup, hash, id)
 for i = 5, sets do redis.call('SADD', KEYS[i], id) end
-for i = sets + 1, #KEYS do redis.call('HSET', KEYS[i], id, ARGV[i - sets + 6]) end
+for i = sets + 1, #KEYS do redis.call('HSET', KEYS[i], id, ARGV[i - sets + 10]) end
 redis.call('HSET', docs, id, ARGV[3])
 redis.call('ZADD', recent, now, id)
 redis.call('HDEL', stats, note)

@@ -15,6 +15,7 @@ redis-py's exceptions::
     ├── BudgetExceededError (ValueError)     the parts a request must keep do not fit its budget
     ├── ConversationNotFound (KeyError)      no such conversation
     ├── CorruptHistoryError                  stored data that is not a valid envelope or meta hash
+    ├── MemoryLimitError (ValueError)        a store that would take long-term memory past a limit
     ├── EncodingUnavailableError (RuntimeError)  packaged tokenizer data missing or corrupt
     ├── SummarizerError                      a summarizer failed: HTTP error, timeout, bad reply
     ├── CompactorError                       a compactor's replacement was refused before writing
@@ -36,6 +37,7 @@ __all__ = [
     "InvalidTransition",
     "JobRefusedError",
     "LockLostError",
+    "MemoryLimitError",
     "MessageTooLargeError",
     "ReplicationError",
     "RoleOrderError",
@@ -123,6 +125,11 @@ class ConversationNotFound(HistoryError, KeyError):
 
 class CorruptHistoryError(HistoryError):
     """Stored data is not what redis-history wrote: a bad envelope, meta field or key type."""
+
+
+class MemoryLimitError(HistoryError, ValueError):
+    """A long-term memory store was refused: it would take the owner past its most memories,
+    or one memory past its most tags, conversations or extra metadata; nothing was written."""
 
 
 class EncodingUnavailableError(HistoryError, RuntimeError):

@@ -27,6 +27,7 @@ from redis_history.errors import (
     HistoryError,
     InvalidTransition,
     LockLostError,
+    MemoryLimitError,
     RoleOrderError,
     StaleSnapshotError,
     ToolPairingError,
@@ -53,6 +54,7 @@ class Refusal(IntEnum):
     LOCK_LOST = 4
     CORRUPT = 5
     INVALID_TRANSITION = 6
+    LIMIT = 7
 
 
 ERRORS: dict[int, type[HistoryError]] = {
@@ -62,6 +64,7 @@ ERRORS: dict[int, type[HistoryError]] = {
     Refusal.LOCK_LOST: LockLostError,
     Refusal.CORRUPT: CorruptHistoryError,
     Refusal.INVALID_TRANSITION: InvalidTransition,
+    Refusal.LIMIT: MemoryLimitError,
 }
 """Refusal codes mapped to the exceptions they raise.
 

@@ -23,7 +23,13 @@ from redis.backoff import NoBackoff
 from redis.cluster import RedisCluster
 from redis.retry import Retry
 
-from redis_history import CorruptHistoryError, HistoryError, Message, StoreUnavailableError
+from redis_history import (
+    CorruptHistoryError,
+    HistoryError,
+    MemoryLimitError,
+    Message,
+    StoreUnavailableError,
+)
 from redis_history._core import Call
 from redis_history._server import RedisServer
 from redis_history.context import (
@@ -33,10 +39,15 @@ from redis_history.context import (
     LongTermMemory,
     MemoryFilters,
     MemoryRecord,
+    redis_memory,
     resolve_memory,
 )
 from redis_history.context.redis_memory import (
+    MAX_CONVERSATIONS,
+    MAX_EXTRA_BYTES,
     MAX_LIST,
+    MAX_MEMORIES,
+    MAX_QUERY_TERMS,
     MAX_TAGS,
     MAX_TERMS,
     MAX_TEXT_BYTES,
@@ -985,3 +996,141 @@ def test_a_store_many_cut_by_a_killed_connection_is_finished_by_sending_it_again
     assert_whole(direct)
     assert_counted(direct)
     client.close()
+
+
+def test_a_full_owner_refuses_new_memories_and_still_merges(
+    memory: RedisLongTermMemory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An owner at MAX_MEMORIES refuses another memory with MemoryLimitError, writing nothing;
+    a duplicate still merges, and after a forget a store is accepted again."""
+    monkeypatch.setattr(redis_memory, "MAX_MEMORIES", 2)
+    first = memory.store("green tea", WHO)
+    memory.store("black coffee", WHO)
+    before = snapshot(memory.client)
+    with pytest.raises(MemoryLimitError, match="has 2 memories; the limit is 2"):
+        memory.store("oolong", WHO)
+    with pytest.raises(MemoryLimitError):
+        memory.store_many([("oolong", WHO)])
+    assert snapshot(memory.client) == before
+    assert memory.store("Green tea", {**WHO, "tags": ["x"]}) == first
+    assert memory.store("oolong", {"agent_id": "a", "user_id": "v"}) == "1"  # another owner
+    assert memory.forget(first, OWNER)
+    assert memory.store("oolong", WHO) == "3"
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"tags": [f"u{i}" for i in range(MAX_TAGS)]}, f"would have {MAX_TAGS + 1} tags"),
+        ({"blob": "y" * (MAX_EXTRA_BYTES - 40)}, "bytes of extra metadata; the limit is"),
+    ],
+    ids=["tags", "metadata"],
+)
+def test_a_merge_past_a_memorys_limits_is_refused(
+    memory: RedisLongTermMemory, change: dict[str, Any], message: str
+) -> None:
+    """Merges add tags, conversations and metadata keys; one that would take the memory past
+    MAX_TAGS, MAX_CONVERSATIONS or MAX_EXTRA_BYTES is a MemoryLimitError, writing nothing."""
+    memory_id = memory.store("green tea", {**WHO, "tags": ["t"], "note": "z" * 30})
+    for n in range(MAX_CONVERSATIONS):
+        memory.store("Green tea", {**WHO, "conversation_id": f"c{n}"})
+    before = snapshot(memory.client)
+    with pytest.raises(MemoryLimitError, match=f"conversations; the limit is {MAX_CONVERSATIONS}"):
+        memory.store("green tea", {**WHO, "conversation_id": "one more"})
+    with pytest.raises(MemoryLimitError, match=message):
+        memory.store("green tea", {**WHO, **change})
+    assert snapshot(memory.client) == before
+    (record,) = memory.list(OWNER)
+    assert (record.memory_id, len(record.metadata["conversation_ids"])) == (
+        memory_id,
+        MAX_CONVERSATIONS,
+    )
+
+
+def test_a_recall_over_its_budget_leaves_out_the_most_frequent_terms(
+    memory: RedisLongTermMemory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A query whose rarest terms already use the recall's budget is scored on those terms
+    alone: the frequent term past the budget adds nothing."""
+    for i in range(40):
+        memory.store(f"tea note {i}" + (" green" if i < 3 else ""), WHO)
+    full = memory.recall("green tea", OWNER, 3)
+    monkeypatch.setattr(redis_memory, "RECALL_BUDGET", 10)  # "green" (3), not "tea" (40)
+    bounded = memory.recall("green tea", OWNER, 3)
+    assert [r.memory_id for r in bounded] == [r.memory_id for r in full]
+    (alone,) = {r.score for r in memory.recall("green", OWNER, 3)}
+    assert [r.score for r in bounded] == [alone] * 3 != [r.score for r in full]
+
+
+@pytest.fixture
+def slowlog(real_redis: redis.Redis) -> Iterator[redis.Redis]:
+    """The session server logging every command that runs over 250 ms; restored after."""
+    before = int(real_redis.config_get("slowlog-log-slower-than")["slowlog-log-slower-than"] or 0)
+    real_redis.config_set("slowlog-log-slower-than", 250_000)
+    yield real_redis
+    real_redis.config_set("slowlog-log-slower-than", before)
+
+
+def copy_memory(client: redis.Redis, keys: MemoryKeys, first: int, ids: range) -> None:
+    """Memory ``first`` written again under each of ``ids`` by raw commands (its record, recency,
+    sets and postings, and the counts), as that many stores of the same words would leave it."""
+    record = client.hget(keys.docs, str(first))
+    assert record is not None
+    parsed = json.loads(record)
+    stored: dict[str, bytes | str] = {}
+    for name in parsed["k"]:
+        value = client.hget(keys.term(name), str(first))
+        assert value is not None
+        stored[name] = value
+    sets = [keys.conversation(c) for c in parsed["c"]] + [keys.tag(t) for t in parsed["g"]]
+    up = int(parsed["up"])
+    with client.pipeline(transaction=False) as pipe:
+        for start in range(ids.start, ids.stop, 2000):
+            chunk = [str(i) for i in range(start, min(start + 2000, ids.stop))]
+            pipe.hset(keys.docs, mapping=dict.fromkeys(chunk, record))
+            pipe.zadd(keys.recent, {i: up + int(i) for i in chunk})
+            for key in sets:
+                pipe.sadd(key, *chunk)
+            for name, value in stored.items():
+                pipe.hset(keys.term(name), mapping=dict.fromkeys(chunk, value))
+        pipe.hincrby(keys.stats, "docs", len(ids))
+        pipe.hincrby(keys.stats, "len", len(ids) * parsed["n"])
+        pipe.hset(keys.stats, "seq", max(ids))
+        pipe.execute()
+
+
+@pytest.mark.real_redis
+def test_no_call_runs_over_250_ms_at_the_limits(slowlog: redis.Redis) -> None:
+    """At the most memories an owner may keep, all sharing the query's words, conversation and
+    tags, with the largest records and pages the limits allow, no call of the memory runs over
+    250 ms on the server: recall (every term frequent, the best scores tied among the oldest
+    memories), list at any offset, store, merge, a refused store and forget."""
+    memory = RedisLongTermMemory(slowlog, clock=Clock())
+    keys = memory.keys("a", "u")
+    tags = [f"tag{i}" for i in range(MAX_TAGS)]
+    common = " ".join(f"common{i}" for i in range(MAX_QUERY_TERMS))
+    words = " ".join(f"w{i:04}" for i in range(MAX_TERMS - MAX_QUERY_TERMS - 1))
+    filed = {**WHO, "conversation_id": "c", "tags": tags}
+    big = {**filed, "blob": "x" * (MAX_EXTRA_BYTES - 20)}
+    newest = MAX_MEMORIES - MAX_LIST
+    memory.store(common, filed)  # the best scores: the shortest memories, the oldest
+    copy_memory(slowlog, keys, 1, range(2, MAX_LIST * 10))
+    memory.store(f"{common} {words[:200]}", filed)
+    copy_memory(slowlog, keys, MAX_LIST * 10, range(MAX_LIST * 10 + 1, newest))
+    memory.store(f"{common} {words}", big)  # the largest records, the newest
+    copy_memory(slowlog, keys, newest, range(newest + 1, MAX_MEMORIES + 1))
+    slowlog.slowlog_reset()
+    everything = MemoryFilters("a", "u", "c", tuple(tags))
+    for filters in (OWNER, everything):
+        for query in (common, "common0", f"{common} {words}"):
+            assert len(memory.recall(query, filters, MAX_TOP_K)) == MAX_TOP_K
+        for offset in (0, MAX_MEMORIES // 2, MAX_MEMORIES - MAX_LIST):
+            assert len(memory.list(filters, limit=MAX_LIST, offset=offset)) == MAX_LIST
+    for n in range(MAX_CONVERSATIONS - 1):  # merges into the largest record there can be
+        memory.store(f"{common} {words}", {**big, "conversation_id": f"c{n}"})
+    with pytest.raises(MemoryLimitError, match="limit is"):
+        memory.store(f"{words} new", big)
+    assert memory.forget(str(newest), OWNER)
+    memory.store(f"{words} new", big)
+    assert slowlog.hget(keys.stats, "docs") == str(MAX_MEMORIES).encode()
+    assert slowlog.slowlog_get(128) == []

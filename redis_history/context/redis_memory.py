@@ -35,6 +35,12 @@ list, tuple, set or frozenset of strings, never a bare string or a generator; co
 :data:`MAX_TAGS`, :data:`MAX_EXTRA_BYTES`, :data:`MAX_TOP_K`, :data:`MAX_LIST`) or extra
 metadata that is not JSON data a ``ValueError``; a query's terms past
 :data:`MAX_QUERY_TERMS` are ignored (the query is often a whole user message).
+
+No call runs over 250 ms on the server, whatever an owner holds: a store refuses, with
+``MemoryLimitError``, a memory past :data:`MAX_MEMORIES` of its owner, and a merge that would
+take a memory past :data:`MAX_TAGS`, :data:`MAX_CONVERSATIONS` or :data:`MAX_EXTRA_BYTES`; a
+recall goes over at most :data:`RECALL_BUDGET` postings and scores; a filtered list is one
+``ZINTER``. ``tests/test_redis_memory.py`` checks it at those limits with ``SLOWLOG``.
 """
 
 from __future__ import annotations
@@ -61,13 +67,16 @@ from redis_history.models import JsonObject
 from redis_history.scripts import refusal, script
 
 __all__ = [
+    "MAX_CONVERSATIONS",
     "MAX_EXTRA_BYTES",
     "MAX_LIST",
+    "MAX_MEMORIES",
     "MAX_QUERY_TERMS",
     "MAX_TAGS",
     "MAX_TERMS",
     "MAX_TEXT_BYTES",
     "MAX_TOP_K",
+    "RECALL_BUDGET",
     "RedisLongTermMemory",
     "normalize",
     "terms",
@@ -86,10 +95,19 @@ MAX_TAGS = 16
 MAX_EXTRA_BYTES = 4096
 """The largest extra metadata (beyond the filter keys): its keys and their values' JSON texts,
 in UTF-8 bytes."""
+MAX_MEMORIES = 5_000
+"""The most memories one owner keeps: a store of another is refused (``MemoryLimitError``).
+Every call then stays well under 250 ms of server time, whatever the owner holds."""
+MAX_CONVERSATIONS = 64
+"""The most conversations one memory is filed under (merges add them)."""
 MAX_TOP_K = 100
 """The most memories one recall returns."""
-MAX_LIST = 1000
-"""The most memories one ``list`` returns."""
+MAX_LIST = 100
+"""The most memories one ``list`` returns (a page of the largest records is ~3 MB)."""
+RECALL_BUDGET = 30_000
+"""The most postings and scores one recall goes over (``lua/memory_recall-3.lua``): terms are
+read rarest first, and those that would take it past this are left out. A query reaches it
+only when its rarest terms are in thousands of memories each."""
 MAX_TERM_LENGTH = 64
 """Longer words are cut to this many characters."""
 MAX_TF = 999
@@ -327,6 +345,9 @@ class RedisLongTermMemory:
                 a term, extra metadata that is not JSON data (tuples, sets, bytes, NaN,
                 non-string keys, nesting past ``MAX_NESTING``), or a text, tag list or extra
                 metadata over its limit.
+            MemoryLimitError: the owner has :data:`MAX_MEMORIES` memories, or the merge would
+                take the memory past its most tags, conversations or extra metadata
+                (nothing is written).
             CorruptHistoryError: a key, record, posting or count of the owner is not what
                 the memory writes (nothing is written).
             StoreUnavailableError: Redis could not be reached.
@@ -342,7 +363,7 @@ class RedisLongTermMemory:
 
         Raises:
             TypeError, ValueError: an item :meth:`store` would refuse (nothing is sent).
-            HistoryError: Redis refused an item, e.g. ``CorruptHistoryError`` (the error's
+            HistoryError: Redis refused an item, e.g. ``MemoryLimitError`` (the error's
                 ``index`` is the item's); that item wrote nothing, the others were stored.
             StoreUnavailableError: Redis could not be reached; the items that reached it
                 were stored.
@@ -410,7 +431,19 @@ class RedisLongTermMemory:
             "memory_store",
             (keys.stats, keys.docs, keys.dedup, keys.recent),
             [*sets, *map(keys.term, counts)],
-            (_hash(text), now, record, length, len(conversations), len(filters.tags), *postings),
+            (
+                _hash(text),
+                now,
+                record,
+                length,
+                len(conversations),
+                len(filters.tags),
+                MAX_MEMORIES,
+                MAX_TAGS,
+                MAX_CONVERSATIONS,
+                MAX_EXTRA_BYTES,
+                *postings,
+            ),
         )
 
     # -- recall -------------------------------------------------------------------------------
@@ -441,7 +474,7 @@ class RedisLongTermMemory:
             "memory_recall",
             (keys.stats, keys.docs, keys.recent),
             [*sets, *map(keys.term, wanted)],
-            (top_k, len(sets)),
+            (top_k, len(sets), RECALL_BUDGET),
         )
         return self._run(call)
 
