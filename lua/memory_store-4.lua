@@ -77,9 +77,10 @@ local counts, bad = read_counts(stats, 'seq', 'docs', 'len')
 if bad then return bad end
 
 -- the owner's memory with this text, or the id of an unfinished store of it
-local id = redis.call('HGET', dedup, hash) or redis.call('HGET', stats, note)
+local id, where = redis.call('HGET', dedup, hash), dedup
+if not id then id, where = redis.call('HGET', stats, note), stats end
 if id and not string.find(id, '^%d+$') then
-  return {CORRUPT, -1, 'the memory id of ' .. hash .. ' in ' .. dedup .. ' is not a memory id: ' .. id}
+  return {CORRUPT, -1, 'the memory id of ' .. hash .. ' in ' .. where .. ' is not a memory id: ' .. id}
 end
 local old = id and redis.call('HGET', docs, id)
 if old then

@@ -1047,6 +1047,20 @@ def test_a_merge_past_a_memorys_limits_is_refused(
     )
 
 
+def test_many_equal_scores_go_to_the_newest(memory: RedisLongTermMemory) -> None:
+    """Of more memories tied at the k-th best score than are sorted directly (they are found
+    by walking the recency order), the newest come back, behind those scoring higher."""
+    memory.store("tea note", WHO)
+    keys = memory.keys("a", "u")
+    copy_memory(memory.client, keys, 1, range(2, 1501))
+    memory.store("tea", WHO)
+    copy_memory(memory.client, keys, 1501, range(1502, 1504))
+    memory.store("tea note again", WHO)  # newest, but scoring lower
+    hits = memory.recall("tea", OWNER, 5)
+    assert [r.memory_id for r in hits] == ["1503", "1502", "1501", "1500", "1499"]
+    assert hits[2].score > hits[3].score == hits[4].score
+
+
 def test_a_recall_over_its_budget_leaves_out_the_most_frequent_terms(
     memory: RedisLongTermMemory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -1113,17 +1127,19 @@ def test_no_call_runs_over_250_ms_at_the_limits(slowlog: redis.Redis) -> None:
     filed = {**WHO, "conversation_id": "c", "tags": tags}
     big = {**filed, "blob": "x" * (MAX_EXTRA_BYTES - 20)}
     newest = MAX_MEMORIES - MAX_LIST
-    memory.store(common, filed)  # the best scores: the shortest memories, the oldest
-    copy_memory(slowlog, keys, 1, range(2, MAX_LIST * 10))
+    tied = MAX_MEMORIES // 3  # the best scores, tied: the shortest memories, the oldest
+    memory.store(common, filed)
+    copy_memory(slowlog, keys, 1, range(2, tied + 1))
     memory.store(f"{common} {words[:200]}", filed)
-    copy_memory(slowlog, keys, MAX_LIST * 10, range(MAX_LIST * 10 + 1, newest))
+    copy_memory(slowlog, keys, tied + 1, range(tied + 2, newest))
     memory.store(f"{common} {words}", big)  # the largest records, the newest
     copy_memory(slowlog, keys, newest, range(newest + 1, MAX_MEMORIES + 1))
     slowlog.slowlog_reset()
     everything = MemoryFilters("a", "u", "c", tuple(tags))
     for filters in (OWNER, everything):
         for query in (common, "common0", f"{common} {words}"):
-            assert len(memory.recall(query, filters, MAX_TOP_K)) == MAX_TOP_K
+            hits = memory.recall(query, filters, MAX_TOP_K)
+            assert [r.memory_id for r in hits] == [str(tied - i) for i in range(MAX_TOP_K)]
         for offset in (0, MAX_MEMORIES // 2, MAX_MEMORIES - MAX_LIST):
             assert len(memory.list(filters, limit=MAX_LIST, offset=offset)) == MAX_LIST
     for n in range(MAX_CONVERSATIONS - 1):  # merges into the largest record there can be
