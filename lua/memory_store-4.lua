@@ -4,55 +4,133 @@ into the owner's memory with the same normalized text: the stored time moves to 
 conversation and tags are added, the extra metadata is updated. A retried store merges into
 what the first one stored, so it is applied once.
 
-KEYS[1] stats    HASH  seq (the last id), docs (memories), len (their terms in all)
+Every check is made before the first write. The writes are ordered so that a store stopped
+part way (Redis keeps what a script wrote before an error) is never half visible, and the
+same store run again finishes it: one HSET takes the id, counts the memory and notes it in
+the stats hash under "+hash"; then come its dedup entry, sets and postings, then its record,
+then its place in `recent` (from then on it is listed and recalled), and last the note is
+cleared. A merge adds the sets before it rewrites the record.
+
+The record is a JSON object: t the text, c its conversations, g its tags, m its extra
+metadata, at and up when first and last stored (ms), n its length in terms, k its terms. It
+holds only strings (and n): each metadata value as its JSON text and the times as decimal
+text, so that cjson, which rounds numbers to 14 digits and writes an empty list as {}, never
+changes what the caller stored.
+
+KEYS[1] stats    HASH  seq (the last id), docs (memories), len (their terms in all),
+                       "+" .. hash -> id while that store is unfinished
 KEYS[2] docs     HASH  id -> record (JSON)
 KEYS[3] dedup    HASH  normalized-text hash -> id
 KEYS[4] recent   ZSET  id -> last stored (ms)
 then nc conversation sets (0 or 1), nt tag sets, and one postings HASH per distinct term
 ARGV[1] hash     the normalized text's hash
 ARGV[2] now      ms
-ARGV[3] record   the new memory's record (JSON; a merge reads only its "c", "g" and "x")
+ARGV[3] record   the new memory's record (JSON; a merge reads only its "c", "g" and "m")
 ARGV[4] length   the memory's length in terms
 ARGV[5] nc       conversation sets given (0 or 1)
 ARGV[6] nt       tag sets given
-ARGV[7..] one posting per term key, in order: length * 1000 + the term's frequency
+ARGV[7..10] the limits: memories of an owner, then tags, conversations and bytes of extra
+         metadata (keys and JSON texts) of one memory
+ARGV[11..] one posting per term key, in order: length * 1000 + the term's frequency
 
-Returns {id, 1} for a new memory, {id, 0} for a merge.
+Returns {id, 1} for a new memory, {id, 0} for a merge; or, having written nothing,
+{LIMIT, -1, reason} when the owner is full or the merged memory would pass a limit, and
+{CORRUPT, -1, reason} when a key, a stats field, the dedup entry or the record merged into is
+not what the memory writes.
 ]]
-local stats, docs, dedup, recent = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local hash, now = ARGV[1], ARGV[2]
-local sets = 4 + tonumber(ARGV[5]) + tonumber(ARGV[6])
+--- @include "memory_types"
+--- @include "memory_counts"
 
-local id = redis.call('HGET', dedup, hash)
-if id then
-  local old = redis.call('HGET', docs, id)
-  if old then
-    local record, new = cjson.decode(old), cjson.decode(ARGV[3])
-    for _, field in ipairs({'c', 'g'}) do
-      local have, list = {}, record[field]
-      if type(list) ~= 'table' or next(list) == nil then list = {} end
-      for _, v in ipairs(list) do have[v] = true end
-      for _, v in ipairs(new[field]) do
-        if not have[v] then list[#list + 1] = v; have[v] = true end
-      end
-      record[field] = list
+-- Why `record`, decoded from `raw`, is not a memory's record (see the header), or nil.
+local function record_problem(record, raw)
+  if type(record) ~= 'table' or string.sub(raw, 1, 1) ~= '{' then return 'not a JSON object' end
+  if type(record.t) ~= 'string' then return 'no text' end
+  for _, field in ipairs({'c', 'g', 'k'}) do
+    if type(record[field]) ~= 'table' then return field .. ' is not a list' end
+    for k, v in pairs(record[field]) do
+      if type(k) ~= 'number' or type(v) ~= 'string' then return field .. ' is not a list of strings' end
     end
-    if type(record.x) ~= 'table' then record.x = {} end
-    for k, v in pairs(new.x) do record.x[k] = v end
-    record.up = tonumber(now)
-    redis.call('HSET', docs, id, cjson.encode(record))
-    for i = 5, sets do redis.call('SADD', KEYS[i], id) end
-    redis.call('ZADD', recent, now, id)
-    return {id, 0}
   end
+  if type(record.m) ~= 'table' then return 'm is not an object' end
+  for k, v in pairs(record.m) do
+    if type(k) ~= 'string' or type(v) ~= 'string' then return 'm is not an object of JSON texts' end
+  end
+  for _, field in ipairs({'at', 'up'}) do
+    if type(record[field]) ~= 'string' or not string.find(record[field], '^%d+$') then
+      return field .. ' is not a time'
+    end
+  end
+  if type(record.n) ~= 'number' or record.n < 0 or record.n % 1 ~= 0 then return 'n is not a length' end
 end
 
-id = tostring(redis.call('HINCRBY', stats, 'seq', 1))
-redis.call('HSET', docs, id, ARGV[3])
+local stats, docs, dedup, recent = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local hash, now, length = ARGV[1], ARGV[2], tonumber(ARGV[4])
+local sets = 4 + tonumber(ARGV[5]) + tonumber(ARGV[6])
+local most = {memories = tonumber(ARGV[7]), g = tonumber(ARGV[8]), c = tonumber(ARGV[9]),
+  m = tonumber(ARGV[10])}
+local note = '+' .. hash
+
+local bad = check_types(1, 3, 'hash') or check_types(4, 4, 'zset') or check_types(5, sets, 'set')
+  or check_types(sets + 1, #KEYS, 'hash')
+if bad then return bad end
+local counts, bad = read_counts(stats, 'seq', 'docs', 'len')
+if bad then return bad end
+
+-- the owner's memory with this text, or the id of an unfinished store of it
+local id, where = redis.call('HGET', dedup, hash), dedup
+if not id then id, where = redis.call('HGET', stats, note), stats end
+if id and not string.find(id, '^%d+$') then
+  return {CORRUPT, -1, 'the memory id of ' .. hash .. ' in ' .. where .. ' is not a memory id: ' .. id}
+end
+local old = id and redis.call('HGET', docs, id)
+if old then
+  local ok, record = pcall(cjson.decode, old)
+  local problem = 'not JSON'
+  if ok then problem = record_problem(record, old) end
+  if problem then return {CORRUPT, -1, 'memory ' .. id .. ' in ' .. docs .. ' is not a record: ' .. problem} end
+  local new = cjson.decode(ARGV[3])
+  for _, field in ipairs({'c', 'g'}) do
+    local have, list = {}, record[field]
+    for _, v in ipairs(list) do have[v] = true end
+    for _, v in ipairs(new[field]) do
+      if not have[v] then list[#list + 1] = v; have[v] = true end
+    end
+  end
+  for k, v in pairs(new.m) do record.m[k] = v end  -- each value is its JSON text, copied
+  local names = {c = 'conversations', g = 'tags'}
+  for field, name in pairs(names) do
+    if #record[field] > most[field] then
+      return {LIMIT, -1, 'memory ' .. id .. ' would have ' .. #record[field] .. ' ' .. name
+        .. '; the limit is ' .. most[field]}
+    end
+  end
+  local size = 0
+  for k, v in pairs(record.m) do size = size + #k + #v end
+  if size > most.m then
+    return {LIMIT, -1, 'memory ' .. id .. ' would have ' .. size
+      .. ' bytes of extra metadata; the limit is ' .. most.m}
+  end
+  record.up = now
+  for i = 5, sets do redis.call('SADD', KEYS[i], id) end
+  redis.call('HSET', docs, id, cjson.encode(record))
+  redis.call('ZADD', recent, now, id)
+  redis.call('HDEL', stats, note)
+  return {id, 0}
+end
+
+if not id then
+  if counts[2] >= most.memories then
+    return {LIMIT, -1, stats .. ': the owner has ' .. counts[2] .. ' memories; the limit is '
+      .. most.memories}
+  end
+  id = string.format('%d', counts[1] + 1)
+  redis.call('HSET', stats, 'seq', id, 'docs', string.format('%d', counts[2] + 1),
+    'len', string.format('%d', counts[3] + length), note, id)
+end
 redis.call('HSET', dedup, hash, id)
-redis.call('ZADD', recent, now, id)
-redis.call('HINCRBY', stats, 'docs', 1)
-redis.call('HINCRBY', stats, 'len', ARGV[4])
 for i = 5, sets do redis.call('SADD', KEYS[i], id) end
-for i = sets + 1, #KEYS do redis.call('HSET', KEYS[i], id, ARGV[i - sets + 6]) end
+for i = sets + 1, #KEYS do redis.call('HSET', KEYS[i], id, ARGV[i - sets + 10]) end
+redis.call('HSET', docs, id, ARGV[3])
+redis.call('ZADD', recent, now, id)
+redis.call('HDEL', stats, note)
 return {id, 1}

@@ -47,7 +47,7 @@ from redis_history.errors import (
 from redis_history.keys import DEFAULT_NAMESPACE, DEFAULT_PREFIX, ConversationKeys
 from redis_history.models import Message
 from redis_history.policy import CompactionPolicy
-from redis_history.scripts import ERRORS, Script, script
+from redis_history.scripts import ERRORS, Script, refusal, script
 from redis_history.state import CompactionState, Event
 from redis_history.tokens import Pricer, TokenCounter, resolve_counter
 from redis_history.turns import Turn, group_entries
@@ -319,10 +319,6 @@ def _utf8(value: str) -> bool:
         return False
 
 
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 def _call(
     parse: Callable[[Any], T],
     name: str,
@@ -421,12 +417,7 @@ class HistoryCore:
         """A script's result; a refusal (``[code, index, reason]``) raises the mapped exception."""
         if not isinstance(reply, list):
             return reply
-        code = int(reply[0])
-        error = ERRORS.get(code)
-        if error is None:
-            raise self._context(HistoryError(f"unknown script result code {code}: {reply!r}"))
-        index = int(reply[1])
-        raise self._context(error(_text(reply[2]), index=index if index >= 0 else None))
+        raise self._context(refusal(reply))
 
     def _decode(self, raw: Sequence[bytes | str]) -> list[Entry]:
         return self._read(decode_entries, raw)

@@ -116,7 +116,8 @@ class MemoryKeys:
     With prefix ``rh``, namespace ``NS``, agent ``A`` and user ``U`` (``{A}`` for the agent's
     memories kept without a user)::
 
-        rh:NS:mem:{A:U}:stats    HASH  seq (the last id), docs (memories), len (their terms)
+        rh:NS:mem:{A:U}:stats    HASH  seq (the last id), docs (memories), len (their terms),
+                                       and notes of stores and forgets not finished
         rh:NS:mem:{A:U}:docs     HASH  id -> the memory's record (JSON: text, metadata, terms)
         rh:NS:mem:{A:U}:dedup    HASH  hash of the normalized text -> id
         rh:NS:mem:{A:U}:recent   ZSET  id -> last stored (ms), the recency order

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from enum import IntEnum
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from redis_history.errors import (
     CorruptHistoryError,
@@ -38,6 +38,7 @@ __all__ = [
     "Refusal",
     "Script",
     "expand_includes",
+    "refusal",
     "script",
     "script_names",
     "script_source",
@@ -70,6 +71,19 @@ ERRORS: dict[int, type[HistoryError]] = {
 A script replies with its result when it succeeds, and with ``{code, index,
 reason}`` (the only array a write script returns) when it refuses, having
 written nothing."""
+
+
+def refusal(reply: Sequence[Any]) -> HistoryError:
+    """The exception a script's refusal ``[code, index, reason]`` stands for (an unknown code
+    is a plain ``HistoryError``)."""
+    code = int(reply[0])
+    error = ERRORS.get(code)
+    if error is None:
+        return HistoryError(f"unknown script result code {code}: {reply!r}")
+    index, reason = int(reply[1]), reply[2]
+    text = reason.decode() if isinstance(reason, bytes) else str(reason)
+    return error(text, index=index if index >= 0 else None)
+
 
 _INCLUDE = re.compile(r'^--- @include "([a-z_]+)"\n?', re.MULTILINE)
 _SOURCE_TREE = Path(__file__).resolve().parent.parent / "lua"

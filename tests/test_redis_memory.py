@@ -4,39 +4,61 @@ cluster."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
+import json
 import math
 import random
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import fakeredis
 import pytest
 import redis
+from faults import FaultProxy
 from memory_samples import rankings, recall_at_k
+from redis.backoff import NoBackoff
 from redis.cluster import RedisCluster
+from redis.retry import Retry
 
-from redis_history import HistoryError, Message
+from redis_history import (
+    CorruptHistoryError,
+    HistoryError,
+    LimitExceededError,
+    Message,
+    StoreUnavailableError,
+)
+from redis_history._core import Call
 from redis_history._server import RedisServer
 from redis_history.context import (
     HistoryManager,
     HistoryManagerConfig,
+    InMemoryMemory,
     LongTermMemory,
     MemoryFilters,
     MemoryRecord,
+    redis_memory,
     resolve_memory,
 )
 from redis_history.context.redis_memory import (
+    MAX_CONVERSATIONS,
+    MAX_EXTRA_BYTES,
+    MAX_LIST,
+    MAX_MEMORIES,
+    MAX_QUERY_TERMS,
     MAX_TAGS,
     MAX_TERMS,
     MAX_TEXT_BYTES,
     MAX_TOP_K,
+    RESERVED,
     RedisLongTermMemory,
     normalize,
     terms,
 )
+from redis_history.keys import MemoryKeys
+from redis_history.scripts import script, script_names
 
 
 class Clock:
@@ -312,11 +334,12 @@ def test_limits_raise_typed_errors_and_write_nothing(memory: RedisLongTermMemory
         ("x" * (MAX_TEXT_BYTES + 1), who),
         (" ".join(f"w{i}" for i in range(MAX_TERMS + 1)), who),
         ("  ", who),
+        ("it is what it is", who),  # stop words only: it could never be recalled
+        ("🍵 & ☕ !", who),
         ("text", {"user_id": "u"}),
         ("text", {"agent_id": "a:b"}),
         ("text", {"agent_id": "a", "user_id": "{u}"}),
         ("text", {**who, "conversation_id": "c\n"}),
-        ("text", {**who, "tags": "one"}),
         ("text", {**who, "tags": [f"t{i}" for i in range(MAX_TAGS + 1)]}),
         ("text", {**who, "tags": ["{t}"]}),
         ("text", {**who, "blob": "x" * 5000}),
@@ -339,19 +362,273 @@ def test_limits_raise_typed_errors_and_write_nothing(memory: RedisLongTermMemory
     assert memory.store(" ".join(f"w{i}" for i in range(MAX_TERMS)), who) == "1"
 
 
-def test_a_corrupt_record_and_a_wrong_key_type_raise_history_errors(
-    memory: RedisLongTermMemory,
+WHO = {"agent_id": "a", "user_id": "u"}
+OWNER = MemoryFilters("a", "u")
+NARROW = MemoryFilters("a", "u", "c", ("x",))
+TAGGED = {**WHO, "conversation_id": "c", "tags": ["x"]}
+
+CALLS: dict[str, Callable[[RedisLongTermMemory], object]] = {
+    "store merge": lambda m: m.store("Green  tea", TAGGED),
+    "store new": lambda m: m.store("oolong tea leaves", TAGGED),
+    "store_many": lambda m: m.store_many([("green tea", WHO), ("oolong tea leaves", TAGGED)]),
+    "recall": lambda m: m.recall("green tea", OWNER, 5),
+    "recall filtered": lambda m: m.recall("green tea", NARROW, 5),
+    "list": lambda m: m.list(OWNER),
+    "list filtered": lambda m: m.list(NARROW),
+    "forget": lambda m: m.forget("1", OWNER),
+}
+"""Every public call, on an owner with memory 1 "green tea" (conversation c, tag x) and
+memory 2 "black tea"."""
+
+Corruption = Callable[[Any, MemoryKeys], object]
+
+
+def edit_record(**fields: Any) -> Corruption:
+    """Memory 1's record with ``fields`` replaced."""
+
+    def corrupt(client: Any, keys: MemoryKeys) -> None:
+        record = json.loads(client.hget(keys.docs, "1"))
+        client.hset(keys.docs, "1", json.dumps({**record, **fields}))
+
+    return corrupt
+
+
+def retype(key: Callable[[MemoryKeys], str], command: str, *args: Any) -> Corruption:
+    """The key ``key`` names, replaced by ``command key *args`` (another data type)."""
+
+    def corrupt(client: Any, keys: MemoryKeys) -> None:
+        client.delete(key(keys))
+        client.execute_command(command, key(keys), *args)
+
+    return corrupt
+
+
+def bad_dedup(client: Any, keys: MemoryKeys) -> None:
+    (field,) = [k for k, v in client.hgetall(keys.dedup).items() if v == b"1"]
+    client.hset(keys.dedup, field, "abc")
+
+
+READS_RECORD = {"store merge", "store_many", "recall", "recall filtered", "list"}
+READS_RECORD |= {"list filtered", "forget"}
+STORES = {"store merge", "store new", "store_many"}
+COUNTS = STORES | {"recall", "recall filtered", "forget"}
+FILTERED = STORES | {"recall filtered", "list filtered", "forget"}
+CORRUPTIONS: dict[str, tuple[Corruption, str, set[str]]] = {
+    "record not JSON": (lambda c, k: c.hset(k.docs, "1", "{"), "memory 1 .*not JSON", READS_RECORD),
+    "record a list": (lambda c, k: c.hset(k.docs, "1", "[]"), "not a JSON object", READS_RECORD),
+    "record without text": (edit_record(t=None), "memory 1 .*no text", READS_RECORD),
+    "tags not strings": (edit_record(g=[1]), "g is not a list of strings", READS_RECORD),
+    "metadata not texts": (edit_record(m={"k": 5}), "m is not an object", READS_RECORD),
+    "metadata not JSON": (
+        edit_record(m={"k": "{"}),
+        "metadata 'k' is not JSON",
+        READS_RECORD - STORES,
+    ),
+    "time not a time": (edit_record(up=5), "up is not a time", READS_RECORD),
+    "length not a length": (edit_record(n="x"), "n is not a length", READS_RECORD),
+    "posting not a number": (
+        lambda c, k: c.hset(k.term("tea"), "1", "abc"),
+        "posting of memory 1 in .*:t:tea is not a number: abc",
+        {"recall", "recall filtered"},
+    ),
+    "posting infinite": (
+        lambda c, k: c.hset(k.term("green"), "1", "inf"),
+        "posting of memory 1 in .*:t:green is not a number",
+        {"recall", "recall filtered"},
+    ),
+    "stats docs not an integer": (
+        lambda c, k: c.hset(k.stats, "docs", "many"),
+        ":stats field docs is not an integer: many",
+        COUNTS,
+    ),
+    "stats len a fraction": (
+        lambda c, k: c.hset(k.stats, "len", "1.5"),
+        ":stats field len is not an integer",
+        COUNTS,
+    ),
+    "stats seq not an integer": (
+        lambda c, k: c.hset(k.stats, "seq", "x"),
+        ":stats field seq is not an integer",
+        STORES,
+    ),
+    "stats a string": (retype(lambda k: k.stats, "SET", "x"), ":stats holds a string", COUNTS),
+    "docs a list": (retype(lambda k: k.docs, "RPUSH", "x"), ":docs holds", set(CALLS)),
+    "dedup a string": (
+        retype(lambda k: k.dedup, "SET", "x"),
+        ":dedup holds a string",
+        STORES | {"forget"},
+    ),
+    "recent a hash": (retype(lambda k: k.recent, "HSET", "1", "x"), ":recent holds", set(CALLS)),
+    "tag set a string": (retype(lambda k: k.tag("x"), "SET", "x"), ":g:x holds", FILTERED),
+    "conversation set a hash": (
+        retype(lambda k: k.conversation("c"), "HSET", "1", "x"),
+        ":c:c holds a hash",
+        FILTERED,
+    ),
+    "postings a string": (
+        retype(lambda k: k.term("tea"), "SET", "x"),
+        ":t:tea holds a string",
+        COUNTS,
+    ),
+    "dedup entry not an id": (bad_dedup, "is not a memory id: abc", {"store merge", "store_many"}),
+}
+
+
+def snapshot(client: Any) -> dict[bytes, Any]:
+    """Every key's type and contents."""
+    read = {
+        b"string": client.get,
+        b"hash": client.hgetall,
+        b"list": lambda k: client.lrange(k, 0, -1),
+        b"set": lambda k: sorted(client.smembers(k)),
+        b"zset": lambda k: client.zrange(k, 0, -1, withscores=True),
+    }
+    return {key: (kind, read[kind](key)) for key in client.keys("*") for kind in [client.type(key)]}
+
+
+@pytest.mark.parametrize("case", list(CORRUPTIONS))
+def test_corrupt_data_is_a_corrupt_history_error_from_every_call(
+    memory: RedisLongTermMemory, case: str
 ) -> None:
-    """Data the memory did not write surfaces as CorruptHistoryError, not a crash."""
-    memory.store("green tea", {"agent_id": "a"})
-    keys = memory.keys("a")
-    memory.client.hset(keys.docs, "1", "not json")
-    with pytest.raises(HistoryError, match="not a record"):
-        memory.recall("tea", MemoryFilters("a"), 1)
-    memory.client.delete(keys.recent)
-    memory.client.set(keys.recent, "x")
-    with pytest.raises(HistoryError, match="wrong data type"):
-        memory.store("black tea", {"agent_id": "a"})
+    """A record, posting or stats field that is not what the memory writes, or a key of the
+    wrong type, makes every call that meets it raise CorruptHistoryError naming it (a write
+    refused so writes nothing); calls that do not meet it work."""
+    corrupt, message, raising = CORRUPTIONS[case]
+    keys = memory.keys("a", "u")
+    for name, call in CALLS.items():
+        memory.client.flushall()
+        memory.store("green tea", TAGGED)
+        memory.store("black tea", WHO)
+        corrupt(memory.client, keys)
+        before = snapshot(memory.client)
+        if name not in raising:
+            call(memory)
+            continue
+        with pytest.raises(CorruptHistoryError, match=message):
+            call(memory)
+        if name != "store_many":  # its other store is applied
+            assert snapshot(memory.client) == before, name
+
+
+def unchecked(value: object) -> Any:
+    """``value``, typed as anything, to pass what a signature does not allow."""
+    return value
+
+
+def nested(depth: int) -> Any:
+    """A list nested ``depth`` levels."""
+    value: Any = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+REFUSED: dict[str, tuple[Callable[[RedisLongTermMemory], object], type[Exception]]] = {
+    "top_k a float": (lambda m: m.recall("tea", OWNER, unchecked(1.5)), TypeError),
+    "top_k a bool": (lambda m: m.recall("tea", OWNER, True), TypeError),
+    "top_k a string": (lambda m: m.recall("tea", OWNER, unchecked("5")), TypeError),
+    "top_k negative": (lambda m: m.recall("tea", OWNER, -1), ValueError),
+    "top_k over the limit": (lambda m: m.recall("tea", OWNER, MAX_TOP_K + 1), ValueError),
+    "query bytes": (lambda m: m.recall(unchecked(b"tea"), OWNER, 5), TypeError),
+    "filters a dict": (lambda m: m.recall("tea", unchecked(WHO), 5), TypeError),
+    "filter tags a string": (
+        lambda m: m.recall("tea", MemoryFilters("a", "u", tags=unchecked("x")), 5),
+        TypeError,
+    ),
+    "filter tags a generator": (
+        lambda m: m.list(MemoryFilters("a", "u", tags=unchecked(t for t in ["x"]))),
+        TypeError,
+    ),
+    "filter tags over the limit": (
+        lambda m: m.list(MemoryFilters("a", "u", tags=tuple(map(str, range(MAX_TAGS + 1))))),
+        ValueError,
+    ),
+    "tags a generator": (
+        lambda m: m.store("oolong", {**WHO, "tags": (t for t in ["x", "y"])}),
+        TypeError,
+    ),
+    "tags a string": (lambda m: m.store("oolong", {**WHO, "tags": "x"}), TypeError),
+    "tags a dict": (lambda m: m.store("oolong", {**WHO, "tags": {"x": 1}}), TypeError),
+    "a tag not a string": (lambda m: m.store("oolong", {**WHO, "tags": ["x", 1]}), TypeError),
+    "text bytes": (lambda m: m.store(unchecked(b"oolong"), WHO), TypeError),
+    "metadata a list": (lambda m: m.store("oolong", unchecked([("agent_id", "a")])), TypeError),
+    "metadata a tuple": (lambda m: m.store("oolong", {**WHO, "v": (1, 2)}), ValueError),
+    "metadata a set": (lambda m: m.store("oolong", {**WHO, "v": {1, 2}}), ValueError),
+    "metadata bytes": (lambda m: m.store("oolong", {**WHO, "v": b"x"}), ValueError),
+    "metadata NaN": (lambda m: m.store("oolong", {**WHO, "v": math.nan}), ValueError),
+    "metadata infinite": (lambda m: m.store("oolong", {**WHO, "v": [math.inf]}), ValueError),
+    "metadata int key": (lambda m: m.store("oolong", {**WHO, "v": {1: "x"}}), ValueError),
+    "metadata an object": (lambda m: m.store("oolong", {**WHO, "v": object()}), ValueError),
+    "metadata too deep": (lambda m: m.store("oolong", {**WHO, "v": nested(200)}), ValueError),
+    "metadata surrogate": (lambda m: m.store("oolong", {**WHO, "v": "\ud800"}), ValueError),
+    "store_many item not a pair": (
+        lambda m: m.store_many([("oolong", WHO), unchecked(("tea",))]),
+        ValueError,
+    ),
+    "store_many item tags a generator": (
+        lambda m: m.store_many([("oolong", WHO), ("tea", {**WHO, "tags": iter(["x"])})]),
+        TypeError,
+    ),
+    "limit a float": (lambda m: m.list(OWNER, limit=unchecked(10.0)), TypeError),
+    "limit a bool": (lambda m: m.list(OWNER, limit=True), TypeError),
+    "limit zero": (lambda m: m.list(OWNER, limit=0), ValueError),
+    "limit over the limit": (lambda m: m.list(OWNER, limit=MAX_LIST + 1), ValueError),
+    "offset negative": (lambda m: m.list(OWNER, offset=-1), ValueError),
+    "offset a float": (lambda m: m.list(OWNER, offset=unchecked(1.0)), TypeError),
+    "offset a string": (lambda m: m.list(OWNER, offset=unchecked("1")), TypeError),
+    "memory id an int": (lambda m: m.forget(unchecked(1), OWNER), TypeError),
+    "forget filters a string": (lambda m: m.forget("1", unchecked("a")), TypeError),
+}
+
+
+def commands_processed(client: redis.Redis) -> int:
+    """How many commands the server has run (this ``INFO`` not yet counted)."""
+    return int(client.info("stats")["total_commands_processed"])
+
+
+@pytest.mark.real_redis
+@pytest.mark.parametrize("case", list(REFUSED))
+def test_bad_arguments_are_refused_before_anything_is_sent(
+    real_redis: redis.Redis, case: str
+) -> None:
+    """A wrong type is a TypeError and a value out of its range a ValueError, raised before a
+    command reaches Redis."""
+    memory = RedisLongTermMemory(real_redis, clock=Clock())
+    memory.store("green tea", TAGGED)
+    call, error = REFUSED[case]
+    before = snapshot(real_redis)
+    sent = commands_processed(real_redis)
+    with pytest.raises(error):
+        call(memory)
+    assert commands_processed(real_redis) == sent + 1
+    assert snapshot(real_redis) == before
+
+
+@pytest.mark.parametrize("kind", [list, tuple, set, frozenset])
+def test_tags_of_every_collection_are_kept(memory: RedisLongTermMemory, kind: type) -> None:
+    """A list, tuple, set or frozenset of tags is stored and filters whole; offsets past the
+    end and top_k 0 give nothing."""
+    memory.store("green tea", {**WHO, "tags": kind(["x", "y", "x"])})
+    (hit,) = memory.recall("tea", MemoryFilters("a", "u", tags=kind(["y", "x"])), 5)
+    assert sorted(hit.metadata["tags"]) == ["x", "y"]
+    assert memory.list(MemoryFilters("a", "u", tags=kind(["y"]))) == [
+        dataclasses.replace(hit, score=0.0)
+    ]
+    assert memory.list(OWNER, offset=10**30) == []
+    assert memory.recall("tea", OWNER, 0) == []
+    assert memory.forget("not-an-id", OWNER) is False
+
+
+def test_the_in_memory_reference_checks_tags_and_top_k_alike() -> None:
+    """InMemoryMemory refuses a generator of tags and a top_k that is not an int, as the Redis
+    memory does, and keeps a frozenset of tags as a list."""
+    reference = InMemoryMemory()
+    with pytest.raises(TypeError):
+        reference.store("tea", {**WHO, "tags": iter(["x"])})
+    reference.store("tea", {**WHO, "tags": frozenset(["x"])})
+    assert reference.all()[0][2]["tags"] == ["x"]
+    with pytest.raises(TypeError):
+        reference.recall("tea", OWNER, unchecked(1.5))
 
 
 @pytest.mark.real_redis
@@ -454,7 +731,8 @@ def test_forget_reads_again_when_the_memory_changed_meanwhile(
     assert memory.forget(memory_id, MemoryFilters("a", "u"))
     assert owner_keys(memory.client) == [keys.stats]
     memory_id = memory.store("black tea", who)
-    monkeypatch.setattr(memory.client, "hget", lambda *a: b'{"t":"black tea"}')
+    other = json.dumps({**json.loads(real_hget(keys.docs, memory_id)), "up": "1"})
+    monkeypatch.setattr(memory.client, "hget", lambda *a: other)
     with pytest.raises(HistoryError, match="changed 5 times"):
         memory.forget(memory_id, MemoryFilters("a", "u"))
 
@@ -476,3 +754,401 @@ def test_concurrent_stores_of_one_text_make_one_memory(real_redis: redis.Redis) 
     (record,) = memory.list(MemoryFilters("a", "u"))
     assert sorted(record.metadata["tags"]) == [f"t{n}" for n in range(8)]
     assert real_redis.hget(memory.keys("a", "u").stats, "docs") == b"1"
+
+
+EXACT: dict[str, Any] = {
+    "big": 2**60,
+    "id": 12345678901234567,
+    "sum": 0.1 + 0.2,
+    "tiny": 5e-324,
+    "low": -(2**63),
+    "empty": [],
+    "nested": {"list": [], "object": {}, "deep": [[1.5, None, True, False, "a/b"]]},
+    "text": 'caf\u00e9 \u2028 \x00 "q" \\ / \U0001f375',
+}
+"""Metadata that Lua's cjson changes when it decodes and encodes it again."""
+
+
+def extra(record: MemoryRecord) -> str:
+    """A record's own metadata as canonical JSON: equal only if every value has its type."""
+    own = {k: v for k, v in record.metadata.items() if k not in RESERVED}
+    return json.dumps(own, sort_keys=True)
+
+
+def canonical(metadata: dict[str, Any]) -> str:
+    return json.dumps(metadata, sort_keys=True)
+
+
+def test_metadata_comes_back_exactly_through_merges(memory: RedisLongTermMemory) -> None:
+    """Large integers, floats, empty lists and objects come back from recall and list as they
+    were stored, also after merges that add and replace keys."""
+    who = {"agent_id": "a", "user_id": "u"}
+    first = memory.store("Likes green tea", {**who, **EXACT})
+    filters = MemoryFilters("a", "u")
+    for record in (*memory.recall("green tea", filters, 5), *memory.list(filters)):
+        assert extra(record) == canonical(EXACT)
+    assert memory.store("likes GREEN tea", {**who, "sum": 2**61, "more": [[]]}) == first
+    assert memory.store("Likes green  tea", {**who, "tags": ["t"]}) == first
+    merged = {**EXACT, "sum": 2**61, "more": [[]]}
+    for record in (*memory.recall("green tea", filters, 5), *memory.list(filters)):
+        assert extra(record) == canonical(merged)
+        assert record.metadata["tags"] == ["t"]
+
+
+@pytest.fixture
+def proxied(fault_proxy: FaultProxy, real_redis: redis.Redis) -> Iterator[RedisLongTermMemory]:
+    """A memory whose client goes through the fault proxy (redis-py retries by default), with
+    every script loaded, so a dropped reply is the one of an applied script."""
+    for name in script_names():
+        real_redis.script_load(script(name).source)
+    client = redis.Redis(host=fault_proxy.host, port=fault_proxy.port)
+    yield RedisLongTermMemory(client, clock=Clock())
+    client.close()
+
+
+@pytest.mark.real_redis
+def test_a_retried_store_keeps_metadata_exact(
+    proxied: RedisLongTermMemory, fault_proxy: FaultProxy
+) -> None:
+    """A store, a merge and a store_many whose replies were lost are re-sent by redis-py and
+    merge into what the first attempt wrote, without changing a value."""
+    who = {"agent_id": "a", "user_id": "u"}
+    filters = MemoryFilters("a", "u")
+    fault_proxy.drop_reply(b"EVALSHA")
+    first = proxied.store("green tea", {**who, **EXACT})
+    assert fault_proxy.dropped == 1
+    (record,) = proxied.list(filters)
+    assert (record.memory_id, extra(record)) == (first, canonical(EXACT))
+    fault_proxy.drop_reply(b"EVALSHA")
+    assert proxied.store("Green tea", {**who, "id": 2**62 + 1}) == first
+    fault_proxy.drop_reply(b"EVALSHA")
+    ids = proxied.store_many([("GREEN TEA", {**who, "sum": 1.1}), ("coffee", {**who, **EXACT})])
+    assert fault_proxy.dropped == 3
+    assert ids[0] == first
+    listed = {r.memory_id: extra(r) for r in proxied.list(filters)}
+    assert listed == {
+        first: canonical({**EXACT, "id": 2**62 + 1, "sum": 1.1}),
+        ids[1]: canonical(EXACT),
+    }
+
+
+WRITE_COMMANDS = ("HSET", "HDEL", "HINCRBY", "SADD", "SREM", "ZADD", "ZREM", "DEL")
+
+
+def cut_after(source: str, writes: int) -> str:
+    """``source`` stopped by a Lua error right after its ``writes``-th write command (Redis
+    keeps the writes made before it)."""
+    written = " or ".join(f"name == '{c}'" for c in WRITE_COMMANDS)
+    prelude = f"""
+local cut_writes, cut_real = 0, redis.call
+local function cut_call(command, ...)
+  local reply = cut_real(command, ...)
+  local name = string.upper(command)
+  if {written} then
+    cut_writes = cut_writes + 1
+    if cut_writes == {writes} then error('cut after write {writes}') end
+  end
+  return reply
+end
+"""
+    return prelude + source.replace("redis.call(", "cut_call(")
+
+
+def run_cut(client: redis.Redis, call: Call[Any], writes: int) -> bool:
+    """Run ``call``'s script stopped after its ``writes``-th write; whether it made that many."""
+    assert call.script is not None
+    try:
+        client.eval(cut_after(call.script.source, writes), call.command[2], *call.command[3:])
+    except redis.ResponseError as exc:
+        stopped = str(exc)
+    else:
+        return False
+    assert f"cut after write {writes}" in stopped
+    return True
+
+
+def assert_whole(memory: RedisLongTermMemory) -> None:
+    """Every memory listed, under any filter it carries, is recalled by its own text there."""
+    for record in memory.list(OWNER, limit=MAX_TOP_K):
+        meta = record.metadata
+        for conversation in [None, *meta["conversation_ids"]]:
+            filters = MemoryFilters("a", "u", conversation, tuple(meta["tags"]))
+            assert record.memory_id in [r.memory_id for r in memory.list(filters)]
+            hits = memory.recall(record.text, filters, MAX_TOP_K)
+            assert record.memory_id in [r.memory_id for r in hits], (record, filters)
+
+
+def assert_counted(memory: RedisLongTermMemory) -> None:
+    """The owner's counts are those of its memories, with no store or forget left half done."""
+    listed = memory.list(OWNER, limit=MAX_TOP_K)
+    stats = memory.client.hgetall(memory.keys("a", "u").stats)
+    assert set(stats) == {b"seq", b"docs", b"len"}
+    assert int(stats[b"docs"]) == len(listed)
+    assert int(stats[b"len"]) == sum(len(terms(r.text)) for r in listed)
+
+
+@pytest.mark.real_redis
+@pytest.mark.parametrize("merge", [False, True], ids=["new", "merge"])
+def test_a_store_cut_after_any_write_is_never_half_visible(
+    real_redis: redis.Redis, merge: bool
+) -> None:
+    """A store script stopped by an error after any of its writes (Redis keeps them) leaves no
+    memory listed that is not recalled; storing again finishes it, counted once."""
+    memory = RedisLongTermMemory(real_redis, clock=Clock())
+    text = "Prefers an aisle seat on long flights"
+    for cut in itertools.count(1):
+        real_redis.flushall()
+        memory.store("window seat on short flights", TAGGED)
+        if merge:
+            memory.store(text, WHO)
+        call = memory._store_call(text, {**TAGGED, "tags": ["x", "y"], "kind": "fact"})
+        if not run_cut(real_redis, call, cut):
+            break
+        assert_whole(memory)
+        memory_id = memory.store(text, {**TAGGED, "tags": ["x", "y"], "kind": "fact"})
+        assert_whole(memory)
+        assert_counted(memory)
+        (hit,) = memory.recall("aisle", MemoryFilters("a", "u", "c", ("x", "y")), 5)
+        assert (hit.memory_id, hit.metadata["kind"]) == (memory_id, "fact")
+    assert cut > 4
+
+
+@pytest.mark.real_redis
+def test_a_forget_cut_after_any_write_is_finished_by_forgetting_again(
+    real_redis: redis.Redis,
+) -> None:
+    """A forget script stopped after any of its writes leaves nothing listed that is not
+    recalled; forgetting again finishes it, uncounted once."""
+    memory = RedisLongTermMemory(real_redis, clock=Clock())
+    keys = memory.keys("a", "u")
+    for cut in itertools.count(1):
+        real_redis.flushall()
+        memory_id = memory.store("Prefers an aisle seat on long flights", TAGGED)
+        other = memory.store("window seat on short flights", TAGGED)
+        call = memory._forget_call(keys, memory_id, real_redis.hget(keys.docs, memory_id))
+        if not run_cut(real_redis, call, cut):
+            break
+        assert_whole(memory)
+        memory.forget(memory_id, OWNER)
+        assert [r.memory_id for r in memory.list(OWNER)] == [other]
+        assert memory.recall("aisle", OWNER, 5) == []
+        assert_whole(memory)
+        assert_counted(memory)
+    assert cut > 4
+
+
+@pytest.mark.real_redis
+def test_a_store_meeting_a_corrupt_key_writes_nothing(real_redis: redis.Redis) -> None:
+    """A store whose last term's postings key holds another data type (so its last write would
+    fail) is refused before its first write."""
+    memory = RedisLongTermMemory(real_redis, clock=Clock())
+    memory.store("window seat on short flights", TAGGED)
+    keys = memory.keys("a", "u")
+    real_redis.set(keys.term("flight"), "x")
+    before = snapshot(real_redis)
+    with pytest.raises(CorruptHistoryError, match=":t:flight holds a string"):
+        memory.store("Prefers an aisle seat on long flights", {**TAGGED, "tags": ["y"]})
+    assert snapshot(real_redis) == before
+
+
+@pytest.mark.parametrize("flushed", [False, True], ids=["loaded", "flushed"])
+def test_a_store_many_item_refused_names_its_index_and_the_others_are_stored(
+    memory: RedisLongTermMemory, flushed: bool
+) -> None:
+    """An item refused by Redis (here: merged into a corrupt record) raises with its index
+    once the batch is done; the items before and after it are stored, also when every
+    script had to be sent again (NOSCRIPT)."""
+    memory.store("green tea", WHO)
+    memory.client.hset(memory.keys("a", "u").docs, "1", "{")
+    if flushed:
+        memory.client.script_flush()
+    with pytest.raises(CorruptHistoryError, match=r"memory 1 .*not JSON") as refused:
+        memory.store_many([("black coffee", WHO), ("Green Tea", WHO), ("oolong", WHO)])
+    assert refused.value.index == 1
+    got = memory.recall("coffee oolong", OWNER, 5)
+    assert sorted(r.text for r in got) == ["black coffee", "oolong"]
+
+
+@pytest.mark.real_redis
+def test_a_store_many_cut_by_a_killed_connection_is_finished_by_sending_it_again(
+    fault_proxy: FaultProxy, real_redis: redis.Redis
+) -> None:
+    """A store_many pipeline whose connection dies part way (the server ran some stores) raises
+    StoreUnavailableError; what it stored is whole, and the same batch sent again stores the
+    rest once."""
+    for name in script_names():
+        real_redis.script_load(script(name).source)
+    client = redis.Redis(host=fault_proxy.host, port=fault_proxy.port, retry=Retry(NoBackoff(), 0))
+    memory = RedisLongTermMemory(client, clock=Clock())
+    words = " ".join(f"w{i}" for i in range(300))  # so the server is still busy when cut
+    batch = [(f"{words} item{i}", {**TAGGED, "n": i}) for i in range(30)]
+    fault_proxy.drop_reply(b"EVALSHA")
+    with pytest.raises(StoreUnavailableError):
+        memory.store_many(batch)
+    assert fault_proxy.dropped == 1
+    direct = RedisLongTermMemory(real_redis, clock=Clock())
+    stored = direct.list(OWNER, limit=MAX_TOP_K)
+    assert 0 < len(stored) < len(batch), "the pipeline was not cut part way"
+    assert_whole(direct)
+    ids = direct.store_many(batch)
+    assert len(set(ids)) == len(batch)
+    assert {r.memory_id for r in stored} <= set(ids)
+    assert_whole(direct)
+    assert_counted(direct)
+    client.close()
+
+
+def test_a_full_owner_refuses_new_memories_and_still_merges(
+    memory: RedisLongTermMemory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An owner at MAX_MEMORIES refuses another memory with LimitExceededError, writing nothing;
+    a duplicate still merges, and after a forget a store is accepted again."""
+    monkeypatch.setattr(redis_memory, "MAX_MEMORIES", 2)
+    first = memory.store("green tea", WHO)
+    memory.store("black coffee", WHO)
+    before = snapshot(memory.client)
+    with pytest.raises(LimitExceededError, match="has 2 memories; the limit is 2"):
+        memory.store("oolong", WHO)
+    with pytest.raises(LimitExceededError):
+        memory.store_many([("oolong", WHO)])
+    assert snapshot(memory.client) == before
+    assert memory.store("Green tea", {**WHO, "tags": ["x"]}) == first
+    assert memory.store("oolong", {"agent_id": "a", "user_id": "v"}) == "1"  # another owner
+    assert memory.forget(first, OWNER)
+    assert memory.store("oolong", WHO) == "3"
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"tags": [f"u{i}" for i in range(MAX_TAGS)]}, f"would have {MAX_TAGS + 1} tags"),
+        ({"blob": "y" * (MAX_EXTRA_BYTES - 40)}, "bytes of extra metadata; the limit is"),
+    ],
+    ids=["tags", "metadata"],
+)
+def test_a_merge_past_a_memorys_limits_is_refused(
+    memory: RedisLongTermMemory, change: dict[str, Any], message: str
+) -> None:
+    """Merges add tags, conversations and metadata keys; one that would take the memory past
+    MAX_TAGS, MAX_CONVERSATIONS or MAX_EXTRA_BYTES is a LimitExceededError, writing nothing."""
+    memory_id = memory.store("green tea", {**WHO, "tags": ["t"], "note": "z" * 30})
+    for n in range(MAX_CONVERSATIONS):
+        memory.store("Green tea", {**WHO, "conversation_id": f"c{n}"})
+    before = snapshot(memory.client)
+    with pytest.raises(
+        LimitExceededError, match=f"conversations; the limit is {MAX_CONVERSATIONS}"
+    ):
+        memory.store("green tea", {**WHO, "conversation_id": "one more"})
+    with pytest.raises(LimitExceededError, match=message):
+        memory.store("green tea", {**WHO, **change})
+    assert snapshot(memory.client) == before
+    (record,) = memory.list(OWNER)
+    assert (record.memory_id, len(record.metadata["conversation_ids"])) == (
+        memory_id,
+        MAX_CONVERSATIONS,
+    )
+
+
+def test_many_equal_scores_go_to_the_newest(memory: RedisLongTermMemory) -> None:
+    """Of more memories tied at the k-th best score than are sorted directly (they are found
+    by walking the recency order), the newest come back, behind those scoring higher."""
+    memory.store("tea note", WHO)
+    keys = memory.keys("a", "u")
+    copy_memory(memory.client, keys, 1, range(2, 1501))
+    memory.store("tea", WHO)
+    copy_memory(memory.client, keys, 1501, range(1502, 1504))
+    memory.store("tea note again", WHO)  # newest, but scoring lower
+    hits = memory.recall("tea", OWNER, 5)
+    assert [r.memory_id for r in hits] == ["1503", "1502", "1501", "1500", "1499"]
+    assert hits[2].score > hits[3].score == hits[4].score
+
+
+def test_a_recall_over_its_budget_leaves_out_the_most_frequent_terms(
+    memory: RedisLongTermMemory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A query whose rarest terms already use the recall's budget is scored on those terms
+    alone: the frequent term past the budget adds nothing."""
+    for i in range(40):
+        memory.store(f"tea note {i}" + (" green" if i < 3 else ""), WHO)
+    full = memory.recall("green tea", OWNER, 3)
+    monkeypatch.setattr(redis_memory, "RECALL_BUDGET", 10)  # "green" (3), not "tea" (40)
+    bounded = memory.recall("green tea", OWNER, 3)
+    assert [r.memory_id for r in bounded] == [r.memory_id for r in full]
+    (alone,) = {r.score for r in memory.recall("green", OWNER, 3)}
+    assert [r.score for r in bounded] == [alone] * 3 != [r.score for r in full]
+
+
+@pytest.fixture
+def slowlog(real_redis: redis.Redis) -> Iterator[redis.Redis]:
+    """The session server logging every command that runs over 250 ms; restored after."""
+    before = int(real_redis.config_get("slowlog-log-slower-than")["slowlog-log-slower-than"] or 0)
+    real_redis.config_set("slowlog-log-slower-than", 250_000)
+    yield real_redis
+    real_redis.config_set("slowlog-log-slower-than", before)
+
+
+def copy_memory(client: redis.Redis, keys: MemoryKeys, first: int, ids: range) -> None:
+    """Memory ``first`` written again under each of ``ids`` by raw commands (its record, recency,
+    sets and postings, and the counts), as that many stores of the same words would leave it."""
+    record = client.hget(keys.docs, str(first))
+    assert record is not None
+    parsed = json.loads(record)
+    stored: dict[str, bytes | str] = {}
+    for name in parsed["k"]:
+        value = client.hget(keys.term(name), str(first))
+        assert value is not None
+        stored[name] = value
+    sets = [keys.conversation(c) for c in parsed["c"]] + [keys.tag(t) for t in parsed["g"]]
+    up = int(parsed["up"])
+    with client.pipeline(transaction=False) as pipe:
+        for start in range(ids.start, ids.stop, 2000):
+            chunk = [str(i) for i in range(start, min(start + 2000, ids.stop))]
+            pipe.hset(keys.docs, mapping=dict.fromkeys(chunk, record))
+            pipe.zadd(keys.recent, {i: up + int(i) for i in chunk})
+            for key in sets:
+                pipe.sadd(key, *chunk)
+            for name, value in stored.items():
+                pipe.hset(keys.term(name), mapping=dict.fromkeys(chunk, value))
+        pipe.hincrby(keys.stats, "docs", len(ids))
+        pipe.hincrby(keys.stats, "len", len(ids) * parsed["n"])
+        pipe.hset(keys.stats, "seq", max(ids))
+        pipe.execute()
+
+
+@pytest.mark.real_redis
+def test_no_call_runs_over_250_ms_at_the_limits(slowlog: redis.Redis) -> None:
+    """At the most memories an owner may keep, all sharing the query's words, conversation and
+    tags, with the largest records and pages the limits allow, no call of the memory runs over
+    250 ms on the server: recall (every term frequent, the best scores tied among the oldest
+    memories), list at any offset, store, merge, a refused store and forget."""
+    memory = RedisLongTermMemory(slowlog, clock=Clock())
+    keys = memory.keys("a", "u")
+    tags = [f"tag{i}" for i in range(MAX_TAGS)]
+    common = " ".join(f"common{i}" for i in range(MAX_QUERY_TERMS))
+    words = " ".join(f"w{i:04}" for i in range(MAX_TERMS - MAX_QUERY_TERMS - 1))
+    filed = {**WHO, "conversation_id": "c", "tags": tags}
+    big = {**filed, "blob": "x" * (MAX_EXTRA_BYTES - 20)}
+    newest = MAX_MEMORIES - MAX_LIST
+    tied = MAX_MEMORIES // 3  # the best scores, tied: the shortest memories, the oldest
+    memory.store(common, filed)
+    copy_memory(slowlog, keys, 1, range(2, tied + 1))
+    memory.store(f"{common} {words[:200]}", filed)
+    copy_memory(slowlog, keys, tied + 1, range(tied + 2, newest))
+    memory.store(f"{common} {words}", big)  # the largest records, the newest
+    copy_memory(slowlog, keys, newest, range(newest + 1, MAX_MEMORIES + 1))
+    slowlog.slowlog_reset()
+    everything = MemoryFilters("a", "u", "c", tuple(tags))
+    for filters in (OWNER, everything):
+        for query in (common, "common0", f"{common} {words}"):
+            hits = memory.recall(query, filters, MAX_TOP_K)
+            assert [r.memory_id for r in hits] == [str(tied - i) for i in range(MAX_TOP_K)]
+        for offset in (0, MAX_MEMORIES // 2, MAX_MEMORIES - MAX_LIST):
+            assert len(memory.list(filters, limit=MAX_LIST, offset=offset)) == MAX_LIST
+    for n in range(MAX_CONVERSATIONS - 1):  # merges into the largest record there can be
+        memory.store(f"{common} {words}", {**big, "conversation_id": f"c{n}"})
+    with pytest.raises(LimitExceededError, match="limit is"):
+        memory.store(f"{words} new", big)
+    assert memory.forget(str(newest), OWNER)
+    memory.store(f"{words} new", big)
+    assert slowlog.hget(keys.stats, "docs") == str(MAX_MEMORIES).encode()
+    assert slowlog.slowlog_get(128) == []

@@ -26,9 +26,49 @@ from redis_history._plugins import PluginKind
 __all__ = ["InMemoryMemory", "LongTermMemory", "MemoryFilters", "MemoryRecord", "resolve_memory"]
 
 
+def tag_tuple(tags: object, what: str = "tags") -> tuple[str, ...]:
+    """``tags`` (a list, tuple, set or frozenset of strings, or ``None`` for none) as a tuple,
+    each tag once, in order; read once, so nothing is lost however it was built.
+
+    Raises:
+        TypeError: a bare string (it would be read as its characters), a generator or any
+            other type, or a tag that is not a string.
+    """
+    if tags is None:
+        return ()
+    if not isinstance(tags, list | tuple | set | frozenset):
+        raise TypeError(
+            f"{what} must be a list, tuple, set or frozenset of strings, got {type(tags).__name__}"
+        )
+    for tag in tags:
+        if not isinstance(tag, str):
+            raise TypeError(f"{what} must be strings, got {tag!r}")
+    return tuple(dict.fromkeys(tags))
+
+
+def count_arg(value: object, name: str, low: int, high: int | None = None) -> int:
+    """``value`` if it is an ``int`` (not a ``bool``) from ``low`` to ``high``.
+
+    Raises:
+        TypeError: not an ``int``, or a ``bool``.
+        ValueError: out of range.
+    """
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{name} must be an int, got {value!r}")
+    if value < low or (high is not None and value > high):
+        limits = f"{low} to {high}" if high is not None else f">= {low}"
+        raise ValueError(f"{name} must be {limits}, got {value}")
+    return value
+
+
 @dataclass(frozen=True, slots=True)
 class MemoryFilters:
-    """Which memories a recall may return: those whose metadata match every field given."""
+    """Which memories a recall may return: those whose metadata match every field given.
+
+    Raises:
+        TypeError: ``tags`` is not a list, tuple, set or frozenset of strings (it is kept as
+            a tuple).
+    """
 
     agent_id: str
     """The agent whose memories these are; always required, so recall never crosses agents."""
@@ -38,6 +78,9 @@ class MemoryFilters:
     """Only this conversation's memories, when given."""
     tags: tuple[str, ...] = ()
     """Only memories carrying every one of these tags."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tags", tag_tuple(self.tags, "MemoryFilters.tags"))
 
     def matches(self, metadata: Mapping[str, Any]) -> bool:
         """Whether a memory with ``metadata`` passes these filters."""
@@ -113,21 +156,25 @@ class InMemoryMemory:
 
         Raises:
             ValueError: ``metadata`` has no ``agent_id``.
+            TypeError: its ``tags`` are not a list, tuple, set or frozenset of strings.
         """
         if not metadata.get("agent_id"):
             raise ValueError("a memory's metadata needs an agent_id")
+        stored = dict(metadata)
+        if "tags" in stored:
+            stored["tags"] = list(tag_tuple(stored["tags"]))
         memory_id = f"m{next(self._ids)}"
-        self._items.append((memory_id, text, MappingProxyType(dict(metadata))))
+        self._items.append((memory_id, text, MappingProxyType(stored)))
         return memory_id
 
     def recall(self, query: str, filters: MemoryFilters, top_k: int) -> list[MemoryRecord]:
         """At most ``top_k`` memories ``filters`` allows, by share of the query's words.
 
         Raises:
+            TypeError: ``top_k`` is not an ``int``.
             ValueError: ``top_k`` is negative.
         """
-        if top_k < 0:
-            raise ValueError(f"top_k must be >= 0, got {top_k}")
+        count_arg(top_k, "top_k", 0)
         wanted = _words(query)
         scored = [
             (len(wanted & _words(text)) / len(wanted) if wanted else 0.0, order, memory_id)

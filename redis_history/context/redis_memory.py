@@ -16,14 +16,31 @@ of postings per term), the counts BM25 needs, and one set per conversation and p
 - **Duplicates merge.** A text whose normalized form (case-folded, whitespace collapsed) an
   owner already has is not stored again: that memory keeps its id, takes the new
   conversation and tags, and counts as stored now (it moves up in recency). A retried store is
-  such a merge, so it is applied once.
+  such a merge, so it is applied once. The scripts keep each metadata value as its JSON text
+  and never decode it, so metadata comes back exactly as stored.
 - **Terms.** Case-folded word characters, a short English stop list and single Latin
   letters left out, a plural ``s`` taken off; Chinese and Japanese runs (which have no
   spaces) as character bigrams.
 
-Limits (:data:`MAX_TEXT_BYTES`, :data:`MAX_TERMS`, :data:`MAX_TAGS`, :data:`MAX_EXTRA_BYTES`,
-:data:`MAX_TOP_K`) raise ``ValueError`` when a store or recall exceeds them; a query's terms
-past :data:`MAX_QUERY_TERMS` are ignored (the query is often a whole user message).
+Data in an owner's keys that the memory did not write (a record, a posting or a count that
+is not its own, a key of another data type) raises ``CorruptHistoryError`` naming it; the
+scripts check before their first write, so a refused write changes nothing. Their writes are
+ordered so that a store or forget stopped part way (Redis keeps a script's writes before an
+error) never leaves a memory listed that is not recalled, and the same call again finishes
+it (``lua/memory_store-4.lua``). A text without a term is refused: it could not be recalled.
+
+Arguments are checked before anything is sent: a wrong type is a ``TypeError`` (tags are a
+list, tuple, set or frozenset of strings, never a bare string or a generator; counts are
+``int``, not ``bool``), a value out of its limit (:data:`MAX_TEXT_BYTES`, :data:`MAX_TERMS`,
+:data:`MAX_TAGS`, :data:`MAX_EXTRA_BYTES`, :data:`MAX_TOP_K`, :data:`MAX_LIST`) or extra
+metadata that is not JSON data a ``ValueError``; a query's terms past
+:data:`MAX_QUERY_TERMS` are ignored (the query is often a whole user message).
+
+No call runs over 250 ms on the server, whatever an owner holds: a store refuses, with
+``LimitExceededError``, a memory past :data:`MAX_MEMORIES` of its owner, and a merge that would
+take a memory past :data:`MAX_TAGS`, :data:`MAX_CONVERSATIONS` or :data:`MAX_EXTRA_BYTES`; a
+recall goes over at most :data:`RECALL_BUDGET` postings and scores; a filtered list is one
+``ZINTER``. ``tests/test_redis_memory.py`` checks it at those limits with ``SLOWLOG``.
 """
 
 from __future__ import annotations
@@ -36,24 +53,30 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
+from pydantic import ConfigDict, TypeAdapter, ValidationError
 from redis.exceptions import NoScriptError
 
 from redis_history._core import Call, RedisFailure, redis_error, send
 from redis_history._redact import Redactor, client_secrets
-from redis_history.context.memory import MemoryFilters, MemoryRecord
+from redis_history.context.memory import MemoryFilters, MemoryRecord, count_arg, tag_tuple
 from redis_history.errors import CorruptHistoryError, HistoryError
 from redis_history.keys import DEFAULT_NAMESPACE, DEFAULT_PREFIX, MemoryKeys, validate_name
-from redis_history.scripts import script
+from redis_history.models import JsonObject
+from redis_history.scripts import refusal, script
 
 __all__ = [
+    "MAX_CONVERSATIONS",
     "MAX_EXTRA_BYTES",
+    "MAX_LIST",
+    "MAX_MEMORIES",
     "MAX_QUERY_TERMS",
     "MAX_TAGS",
     "MAX_TERMS",
     "MAX_TEXT_BYTES",
     "MAX_TOP_K",
+    "RECALL_BUDGET",
     "RedisLongTermMemory",
     "normalize",
     "terms",
@@ -70,9 +93,21 @@ MAX_QUERY_TERMS = 32
 MAX_TAGS = 16
 """The most tags one memory (or one filter) may carry."""
 MAX_EXTRA_BYTES = 4096
-"""The largest extra metadata (beyond the filter keys), as JSON."""
+"""The largest extra metadata (beyond the filter keys): its keys and their values' JSON texts,
+in UTF-8 bytes."""
+MAX_MEMORIES = 5_000
+"""The most memories one owner keeps: a store of another is refused (``LimitExceededError``).
+Every call then stays well under 250 ms of server time, whatever the owner holds."""
+MAX_CONVERSATIONS = 64
+"""The most conversations one memory is filed under (merges add them)."""
 MAX_TOP_K = 100
 """The most memories one recall returns."""
+MAX_LIST = 100
+"""The most memories one ``list`` returns (a page of the largest records is ~3 MB)."""
+RECALL_BUDGET = 30_000
+"""The most postings and scores one recall goes over (``lua/memory_recall-3.lua``): terms are
+read rarest first, and those that would take it past this are left out. A query reaches it
+only when its rarest terms are in thousands of memories each."""
 MAX_TERM_LENGTH = 64
 """Longer words are cut to this many characters."""
 MAX_TF = 999
@@ -84,6 +119,12 @@ RESERVED = frozenset(
      "updated_ms", "memory_id"}
 )  # fmt: skip
 """Metadata keys the memory sets itself; other keys are kept as given (JSON)."""
+
+_EXTRA: TypeAdapter[dict[str, Any]] = TypeAdapter(
+    JsonObject, config=ConfigDict(allow_inf_nan=False)
+)
+"""Extra metadata: JSON data only (no tuples, sets, bytes, NaN; string keys; nested at most
+``models.MAX_NESTING`` levels), so that what a store accepts reads back equal."""
 
 STOPWORDS = frozenset(
     """a an and are as at be been but by can could did do does for from had has have he her
@@ -136,9 +177,86 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def _list(value: Any) -> list[str]:
-    """A JSON list the script may have re-encoded as ``{}`` when empty."""
-    return [str(v) for v in value] if isinstance(value, list) else []
+class _Record(NamedTuple):
+    """A memory's record, as ``lua/memory_store-4.lua`` describes it, checked."""
+
+    text: str
+    conversations: list[str]
+    tags: list[str]
+    metadata: dict[str, Any]
+    created: int
+    updated: int
+    length: int
+    terms: list[str]
+
+
+def _problem(record: Any) -> str | None:
+    """Why ``record`` is not a memory's record, or ``None`` (``lua/memory_store-4.lua`` checks
+    the same)."""
+    if not isinstance(record, dict):
+        return "not a JSON object"
+    if not isinstance(record.get("t"), str):
+        return "no text"
+    for field in ("c", "g", "k"):
+        value = record.get(field)
+        if value != {} and not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+            return f"{field} is not a list of strings"
+    stored = record.get("m")
+    if stored != [] and not (
+        isinstance(stored, dict) and all(isinstance(v, str) for v in stored.values())
+    ):
+        return "m is not an object of JSON texts"
+    for field in ("at", "up"):
+        value = record.get(field)
+        if not (isinstance(value, str) and value.isascii() and value.isdigit()):
+            return f"{field} is not a time"
+    length = record.get("n")
+    if type(length) is not int or length < 0:
+        return "n is not a length"
+    return None
+
+
+def _strings(value: list[str] | dict[str, Any]) -> list[str]:
+    """A checked list of strings (cjson writes an empty one as ``{}``)."""
+    return value if isinstance(value, list) else []
+
+
+def _record(raw: Any, memory_id: str) -> _Record:
+    """The record ``raw`` of ``memory_id``, or ``CorruptHistoryError`` saying what is wrong."""
+    if not raw:
+        raise CorruptHistoryError(f"memory {memory_id} is listed but has no record")
+    try:
+        record = json.loads(raw)
+    except ValueError as exc:  # json.JSONDecodeError and UnicodeDecodeError included
+        raise CorruptHistoryError(f"memory {memory_id} is not a record: not JSON") from exc
+    if problem := _problem(record):
+        raise CorruptHistoryError(f"memory {memory_id} is not a record: {problem}")
+    metadata: dict[str, Any] = {}
+    for key, value in (record["m"] or {}).items():
+        try:
+            metadata[key] = json.loads(value)
+        except ValueError as exc:
+            raise CorruptHistoryError(
+                f"memory {memory_id} is not a record: metadata {key!r} is not JSON"
+            ) from exc
+    return _Record(
+        record["t"],
+        _strings(record["c"]),
+        _strings(record["g"]),
+        metadata,
+        int(record["at"]),
+        int(record["up"]),
+        record["n"],
+        _strings(record["k"]),
+    )
+
+
+def _accepted(reply: Any) -> Any:
+    """A memory script's reply, or the exception of its refusal (``[code, index, reason]``,
+    told from a result by its integer first item: results start with an id)."""
+    if isinstance(reply, list) and reply and isinstance(reply[0], int):
+        raise refusal(reply)
+    return reply
 
 
 def _memory_call(
@@ -148,7 +266,8 @@ def _memory_call(
     lua = script(name)
     if len(keys) != lua.nkeys:
         raise AssertionError(f"{name} takes {lua.nkeys} keys, called with {len(keys)}")
-    return Call(parse, ("EVALSHA", lua.sha, len(keys) + len(more), *keys, *more, *args), lua)
+    command = ("EVALSHA", lua.sha, len(keys) + len(more), *keys, *more, *args)
+    return Call(lambda reply: parse(_accepted(reply)), command, lua)
 
 
 class RedisLongTermMemory:
@@ -184,13 +303,19 @@ class RedisLongTermMemory:
         self._clock = clock or (lambda: time.time_ns() // 1_000_000)
         self._redactor = Redactor.of(*client_secrets(client))
 
-    def _error(self, exc: Exception) -> HistoryError:
-        """The typed error for a redis-py error, the client's password masked."""
-        return redis_error(exc, self._redactor, data="a memory key")
+    def _error(self, exc: Exception, key: str = "a memory key") -> HistoryError:
+        """The typed error for a redis-py error (a ``WRONGTYPE`` naming ``key``), the
+        client's password masked."""
+        return redis_error(exc, self._redactor, data=key)
 
     def keys(self, agent_id: str, user_id: str | None = None) -> MemoryKeys:
         """The keys of one owner's memories."""
         return MemoryKeys.build(agent_id, user_id, self.namespace, self.prefix)
+
+    def _owner(self, filters: MemoryFilters) -> MemoryKeys:
+        if not isinstance(filters, MemoryFilters):
+            raise TypeError(f"filters must be MemoryFilters, got {type(filters).__name__}")
+        return self.keys(filters.agent_id, filters.user_id)
 
     def _run(self, call: Call[T]) -> T:
         try:
@@ -212,21 +337,34 @@ class RedisLongTermMemory:
                 new values win).
 
         Raises:
-            ValueError: no ``agent_id``, an unusable name or tag, an empty text, or a text,
-                tag list or extra metadata over its limit.
+            TypeError: a text that is not a ``str``, metadata that is not a mapping, tags that
+                are not a list, tuple, set or frozenset of strings.
+            ValueError: no ``agent_id``, an unusable name or tag, an empty text or one without
+                a term, extra metadata that is not JSON data (tuples, sets, bytes, NaN,
+                non-string keys, nesting past ``MAX_NESTING``), or a text, tag list or extra
+                metadata over its limit.
+            LimitExceededError: the owner has :data:`MAX_MEMORIES` memories, or the merge would
+                take the memory past its most tags, conversations or extra metadata
+                (nothing is written).
+            CorruptHistoryError: a key, record, posting or count of the owner is not what
+                the memory writes (nothing is written).
             StoreUnavailableError: Redis could not be reached.
         """
         return self._run(self._store_call(text, metadata))
 
     def store_many(self, items: Sequence[tuple[str, Mapping[str, Any]]]) -> builtins.list[str]:
-        """Store each ``(text, metadata)`` as :meth:`store` does, in one pipeline (not one
-        transaction: each store is atomic, and a retried batch merges into itself); returns
-        the ids in order. Every item is checked before anything is sent.
+        """Store each ``(text, metadata)`` as :meth:`store` does, in one pipeline; returns the
+        ids in order. Every item is checked before anything is sent. Each store is atomic, the
+        batch is not: a batch cut short (its connection lost) has stored some of its items,
+        each whole, and the same batch sent again stores the rest (the others merge into
+        themselves).
 
         Raises:
-            ValueError: an item :meth:`store` would refuse (nothing is sent).
-            HistoryError: Redis refused a store (those before it are kept).
-            StoreUnavailableError: Redis could not be reached.
+            TypeError, ValueError: an item :meth:`store` would refuse (nothing is sent).
+            HistoryError: Redis refused an item, e.g. ``LimitExceededError`` (the error's
+                ``index`` is the item's); that item wrote nothing, the others were stored.
+            StoreUnavailableError: Redis could not be reached; the items that reached it
+                were stored.
         """
         calls = [self._store_call(text, metadata) for text, metadata in items]
         if not calls:
@@ -236,21 +374,30 @@ class RedisLongTermMemory:
                 for call in calls:
                     pipe.execute_command(*call.command)
                 replies = pipe.execute(raise_on_error=False)
-            out: builtins.list[str] = []
-            for call, reply in zip(calls, replies, strict=True):
-                if isinstance(reply, NoScriptError):  # the first EVAL loads it for the rest
-                    out.append(self._run(call))
-                    continue
-                if isinstance(reply, Exception):
-                    raise reply
-                out.append(call.parse(reply))
         except RedisFailure as exc:
             raise self._error(exc) from exc
+        out: builtins.list[str] = []
+        refused: HistoryError | None = None
+        for index, (call, reply) in enumerate(zip(calls, replies, strict=True)):
+            try:
+                if isinstance(reply, NoScriptError):  # the first EVAL loads it for the rest
+                    out.append(self._run(call))
+                elif isinstance(reply, RedisFailure):
+                    raise self._error(reply) from reply
+                else:
+                    out.append(call.parse(reply))
+            except HistoryError as exc:  # the items after it are stored all the same
+                exc.index = index
+                refused = refused or exc
+        if refused is not None:
+            raise refused
         return out
 
     def _store_call(self, text: str, metadata: Mapping[str, Any]) -> Call[str]:
+        if not isinstance(text, str):
+            raise TypeError(f"a memory's text must be a str, got {type(text).__name__}")
         filters, extra = _split(metadata)
-        if not isinstance(text, str) or not text.strip():
+        if not text.strip():
             raise ValueError("a memory needs a non-empty text")
         try:
             size = len(text.encode())
@@ -259,17 +406,21 @@ class RedisLongTermMemory:
         if size > MAX_TEXT_BYTES:
             raise ValueError(f"a memory is {size} bytes; the limit is {MAX_TEXT_BYTES}")
         counts = Counter(terms(text))
+        if not counts:
+            raise ValueError(
+                "a memory needs a word to be recalled by: stop words, single letters and "
+                f"symbols are not indexed, and {text!r} has nothing else"
+            )
         if len(counts) > MAX_TERMS:
             raise ValueError(f"a memory has {len(counts)} distinct terms; the limit is {MAX_TERMS}")
         keys = self.keys(filters.agent_id, filters.user_id)
         length = sum(counts.values())
         now = self._clock()
         conversations = [] if filters.conversation_id is None else [filters.conversation_id]
-        record = json.dumps(
-            {"t": text, "c": conversations, "g": list(filters.tags), "x": extra, "at": now,
-             "up": now, "n": length, "k": list(counts)},
-            ensure_ascii=False,
-            separators=(",", ":"),
+        record = _json(
+            {"t": text, "c": conversations, "g": list(filters.tags),
+             "m": extra, "at": str(now),
+             "up": str(now), "n": length, "k": list(counts)}
         )  # fmt: skip
         sets = [keys.conversation(c) for c in conversations] + [keys.tag(t) for t in filters.tags]
         postings = [length * 1000 + min(tf, MAX_TF) for tf in counts.values()]
@@ -278,7 +429,19 @@ class RedisLongTermMemory:
             "memory_store",
             (keys.stats, keys.docs, keys.dedup, keys.recent),
             [*sets, *map(keys.term, counts)],
-            (_hash(text), now, record, length, len(conversations), len(filters.tags), *postings),
+            (
+                _hash(text),
+                now,
+                record,
+                length,
+                len(conversations),
+                len(filters.tags),
+                MAX_MEMORIES,
+                MAX_TAGS,
+                MAX_CONVERSATIONS,
+                MAX_EXTRA_BYTES,
+                *postings,
+            ),
         )
 
     # -- recall -------------------------------------------------------------------------------
@@ -288,12 +451,18 @@ class RedisLongTermMemory:
         term with ``query``, by BM25 score, the most recently stored first on a tie.
 
         Raises:
-            ValueError: ``top_k`` below 0 or above :data:`MAX_TOP_K`; an unusable name.
+            TypeError: ``top_k`` not an ``int`` (or a ``bool``), ``query`` not a ``str``,
+                ``filters`` not :class:`MemoryFilters`.
+            ValueError: ``top_k`` below 0 or above :data:`MAX_TOP_K`; an unusable name or
+                more than :data:`MAX_TAGS` tags.
+            CorruptHistoryError: a key, record, posting or count of the owner is not what
+                the memory writes (nothing is written).
             StoreUnavailableError: Redis could not be reached.
         """
-        if not 0 <= top_k <= MAX_TOP_K:
-            raise ValueError(f"top_k must be 0 to {MAX_TOP_K}, got {top_k}")
-        keys = self.keys(filters.agent_id, filters.user_id)
+        count_arg(top_k, "top_k", 0, MAX_TOP_K)
+        if not isinstance(query, str):
+            raise TypeError(f"query must be a str, got {type(query).__name__}")
+        keys = self._owner(filters)
         sets = _filter_sets(keys, filters)
         wanted = list(dict.fromkeys(terms(query)))[:MAX_QUERY_TERMS]
         if not wanted or top_k == 0:
@@ -303,7 +472,7 @@ class RedisLongTermMemory:
             "memory_recall",
             (keys.stats, keys.docs, keys.recent),
             [*sets, *map(keys.term, wanted)],
-            (top_k, len(sets)),
+            (top_k, len(sets), RECALL_BUDGET),
         )
         return self._run(call)
 
@@ -327,36 +496,50 @@ class RedisLongTermMemory:
         first attempt having removed it.
 
         Raises:
+            TypeError: ``memory_id`` not a ``str``, ``filters`` not :class:`MemoryFilters`.
             ValueError: an unusable name.
             HistoryError: the memory kept changing while it was being removed.
+            CorruptHistoryError: a key, record, posting or count of the owner is not what
+                the memory writes (nothing is written).
             StoreUnavailableError: Redis could not be reached.
         """
-        keys = self.keys(filters.agent_id, filters.user_id)
+        if not isinstance(memory_id, str):
+            raise TypeError(f"memory_id must be a str, got {type(memory_id).__name__}")
+        keys = self._owner(filters)
+        if not memory_id.isascii() or not memory_id.isdigit():
+            return False  # not an id store returns
         for _ in range(FORGET_ATTEMPTS):
             try:
                 raw = self.client.hget(keys.docs, memory_id)
             except RedisFailure as exc:
-                raise self._error(exc) from exc
-            if raw is None:
-                return False
-            try:
-                record = json.loads(raw)
-            except ValueError as exc:
-                raise CorruptHistoryError(f"memory {memory_id} is not a record") from exc
-            sets = [keys.conversation(c) for c in _list(record.get("c"))]
-            sets += [keys.tag(t) for t in _list(record.get("g"))]
-            postings = [keys.term(t) for t in _list(record.get("k"))]
-            call = _memory_call(
-                int,
-                "memory_forget",
-                (keys.stats, keys.docs, keys.dedup, keys.recent),
-                [*sets, *postings],
-                (memory_id, raw, _hash(record["t"]), record.get("n", 0), len(sets)),
-            )
-            removed = self._run(call)
+                raise self._error(exc, keys.docs) from exc
+            removed = self._run(self._forget_call(keys, memory_id, raw))
             if removed >= 0:
                 return removed == 1
         raise HistoryError(f"memory {memory_id} changed {FORGET_ATTEMPTS} times while forgotten")
+
+    def _forget_call(self, keys: MemoryKeys, memory_id: str, raw: bytes | str | None) -> Call[int]:
+        """The script removing ``memory_id`` if its record is still ``raw``; with ``raw``
+        ``None`` it removes nothing (it clears what a forget stopped part way left)."""
+        sets: builtins.list[str] = []
+        postings: builtins.list[str] = []
+        args: tuple[Any, ...] = (memory_id, "", "", 0, 0)
+        if raw is not None:
+            record = _record(raw, memory_id)
+            try:
+                sets = [keys.conversation(c) for c in record.conversations]
+                sets += [keys.tag(t) for t in record.tags]
+            except ValueError as exc:
+                raise CorruptHistoryError(f"memory {memory_id} is not a record: {exc}") from exc
+            postings = [keys.term(t) for t in record.terms]
+            args = (memory_id, raw, _hash(record.text), record.length, len(sets))
+        return _memory_call(
+            int,
+            "memory_forget",
+            (keys.stats, keys.docs, keys.dedup, keys.recent),
+            [*sets, *postings],
+            args,
+        )
 
     def list(
         self, filters: MemoryFilters, *, limit: int = 100, offset: int = 0
@@ -365,19 +548,24 @@ class RedisLongTermMemory:
         of them from ``offset``.
 
         Raises:
-            ValueError: ``limit`` not positive or ``offset`` negative; an unusable name.
+            TypeError: ``limit`` or ``offset`` not an ``int`` (or a ``bool``), ``filters`` not
+                :class:`MemoryFilters`.
+            ValueError: ``limit`` not 1 to :data:`MAX_LIST`, ``offset`` negative; an unusable
+                name or more than :data:`MAX_TAGS` tags.
+            CorruptHistoryError: a key, record, posting or count of the owner is not what
+                the memory writes (nothing is written).
             StoreUnavailableError: Redis could not be reached.
         """
-        if limit <= 0 or offset < 0:
-            raise ValueError(f"list needs limit > 0 and offset >= 0, got {limit}, {offset}")
-        keys = self.keys(filters.agent_id, filters.user_id)
+        count_arg(limit, "limit", 1, MAX_LIST)
+        count_arg(offset, "offset", 0)
+        keys = self._owner(filters)
         sets = _filter_sets(keys, filters)
         call = _memory_call(
             lambda reply: self._records(reply, filters, scored=False),
             "memory_list",
             (keys.docs, keys.recent),
             sets,
-            (offset, limit, len(sets)),
+            (min(offset, 2**31), limit, len(sets)),  # past any owner's memories: nothing
         )
         return self._run(call)
 
@@ -385,37 +573,42 @@ class RedisLongTermMemory:
         return f"RedisLongTermMemory({self.namespace!r})"
 
 
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
 def _hash(text: str) -> str:
     return hashlib.blake2b(normalize(text).encode(), digest_size=16).hexdigest()
 
 
-def _split(metadata: Mapping[str, Any]) -> tuple[MemoryFilters, dict[str, Any]]:
-    """The filter fields of a memory's metadata, checked, and the rest (JSON, size-capped)."""
-    if not isinstance(metadata, Mapping) or not metadata.get("agent_id"):
+def _split(metadata: Mapping[str, Any]) -> tuple[MemoryFilters, dict[str, str]]:
+    """The filter fields of a memory's metadata, checked, and the rest: each value checked to
+    be JSON data (what reads back equal) and written as its JSON text, the whole size-capped."""
+    if not isinstance(metadata, Mapping):
+        raise TypeError(f"a memory's metadata must be a mapping, got {type(metadata).__name__}")
+    if not metadata.get("agent_id"):
         raise ValueError("a memory's metadata needs an agent_id")
-    tags = metadata.get("tags") or ()
-    if isinstance(tags, str) or not all(isinstance(t, str) for t in tags):
-        raise ValueError(f"tags must be a list of strings, got {tags!r}")
+    for key in ("conversation_ids", "created_ms", "updated_ms", "memory_id"):
+        if key in metadata:
+            raise ValueError(f"metadata key {key!r} is set by the memory itself")
     filters = MemoryFilters(
         metadata["agent_id"],
         metadata.get("user_id"),
         metadata.get("conversation_id"),
-        tuple(dict.fromkeys(tags)),
+        tag_tuple(metadata.get("tags"), "a memory's tags"),
     )
-    extra = {k: v for k, v in metadata.items() if k not in RESERVED}
-    if not all(isinstance(k, str) for k in extra):
-        raise ValueError("metadata keys must be strings")
+    _check_tags(filters.tags)
     try:
-        size = len(json.dumps(extra, ensure_ascii=False).encode())
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"a memory's extra metadata must be JSON: {exc}") from None
+        extra = _EXTRA.validate_python({k: v for k, v in metadata.items() if k not in RESERVED})
+        texts = {key: _json(value) for key, value in extra.items()}
+        size = sum(len(key.encode()) + len(text.encode()) for key, text in texts.items())
+    except ValidationError as exc:
+        raise ValueError(f"a memory's extra metadata must be JSON data: {exc}") from None
+    except UnicodeEncodeError:
+        raise ValueError("a memory's extra metadata holds a lone surrogate") from None
     if size > MAX_EXTRA_BYTES:
         raise ValueError(f"extra metadata is {size} bytes as JSON; the limit is {MAX_EXTRA_BYTES}")
-    for key in ("conversation_ids", "created_ms", "updated_ms", "memory_id"):
-        if key in metadata:
-            raise ValueError(f"metadata key {key!r} is set by the memory itself")
-    _check_tags(filters.tags)
-    return filters, extra
+    return filters, texts
 
 
 def _check_tags(tags: Sequence[str]) -> None:
@@ -436,13 +629,9 @@ def _filter_sets(keys: MemoryKeys, filters: MemoryFilters) -> list[str]:
 
 def _decode(raw: Any, memory_id: str, filters: MemoryFilters) -> tuple[str, Mapping[str, Any]]:
     """A record's text and the metadata a caller sees."""
-    try:
-        record = json.loads(raw)
-        text = record["t"]
-    except (ValueError, KeyError, TypeError) as exc:
-        raise CorruptHistoryError(f"memory {memory_id} is not a record: {raw!r}") from exc
-    conversations = _list(record.get("c"))
-    metadata: dict[str, Any] = dict(record.get("x") or {})
+    record = _record(raw, memory_id)
+    conversations = record.conversations
+    metadata = record.metadata
     metadata["agent_id"] = filters.agent_id
     if filters.user_id is not None:
         metadata["user_id"] = filters.user_id
@@ -451,8 +640,8 @@ def _decode(raw: Any, memory_id: str, filters: MemoryFilters) -> tuple[str, Mapp
     elif conversations:
         metadata["conversation_id"] = conversations[0]
     metadata["conversation_ids"] = conversations
-    metadata["tags"] = _list(record.get("g"))
-    metadata["created_ms"] = record.get("at")
-    metadata["updated_ms"] = record.get("up")
+    metadata["tags"] = record.tags
+    metadata["created_ms"] = record.created
+    metadata["updated_ms"] = record.updated
     metadata["memory_id"] = memory_id
-    return str(text), MappingProxyType(metadata)
+    return record.text, MappingProxyType(metadata)
