@@ -1,7 +1,8 @@
 """Generated adversarial values through every public method of the sync and asyncio histories
 on a real Redis, beside the in-memory reference: after each call either every store raised the
 same typed error and Redis is unchanged, or the stores agree; and the next well-formed turn is
-always accepted (tried on a copy of the conversation)."""
+always accepted (tried on a copy of the conversation). The same for the Redis long-term memory:
+a typed error and nothing written, or every memory stored listed, recalled and exact."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import pytest
 import redis
 import redis.asyncio
 from backends import SyncOverAsync
-from hypothesis import HealthCheck, Phase, settings
+from hypothesis import HealthCheck, Phase, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
@@ -28,6 +29,7 @@ from redis_history import (
     ToolCall,
     limits,
 )
+from redis_history.context import MemoryFilters, RedisLongTermMemory
 from redis_history.roles import RoleState
 from redis_history.testing import InMemoryHistory
 
@@ -291,3 +293,138 @@ def test_adversarial_values_keep_every_promise(real_redis: redis.Redis, redis_ur
     """Every call refuses with a typed error having written nothing, or leaves a conversation
     the reference agrees with and that takes the next well-formed turn."""
     run_state_machine_as_test(build_machine(real_redis, redis_url), settings=SETTINGS)  # type: ignore[no-untyped-call, unused-ignore]
+
+
+OWNERS = st.sampled_from(["agent"] * 6 + ["agent-2"] * 3 + ["", "a{b}", "a:b", "\ud800", 5, None])
+USERS = st.sampled_from([None] * 3 + ["u1"] * 3 + ["u2"] * 2 + ["", "u\x00", 7])
+TAGS: st.SearchStrategy[Any] = st.one_of(
+    st.lists(st.sampled_from(["travel", "food"]), max_size=2),
+    st.lists(st.sampled_from(["travel", "food", "", "t\ud800", 3]), max_size=3),
+    st.sets(st.sampled_from(["travel", "food"])),
+    st.sampled_from(["travel", None, ("travel",), (t for t in ["travel"])]),
+)
+EXTRA: st.SearchStrategy[Any] = st.just({}) | st.dictionaries(
+    st.sampled_from(["n", "f", "l", "nested", "conversation_ids", "\ud800"]),
+    st.one_of(
+        jsons.filter(lambda v: not isinstance(v, float) or math.isfinite(v)),
+        st.sampled_from([2**60, 12345678901234567, 0.1 + 0.2, [], {}, math.nan, (1, 2), b"x"]),
+    ),
+    max_size=3,
+)
+MEMORY_TEXTS = st.one_of(
+    st.sampled_from(["Prefers an aisle seat", "prefers an AISLE seat ", "Flights to Lisbon"]),
+    st.text(min_size=1, max_size=30),
+    texts,
+)
+
+
+def build_memory_machine(client: redis.Redis) -> type[RuleBasedStateMachine]:
+    """A RedisLongTermMemory on ``client``, driven with adversarial values."""
+
+    class MemoryAdversary(RuleBasedStateMachine):
+        def __init__(self) -> None:
+            super().__init__()
+            client.flushall()
+            self.memory = RedisLongTermMemory(client, namespace="adv")
+            self.stored: dict[str, tuple[Any, Any, Any, dict[str, Any]]] = {}
+            """Each id a store returned: its owner's filters' fields and the extra metadata
+            it was last given."""
+
+        def dump(self) -> dict[Any, Any]:
+            return {key: client.dump(key) for key in sorted(client.keys("*"))}
+
+        def attempt(self, call: Callable[[], Any]) -> tuple[bool, Any]:
+            """``call``'s result, or a typed error having changed nothing."""
+            before = self.dump()
+            try:
+                return True, call()
+            except (HistoryError, TypeError, ValueError) as exc:
+                unchanged = self.dump() == before
+                assert unchanged, f"{type(exc).__name__}: {exc}"  # noqa: PT017
+                return False, exc
+
+        @rule(
+            text=MEMORY_TEXTS,
+            agent=OWNERS,
+            user=USERS,
+            tags=TAGS,
+            extra=EXTRA,
+            many=st.booleans(),
+        )
+        def store(
+            self, *, text: Any, agent: Any, user: Any, tags: Any, extra: dict[str, Any], many: bool
+        ) -> None:
+            metadata = {"agent_id": agent, "user_id": user, "tags": tags, **extra}
+            if many:
+                ok, result = self.attempt(lambda: self.memory.store_many([(text, metadata)]))
+                result = result[0] if ok else result
+            else:
+                ok, result = self.attempt(lambda: self.memory.store(text, metadata))
+            event("stored" if ok else f"refused: {type(result).__name__}")
+            if ok:
+                self.stored[result] = (agent, user, text, extra)
+
+        @rule(
+            query=MEMORY_TEXTS,
+            agent=OWNERS,
+            user=USERS,
+            tags=TAGS,
+            top_k=counts,
+        )
+        def recall(self, *, query: Any, agent: Any, user: Any, tags: Any, top_k: Any) -> None:
+            self.attempt(
+                lambda: self.memory.recall(query, MemoryFilters(agent, user, tags=tags), top_k)
+            )
+
+        @rule(agent=OWNERS, user=USERS, limit=counts, offset=counts)
+        def list(self, agent: Any, user: Any, limit: Any, offset: Any) -> None:
+            self.attempt(
+                lambda: self.memory.list(MemoryFilters(agent, user), limit=limit, offset=offset)
+            )
+
+        @rule(data=st.data(), agent=OWNERS, user=USERS)
+        def forget(self, data: st.DataObject, agent: Any, user: Any) -> None:
+            memory_id = data.draw(st.sampled_from([*self.stored, "missing", ""]))
+            ok, removed = self.attempt(
+                lambda: self.memory.forget(memory_id, MemoryFilters(agent, user))
+            )
+            if ok and removed:
+                del self.stored[memory_id]
+
+        @invariant()
+        def listed_is_recalled_and_exact(self) -> None:
+            """Every memory stored is listed once, recalled by its own text, and carries the
+            extra metadata it was last stored with, equal as Python values."""
+            owners = {(agent, user) for agent, user, _, _ in self.stored.values()}
+            listed: dict[str, Any] = {}
+            for agent, user in owners:
+                for record in self.memory.list(MemoryFilters(agent, user), limit=100):
+                    listed[str(record.memory_id)] = record
+            assert set(listed) >= set(self.stored)
+            for memory_id, (agent, user, text, extra) in self.stored.items():
+                record = listed[memory_id]
+                for key, value in extra.items():
+                    assert _same(record.metadata[key], value), (key, record.metadata[key], value)
+                found = self.memory.recall(text, MemoryFilters(agent, user), 100)
+                assert memory_id in {r.memory_id for r in found}
+
+    return MemoryAdversary
+
+
+def _same(stored: Any, given: Any) -> bool:
+    """Equal as JSON data: the same types and values all the way down."""
+    if type(stored) is not type(given):
+        return False
+    if isinstance(given, dict):
+        return stored.keys() == given.keys() and all(_same(stored[k], given[k]) for k in given)
+    if isinstance(given, list):
+        return len(stored) == len(given) and all(map(_same, stored, given))
+    return bool(stored == given)
+
+
+def test_adversarial_values_keep_every_promise_of_the_redis_memory(
+    real_redis: redis.Redis,
+) -> None:
+    """Every memory call refuses with a typed error having written nothing, or leaves every
+    stored memory listed, recalled by its text and holding its metadata exactly."""
+    run_state_machine_as_test(build_memory_machine(real_redis), settings=SETTINGS)  # type: ignore[no-untyped-call, unused-ignore]
