@@ -7,15 +7,17 @@ With prefix ``rh``, namespace ``NS`` and conversation ``C``::
     rh:NS:{C}:archive  LIST    originals replaced by summaries
     rh:NS:{C}:lock     STRING  compaction lock
     rh:NS:{C}:stage    LIST    msgs, renamed for the moment a large append lands (inside
-                               one MULTI/EXEC: never seen outside it)
+                               one MULTI/EXEC: never seen outside it; one left there by
+                               anything else is deleted by the next staged append)
 
 The meta hash's fields: ``total`` (tokens of the live messages), ``baseline`` and
 ``mark`` (the LLM's reported input tokens and the total when it was recorded),
 ``role`` and ``open`` (the last role and the unanswered tool call ids), ``version``
 (bumped by every rewrite: replace, splice, truncate, rollback; appends only grow the
-list, so version and length together name the content), ``ops`` (the last 32 writes,
-10 bytes each: the write's 6-byte operation token and its result as a 4-byte
-integer; so a retried write is applied once), ``ttl`` (the conversation's TTL in ms,
+list, so version and length together name the content), ``ops`` (the last 32 writes
+other than appends, 10 bytes each: the write's 6-byte operation token and its result
+as a 4-byte integer; so a retried write is applied once), ``opa`` (the last 32 appends'
+tokens, 6 bytes each), ``ttl`` (the conversation's TTL in ms,
 which every writer applies), ``abytes`` and ``adropped`` (the archive's size, and
 how many archived entries its caps dropped), ``cstate``, ``compactions`` and
 ``tokens_freed`` (compaction), and ``queued`` and ``queued_at`` (the pending-
