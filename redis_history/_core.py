@@ -286,15 +286,14 @@ MAX_STATE_VALUE = (1 << 24) - 1
 """The largest cooldown a compaction state holds (the scripts record a state in 32 bits)."""
 
 
-def op_token(kind: str, parts: Iterable[str | bytes]) -> bytes:
+def op_token(kind: str, parts: Iterable[str]) -> bytes:
     """The token a write is recorded by: the same parts, the same token. Each part goes in
-    behind its length, so no two lists of parts (ids holding NUL or any other byte) meet."""
-    digest = hashlib.blake2b(digest_size=OP_TOKEN_BYTES)
-    for part in (kind, *parts):
-        data = part if isinstance(part, bytes) else part.encode("utf-8", "surrogatepass")
-        digest.update(len(data).to_bytes(8, "little"))
-        digest.update(data)
-    return digest.digest()
+    behind its length, so no two lists of parts (ids holding NUL or any other character)
+    meet."""
+    data = "".join([f"{len(part)}:{part}" for part in (kind, *parts)])
+    return hashlib.blake2b(
+        data.encode("utf-8", "surrogatepass"), digest_size=OP_TOKEN_BYTES
+    ).digest()
 
 
 def _fresh_token() -> bytes:
@@ -441,7 +440,7 @@ class HistoryCore:
         return batch
 
     @staticmethod
-    def _token(kind: str, op_id: str | None, natural: Iterable[str | bytes] | None = None) -> bytes:
+    def _token(kind: str, op_id: str | None, natural: Iterable[str] | None = None) -> bytes:
         """The caller's ``op_id``, else the natural key's, else a fresh token."""
         named = limits.op_id(op_id)
         if named is not None:
@@ -894,8 +893,10 @@ class Splice:
         """The caller's ``op_id``, else a token of everything the splice writes and fences
         on: the same summaries over the same prefix are one splice, another summary (even
         under a reused id) another."""
-        natural = (str(self.drop), *(self.expected or ()), "", *envelopes)
-        return HistoryCore._token("splice", op_id, natural)
+        written = hashlib.blake2b(b"".join(envelopes)).hexdigest()  # JSON objects: unambiguous
+        return HistoryCore._token(
+            "splice", op_id, (str(self.drop), written, *(self.expected or ()))
+        )
 
 
 NOTHING_TO_SEND: Call[None] = Call(lambda _reply: None, ())

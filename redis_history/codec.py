@@ -159,9 +159,11 @@ def encode_message(
 
 def _general_body(message: Message, index: int) -> bytes:
     """The stored JSON of a message that is not plain (tool calls, metadata, a name, or
-    fields a validated message would not hold), checked as a read will check it: a message
-    built without validation (``model_construct``) that would not read back is refused
-    here, not stored to fail every later read."""
+    fields a validated message would not hold). A message built without validation
+    (``model_construct``) whose fields a read would refuse is refused here, not stored to
+    fail every later read."""
+    if problem := _shape_problem(message):
+        raise _unstorable(message, index, f"it would not read back: {problem}")
     try:
         body = _STORED.to_json(message.__dict__, exclude_defaults=True)
     except PydanticSerializationError as exc:
@@ -172,15 +174,45 @@ def _general_body(message: Message, index: int) -> bytes:
         and (problem := _problem(message))
     ):
         raise _unstorable(message, index, problem)
-    try:
-        _ENVELOPE.validate_json(b'{"t":0,"m":%s}' % body)
-    except ValidationError as exc:
-        error = exc.errors(include_url=False)[0]
-        where = ".".join(str(part) for part in error["loc"][1:])
-        raise _unstorable(
-            message, index, f"it would not read back: {where} {error['msg']}".replace("  ", " ")
-        ) from None
     return body
+
+
+def _shape_problem(message: Message) -> str | None:
+    """What a read checks of a message's fields that only ``model_construct`` can get past
+    (validation refuses all of it when a message is built): the types and lengths of its
+    ids, its role, which role carries tool calls or a call id; ``None`` if nothing."""
+    fields = message.__dict__
+    role, calls, answers = fields["role"], fields["tool_calls"], fields["tool_call_id"]
+    if not _an_id(fields["id"]):
+        return f"id must be a string of 1 to {MAX_ID_LENGTH} characters"
+    if role not in ROLES:
+        return f"role {role!r} is not a role"
+    if type(fields["content"]) is not str:
+        return "content is not a string"
+    if not isinstance(calls, tuple | list) or (calls and role != "assistant"):
+        return "only an assistant carries tool_calls, as a list"
+    for i, call in enumerate(calls):
+        if not (
+            isinstance(call, ToolCall)
+            and _an_id(call.id)
+            and type(call.name) is str
+            and call.name
+            and isinstance(call.arguments, dict)
+        ):
+            return f"tool_calls[{i}] is not a call with an id, a name and arguments"
+    if (role == "tool") is not (type(answers) is str and bool(answers)) or (
+        role != "tool" and answers is not None
+    ):
+        return "a tool result, and only one, carries a tool_call_id"
+    if not (fields["name"] is None or type(fields["name"]) is str):
+        return "name is not a string"
+    if not isinstance(fields["metadata"], dict) or not isinstance(fields["created_at"], datetime):
+        return "metadata is not an object, or created_at not a datetime"
+    return None
+
+
+def _an_id(value: object) -> bool:
+    return type(value) is str and 0 < len(value) <= MAX_ID_LENGTH
 
 
 _HEADS = {
@@ -222,12 +254,11 @@ def _plain_body(message: Message) -> bytes | None:
     if fields["tool_calls"] or fields["metadata"] or fields["name"] is not None:
         return None
     content, answers, moment = fields["content"], fields["tool_call_id"], fields["created_at"]
-    identity, role = fields["id"], fields["role"]
+    role = fields["role"]
     if (
         type(message) is not Message  # a subclass may store more
         or type(content) is not str  # only model_construct lets another type in
-        or type(identity) is not str
-        or not 0 < len(identity) <= MAX_ID_LENGTH
+        or not _an_id(fields["id"])
         or (role == "tool") is not (type(answers) is str and bool(answers))
         or (role != "tool" and answers is not None)
         or role not in ROLES
