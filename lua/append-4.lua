@@ -67,11 +67,10 @@ if staged then
   redis.call('RENAME', msgs, stage)
   msgs, length = stage, length + n  -- the TTL set on stage comes back with the rename
 else
-  length = push_all('RPUSH', msgs, ARGV, first, first + n - 1) or redis.call('LLEN', msgs)
-  if length == n and total > 0 then  -- the list was gone while the meta hash counts tokens
-    redis.call('DEL', msgs)
-    return keys_lost(exists, total, 0)
-  end
+  -- Onto a list the meta hash counts tokens of, RPUSHX: if the list was lost it pushes
+  -- nothing (0), and the append is refused having written nothing.
+  length = push_all(total > 0 and 'RPUSHX' or 'RPUSH', msgs, ARGV, first, first + n - 1) or 0
+  if length == 0 then return keys_lost(exists, total, 0) end
 end
 if changed then
   commit(meta, APPENDS, records, op, nil, new_ttl, 'role', role, 'total', total + tokens, 'open', encode_open(open))

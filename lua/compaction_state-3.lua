@@ -2,7 +2,8 @@
 compaction_state: apply one event to the conversation's compaction state, the
 same transition map as redis_history/state.py (a test checks they agree).
 Nothing is written when the state does not change, or when the conversation
-does not exist (a late event after delete() must not bring it back).
+does not exist (a late event after delete() must not bring it back). A conversation
+that lost its meta hash or its list is refused.
 
 KEYS[1] msgs     LIST (only its TTL is refreshed)
 KEYS[2] meta     HASH (field cstate = "<kind>:<value>", counters compactions, tokens_freed)
@@ -18,11 +19,14 @@ Returns the new state, or {6, -1, reason} (not allowed; nothing written) or
 ]]
 --- @include "meta"
 --- @include "ttl"
+--- @include "lost"
 
 local msgs, meta, archive = KEYS[1], KEYS[2], KEYS[3]
 local op, event, value, freed = ARGV[1], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
 local total, refusal, _, ttl, records, exists = read_meta(meta, WRITES)
 if not total then return refusal end
+local lost = keys_lost(exists, total, redis.call('LLEN', msgs))
+if lost then return lost end
 -- A state is recorded as an integer: its kind's number times 2^24, plus its value.
 local KINDS, CODES = {'ready', 'compacted', 'cooling', 'exhausted'}, {ready = 0, compacted = 1, cooling = 2, exhausted = 3}
 local done = replayed(meta, WRITES, records, exists, op)

@@ -1,7 +1,8 @@
 --[[
 record_tokens: make the real input-token count the LLM reported the baseline;
 the tokens appended after it are counted from the current total (the mark).
-A conversation that does not exist (never written, or deleted) is left alone.
+A conversation that does not exist (never written, or deleted) is left alone; one
+that lost its meta hash or its list is refused.
 
 KEYS[1] msgs     LIST (only its TTL is refreshed)
 KEYS[2] meta     HASH (baseline, mark, total)
@@ -15,11 +16,14 @@ having written nothing.
 ]]
 --- @include "meta"
 --- @include "ttl"
+--- @include "lost"
 
 local msgs, meta, archive = KEYS[1], KEYS[2], KEYS[3]
 local op = ARGV[1]
 local total, refusal, _, ttl, records, exists = read_meta(meta, WRITES)
 if not total then return refusal end
+local lost = keys_lost(exists, total, redis.call('LLEN', msgs))
+if lost then return lost end
 if not exists then return 0 end
 if replayed(meta, WRITES, records, exists, op) then return 1 end
 local new_ttl

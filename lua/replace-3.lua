@@ -61,18 +61,27 @@ role, open = walk('', NO_CALLS, ARGV, first + n, n, ARGV[3] == '1')
 if not role then return open end  -- walk's refusal
 
 -- The summaries a splice left at the head stay summaries where the new list keeps them,
--- so the transcript goes on showing the originals they replaced, not them.
-local summaries, read, kept = {}, 0, false
-for i = 0, length - 1 do
-  local envelope = redis.call('LINDEX', msgs, i)
-  read = read + #envelope
-  if read > MAX_READ_BYTES then
-    return {LIMIT, i, 'the summaries at the head of the conversation hold more than ' .. MAX_READ_BYTES .. ' bytes'}
+-- so the transcript goes on showing the originals they replaced, not them. Read a few at
+-- a time, at most MAX_REWRITE of them and MAX_READ_BYTES.
+local summaries, read, kept, i, k = {}, 0, false, 0, 1
+while i < length do
+  local chunk = redis.call('LRANGE', msgs, i, i + k - 1)
+  for c, envelope in ipairs(chunk) do
+    read = read + #envelope
+    local flags = string.match(envelope, '^{"t":%d+,([%w":,]-)"m":{')
+    local summary = flags and string.find(flags, '"s":1', 1, true)
+    if read > MAX_READ_BYTES or (summary and i + c > MAX_REWRITE) then
+      return {LIMIT, i + c - 1, 'the summaries at the head of the conversation are more than ' .. MAX_REWRITE .. ' messages or ' .. MAX_READ_BYTES .. ' bytes'}
+    end
+    if not summary then
+      i = length
+      break
+    end
+    local id = envelope_id(envelope)
+    if id then summaries[id], kept = true, true end
   end
-  local flags = string.match(envelope, '^{"t":%d+,([%w":,]-)"m":{')
-  if not (flags and string.find(flags, '"s":1', 1, true)) then break end
-  local id = envelope_id(envelope)
-  if id then summaries[id], kept = true, true end
+  i = i + #chunk
+  k = math.min(2 * k, math.max(1, math.floor((MAX_READ_BYTES - read) / MAX_ENTRY_BYTES)))
 end
 local values, from = ARGV, first
 if kept then

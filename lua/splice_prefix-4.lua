@@ -4,9 +4,10 @@ kept of them, all marked as written here), keeping everything
 after them (including messages appended while the summary was computed), and
 move the originals to the archive, whose oldest entries are dropped beyond its
 caps. Resets the token baseline. When checking, refused if the result would part a
-tool call from its result: a kept tool result whose call was dropped (and that the
-summaries do not make), or a call of the summaries left unanswered before the next
-message, or one that was answered and no longer is. At most MAX_READ_BYTES of the
+tool call from its result: a result among the summaries that answers none of their
+calls, a kept tool result whose call was dropped (and that the summaries do not make),
+a call of the summaries left unanswered before the next message, or one that was
+answered and no longer is. The summaries' roles are not checked: they lead. At most MAX_READ_BYTES of the
 prefix (and of the kept tool results that follow it) are read; each call drops at
 most MAX_REWRITE archived entries (and MAX_READ_BYTES of them) over the caps, so a
 cap lowered below a large archive is reached over several splices.
@@ -87,7 +88,8 @@ if not gone then return {CORRUPT, bad, 'stored envelope has no token count'} end
 
 -- The summaries' own turn state, and the kept tool results after them: each must answer
 -- one of the calls the summaries leave open, and none may stay open before a message.
-local made, waiting = walk('', NO_CALLS, ARGV, first + count, count, false)
+local made, waiting = walk('', NO_CALLS, ARGV, first + count, count, check and 'pairing')
+if not made then return waiting end  -- the summaries' own pairing refused
 if check then
   local left, answers = #waiting, {}
   for _, id in ipairs(waiting) do answers[id] = true end

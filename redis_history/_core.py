@@ -45,7 +45,7 @@ from redis_history.errors import (
     StoreUnavailableError,
 )
 from redis_history.keys import DEFAULT_NAMESPACE, DEFAULT_PREFIX, ConversationKeys
-from redis_history.models import Message
+from redis_history.models import MAX_ID_LENGTH, Message
 from redis_history.policy import CompactionPolicy
 from redis_history.scripts import ERRORS, Script, refusal, script
 from redis_history.state import CompactionState, Event
@@ -73,6 +73,7 @@ __all__ = [
     "op_token",
     "redis_error",
     "rollback_ids",
+    "write_token",
 ]
 
 T = TypeVar("T")
@@ -300,10 +301,20 @@ def _fresh_token() -> bytes:
     return os.urandom(OP_TOKEN_BYTES)
 
 
+def write_token(kind: str, op_id: str | None, natural: Iterable[str] | None = None) -> bytes:
+    """The token a write of ``kind`` is recorded by: the caller's ``op_id``'s, else its
+    natural key's (``natural``), else a fresh one."""
+    named = limits.op_id(op_id)
+    if named is not None:
+        return op_token(kind, ("id", named))
+    return _fresh_token() if natural is None else op_token(kind, natural)
+
+
 def _json_id(message_id: str) -> bytes:
     """A message id as a stored envelope spells it (what the scripts compare)."""
     if not isinstance(message_id, str) or not message_id:
         raise ValueError(f"a message id must be a non-empty string, got {message_id!r}")
+    limits.limited(len(message_id), MAX_ID_LENGTH, "a message id's length")  # none is longer
     try:
         return to_json(message_id)[1:-1]
     except PydanticSerializationError:
@@ -439,14 +450,6 @@ class HistoryCore:
             raise self._context(exc) from None
         return batch
 
-    @staticmethod
-    def _token(kind: str, op_id: str | None, natural: Iterable[str] | None = None) -> bytes:
-        """The caller's ``op_id``, else the natural key's, else a fresh token."""
-        named = limits.op_id(op_id)
-        if named is not None:
-            return op_token(kind, ("id", named))
-        return _fresh_token() if natural is None else op_token(kind, natural)
-
     # -- writes -------------------------------------------------------------------------------
 
     def _none(self, reply: Any) -> None:
@@ -507,7 +510,7 @@ class HistoryCore:
         """Replace the whole list, if it still holds ``expected_ids``; resets the baseline."""
         batch = self._batch(batch_of(messages))
         fence = _fence(ids_of(expected_ids, "expected_ids", limits.MAX_BATCH_MESSAGES))
-        head = (self._token("replace", op_id), self.ttl_ms, self._check, *fence)
+        head = (write_token("replace", op_id), self.ttl_ms, self._check, *fence)
         return _call(self._none, "replace", self._data, batch.args(head))
 
     def splice_prefix(
@@ -547,7 +550,7 @@ class HistoryCore:
     def truncate(self, n: int, *, op_id: str | None = None) -> Call[int]:
         """Keep at most ``n`` messages; the reply is the number removed."""
         keep = limits.position(n, "n", low=0)
-        args = (self._token("truncate", op_id), self.ttl_ms, keep, self._check)
+        args = (write_token("truncate", op_id), self.ttl_ms, keep, self._check)
         return _call(self._count, "truncate", self._data, args)
 
     def rollback(
@@ -559,7 +562,7 @@ class HistoryCore:
     ) -> Call[int]:
         """Remove exactly these messages (by id) wherever they are; the reply is how many."""
         ids = rollback_ids(messages)
-        token = self._token("rollback", op_id)  # not the ids: a later rollback of them is stale
+        token = write_token("rollback", op_id)  # not the ids: a later rollback of them is stale
         check = self._check and (2 if reopen_calls else 1)
         args = (token, self.ttl_ms, check, len(ids), *map(_json_id, ids))
         return _call(self._count, "rollback", self._data, args)
@@ -567,12 +570,12 @@ class HistoryCore:
     def record_input_tokens(self, n: int, *, op_id: str | None = None) -> Call[None]:
         """Make ``n`` (the LLM's reported input tokens) the baseline."""
         n = limits.count(n, "input tokens", high=limits.MAX_TOKENS)
-        args = (self._token("record", op_id), self.ttl_ms, n)
+        args = (write_token("record", op_id), self.ttl_ms, n)
         return _call(self._none, "record_tokens", self._data, args)
 
     def set_ttl(self, ttl: float | timedelta | None) -> Call[bool]:
         """Store ``ttl`` with the conversation and apply it to every key (``None``: no TTL)."""
-        return _call(lambda reply: int(reply) == 1, "set_ttl", self._data, (limits.ttl_ms(ttl),))
+        return _call(self._flag, "set_ttl", self._data, (limits.ttl_ms(ttl),))
 
     def delete(self) -> Call[bool]:
         """Remove every key of the conversation; the reply is whether anything existed."""
@@ -719,7 +722,7 @@ class HistoryCore:
             raise ValueError(f"event must be one of {', '.join(EVENTS)}, got {event!r}")
         value = limits.count(value, "value", high=MAX_STATE_VALUE)
         freed = limits.count(freed, "freed", high=limits.MAX_TOKENS)
-        args = (self._token("state", op_id), self.ttl_ms, event, value, freed)
+        args = (write_token("state", op_id), self.ttl_ms, event, value, freed)
         return _call(self._state, "compaction_state", self._data, args)
 
     def _state(self, reply: Any) -> CompactionState:
@@ -881,8 +884,10 @@ class Splice:
         expected = ids_of(expected_ids, "expected_ids", limits.MAX_REWRITE)
         if expected is not None and len(expected) != drop:
             raise ValueError(f"expected_ids names {len(expected)} messages, drop_count is {drop}")
-        if lock_token is not None and not _utf8(lock_token):
-            raise ValueError("lock_token must be a non-empty UTF-8 string or None")
+        if lock_token is not None:
+            if not _utf8(lock_token):
+                raise ValueError("lock_token must be a non-empty UTF-8 string or None")
+            limits.limited(len(lock_token), MAX_ID_LENGTH, "lock_token length")
         caps = (
             _cap(archive_max_messages, "archive_max_messages"),
             _cap(archive_max_bytes, "archive_max_bytes"),
@@ -894,9 +899,7 @@ class Splice:
         on: the same summaries over the same prefix are one splice, another summary (even
         under a reused id) another."""
         written = hashlib.blake2b(b"".join(envelopes)).hexdigest()  # JSON objects: unambiguous
-        return HistoryCore._token(
-            "splice", op_id, (str(self.drop), written, *(self.expected or ()))
-        )
+        return write_token("splice", op_id, (str(self.drop), written, *(self.expected or ())))
 
 
 NOTHING_TO_SEND: Call[None] = Call(lambda _reply: None, ())

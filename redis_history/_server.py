@@ -33,6 +33,7 @@ from redis.cluster import RedisCluster
 __all__ = [
     "LocalCluster",
     "RedisServer",
+    "RedisServerError",
     "RedisServerNotFoundError",
     "find_redis_server",
     "free_port",
@@ -41,6 +42,10 @@ __all__ = [
 CLUSTER_SLOTS = 16384
 CLUSTER_BUS_OFFSET = 10_000
 START_TIMEOUT = 15.0
+
+
+class RedisServerError(RuntimeError):
+    """A ``redis-server`` this module started did not come up (it exited, or never answered)."""
 
 
 class RedisServerNotFoundError(FileNotFoundError):
@@ -191,7 +196,7 @@ class RedisServer:
             while True:
                 if self._process.poll() is not None:
                     stderr = self._process.stderr.read().decode() if self._process.stderr else ""
-                    raise RuntimeError(
+                    raise RedisServerError(
                         f"redis-server exited with {self._process.returncode}: "
                         f"{stderr.strip()} {self.log[-2000:]}"
                     )
@@ -202,7 +207,7 @@ class RedisServer:
                     pass
                 if time.monotonic() > deadline:
                     self.kill()
-                    raise RuntimeError(f"redis-server did not answer on port {self.port}")
+                    raise RedisServerError(f"redis-server did not answer on port {self.port}")
                 time.sleep(0.02)
         finally:
             client.close()
@@ -324,7 +329,7 @@ class LocalCluster:
         deadline = time.monotonic() + 30
         while not all(ready(c) for c in clients):
             if time.monotonic() > deadline:
-                raise RuntimeError("the local cluster did not become ready")
+                raise RedisServerError("the local cluster did not become ready")
             time.sleep(0.05)
 
     def client(self, **options: Any) -> RedisCluster:

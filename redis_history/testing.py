@@ -24,7 +24,6 @@ from redis_history._core import (
     OPS_KEPT,
     CompactionRequest,
     CompactionStats,
-    HistoryCore,
     Schedule,
     Splice,
     TranscriptPage,
@@ -34,6 +33,7 @@ from redis_history._core import (
     ids_of,
     op_token,
     rollback_ids,
+    write_token,
 )
 from redis_history.codec import Entry, encode_message, role_item
 from redis_history.errors import (
@@ -203,7 +203,7 @@ class InMemoryHistory:
         Messages that are summaries at the head of the history stay summaries (by id)."""
         stored = self._stored(batch_of(messages))
         expected = ids_of(expected_ids, "expected_ids", limits.MAX_BATCH_MESSAGES)
-        token = HistoryCore._token("replace", op_id)
+        token = write_token("replace", op_id)
         if self._replayed(token) is not None:
             return
         if expected is not None:
@@ -215,9 +215,10 @@ class InMemoryHistory:
         state = RoleState()
         self._checked(state, messages)
         head, read = set(), 0
-        for item in self._items:
+        for position, item in enumerate(self._items):
             read += item.size
-            self._within_read_bytes(read, "the summaries at the head of the conversation")
+            if read > limits.MAX_READ_BYTES or (item.summary and position >= limits.MAX_REWRITE):
+                raise self._over("the summaries at the head of the conversation are too many")
             if not item.summary:
                 break
             head.add(item.message.id)
@@ -267,9 +268,15 @@ class InMemoryHistory:
         read = self._within_read(items[:n], f"the {n} messages to drop")
         if splice.expected is not None and [s.message.id for s in items[:n]] != splice.expected:
             raise self._stale("the summarized prefix is no longer the conversation's")
-        made = RoleState.of(splice.summaries)
+        made = RoleState()
         if self.validate:
+            try:
+                made.advance_all(splice.summaries, pairing_only=True)
+            except InvalidMessageError as exc:
+                raise self._context(exc) from None
             self._check_splice(made, n, read)
+        else:
+            made.advance_all(splice.summaries, check=False)
         self._archive.extend(items[:n])
         self._cap_archive(*splice.caps)
         if n == len(items):
@@ -353,7 +360,7 @@ class InMemoryHistory:
     def truncate(self, n: int, *, op_id: str | None = None) -> int:
         """Keep at most ``n`` messages; returns how many were removed."""
         keep = limits.position(n, "n", low=0)
-        token = HistoryCore._token("truncate", op_id)
+        token = write_token("truncate", op_id)
         done = self._replayed(token)
         if done is not None:
             return int(done)
@@ -385,7 +392,8 @@ class InMemoryHistory:
         while start > 0:
             start -= 1
             read += self._items[start].size
-            self._within_read_bytes(read, f"the tool results before message {index}")
+            if read > limits.MAX_READ_BYTES or index - start > limits.MAX_REWRITE:
+                raise self._over(f"the tool results before message {index} are too many")
             if self._items[start].message.role != "tool":
                 break
         return RoleState.of(s.message for s in self._items[start:index])
@@ -400,7 +408,7 @@ class InMemoryHistory:
         """Remove exactly these messages wherever they are within reach of the tail (the
         last ``MAX_ROLLBACK`` messages); returns how many."""
         ids = rollback_ids(messages)
-        token = HistoryCore._token("rollback", op_id)
+        token = write_token("rollback", op_id)
         done = self._replayed(token)
         if done is not None:
             return int(done)
@@ -450,7 +458,7 @@ class InMemoryHistory:
     def record_input_tokens(self, n: int, *, op_id: str | None = None) -> None:
         """Make ``n`` the baseline (of a conversation that exists)."""
         n = limits.count(n, "input tokens", high=limits.MAX_TOKENS)
-        token = HistoryCore._token("record", op_id)
+        token = write_token("record", op_id)
         if not self._exists or self._replayed(token) is not None:
             return
         self._baseline, self._since = n, 0
@@ -554,7 +562,7 @@ class InMemoryHistory:
             raise ValueError(f"event must be one of {', '.join(EVENTS)}, got {event!r}")
         value = limits.count(value, "value", high=MAX_STATE_VALUE)
         freed = limits.count(freed, "freed", high=limits.MAX_TOKENS)
-        token = HistoryCore._token("state", op_id)
+        token = write_token("state", op_id)
         done = self._replayed(token)
         if done is not None:
             return done  # type: ignore[no-any-return]

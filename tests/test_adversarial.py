@@ -255,6 +255,11 @@ def build_machine(client: redis.Redis, url: str) -> type[RuleBasedStateMachine]:
                 self.all(read)
 
         @invariant()
+        def reads_as_turns(self) -> None:
+            """No accepted call leaves a conversation that does not read as turns."""
+            self.sync.turns()
+
+        @invariant()
         def the_next_turn_is_accepted(self) -> None:
             """On a copy of the conversation, the well-formed next turn is appended."""
             turn = continuation(RoleState.of(self.model.snapshot()))

@@ -42,6 +42,10 @@ def refused(history: RedisHistory, messages: list[Message]) -> dict[str, Callabl
         "a splice": lambda: history.splice_prefix(5, Message.system("summary")),
         "a truncate": lambda: history.truncate(1),
         "a rollback": lambda: history.rollback(messages[-1:]),
+        "the input tokens": lambda: history.record_input_tokens(100),
+        "a turn": history.advance_turn,
+        "a compaction event": lambda: history.compaction_event("exhausted"),
+        "a TTL": lambda: history.set_ttl(60),
     }
 
 
@@ -93,3 +97,17 @@ def test_a_meta_hash_evicted_for_real_is_noticed(evicting: redis.Redis) -> None:
     with pytest.raises(CorruptHistoryError):
         history.token_estimate()
     assert evicting.llen(history.keys.msgs) == 5
+
+
+def test_an_append_onto_a_lost_list_writes_nothing_at_all(real_redis: redis.Redis) -> None:
+    """The refusal of an append whose list was lost comes before any write: no push that
+    is then undone (a replica or a subscriber would see it), only an RPUSHX that finds no
+    list."""
+    history, _ = seeded(real_redis)
+    real_redis.delete(history.keys.msgs)
+    real_redis.config_resetstat()
+    with pytest.raises(CorruptHistoryError, match="messages are gone"):
+        history.append(Message.user("next"))
+    ran = set(real_redis.info("commandstats"))
+    assert not ran & {"cmdstat_rpush", "cmdstat_del", "cmdstat_unlink", "cmdstat_hset"}
+    assert not real_redis.exists(history.keys.msgs)

@@ -90,6 +90,11 @@ OVER: dict[str, Callable[[RedisHistory], Any]] = {
     "a TTL of 1e14 seconds": lambda h: h.set_ttl(1e14),
     "input tokens of 10**13": lambda h: h.record_input_tokens(10**13),
     "an op_id of 257 characters": lambda h: h.truncate(0, op_id="x" * 257),
+    "a rollback id of 300,000 characters": lambda h: h.rollback(["x" * 300_000]),
+    "an expected id of 257 characters": lambda h: h.replace([], expected_ids=["x" * 257]),
+    "a lock token of 257 characters": lambda h: h.splice_prefix(
+        1, Message.system("s"), lock_token="x" * 257
+    ),
 }
 
 
@@ -224,3 +229,27 @@ def _busy(client: redis.Redis) -> bool:
 def _ignore(call: Callable[[], Any]) -> None:
     with contextlib.suppress(redis.RedisError):  # the script is killed
         call()
+
+
+@pytest.mark.real_redis
+@pytest.mark.slow
+def test_long_runs_of_summaries_or_tool_results_stay_under_250_ms(slowlog: redis.Redis) -> None:
+    """A replace over 100,000 summaries at the head (ten splices of 10,000) reads at most
+    10,000 of them and refuses past that; a truncate after 90,000 tool results written
+    without validation reads back at most 10,000 of them, refusing past that."""
+    history = RedisHistory(slowlog, "c")
+    history.append(Message.user("q"))
+    for round_ in range(10):
+        summaries = [Message.system("", id=f"s{round_}-{i}") for i in range(10_000)]
+        history.splice_prefix(1, summaries)
+    with pytest.raises(LimitExceededError, match="summaries at the head"):
+        history.replace([Message.user("x")])
+    history.delete()
+
+    loose = RedisHistory(slowlog, "loose", validate=False)
+    loose.append_many([Message.user("q"), assistant_calling(1)])
+    for _ in range(9):
+        loose.append_many([Message.tool("r", tool_call_id="c0") for _ in range(10_000)])
+    with pytest.raises(LimitExceededError, match="tool results before"):
+        loose.truncate(loose.len() - 1)
+    assert loose.truncate(0) == 90_002  # no read at all

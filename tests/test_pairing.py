@@ -134,3 +134,26 @@ def test_reopen_calls_lets_an_undo_of_the_latest_output_reopen_its_call(history:
         history.append(Message.user("too early"))
     history.append(Message.tool("retried", tool_call_id="c1"))
     history.turns(allow_open=False)
+
+
+@pytest.mark.parametrize(
+    "summaries",
+    [
+        [Message.tool("orphan", tool_call_id="zz")],
+        [Message.assistant("", tool_calls=[ToolCall(id="k1", name="f")]), Message.user("x")],
+        [Message.system("s"), Message.tool("orphan", tool_call_id="zz")],
+    ],
+    ids=["a result answering none of them", "a call left open before a message", "after a prompt"],
+)
+def test_summaries_that_do_not_pair_among_themselves_are_refused(
+    history: Any, summaries: list[Message]
+) -> None:
+    """Summaries lead whatever their roles, but their own tool calls and results must pair:
+    a splice whose summaries would not read as turns is refused, writing nothing."""
+    history.append_many([Message.user("q"), Message.assistant("a"), Message.user("q2")])
+    before = state(history)
+    with pytest.raises(ToolPairingError):
+        history.splice_prefix(2, summaries)
+    assert state(history) == before
+    assert history.splice_prefix(2, [Message.user("summary"), Message.assistant("ok")]) == 2
+    history.turns(allow_open=False)

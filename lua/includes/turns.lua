@@ -5,28 +5,36 @@
 
 -- The turn state after the first `index` messages: the last role, and the calls
 -- of the latest assistant that the tool results after it leave unanswered; or
--- nil and {CORRUPT, index, reason}, or {LIMIT, ...} past MAX_READ_BYTES.
+-- nil and {CORRUPT, index, reason}, or {LIMIT, ...} past MAX_REWRITE entries or
+-- MAX_READ_BYTES. Read back a few entries at a time (as many as the budget left allows
+-- entries of the largest size), from the entry before `index` to the latest that is
+-- not a tool result.
 local function state_before(msgs, index)
-  local role, open, answered, bytes = '', {}, {}, 0
-  for i = index - 1, 0, -1 do
-    local envelope = redis.call('LINDEX', msgs, i)
-    bytes = bytes + #(envelope or '')
-    if bytes > MAX_READ_BYTES then
-      return nil, {LIMIT, i, 'the tool results before message ' .. index .. ' hold more than ' .. MAX_READ_BYTES .. ' bytes'}
-    end
-    local m = message_of(envelope)
-    if not m then return nil, {CORRUPT, i, 'stored envelope is not a message'} end
-    if role == '' then role = m.role end
-    if m.role == 'tool' then
-      answered[m.tool_call_id] = true
-    else
-      if m.role == 'assistant' then
-        for _, call in ipairs(m.tool_calls) do
-          if not answered[call.id] then open[#open + 1] = call.id end
-        end
+  local role, open, answered, bytes, seen = '', {}, {}, 0, 0
+  local i = index - 1
+  while i >= 0 do
+    local from = math.max(0, i - math.max(1, math.floor((MAX_READ_BYTES - bytes) / MAX_ENTRY_BYTES)) + 1)
+    local chunk = redis.call('LRANGE', msgs, from, i)
+    for c = #chunk, 1, -1 do
+      local at = from + c - 1
+      bytes, seen = bytes + #chunk[c], seen + 1
+      if bytes > MAX_READ_BYTES or seen > MAX_REWRITE then
+        return nil, {LIMIT, at, 'the tool results before message ' .. index .. ' are more than ' .. MAX_REWRITE .. ' messages or ' .. MAX_READ_BYTES .. ' bytes'}
       end
-      break
+      local m = message_of(chunk[c])
+      if not m then return nil, {CORRUPT, at, 'stored envelope is not a message'} end
+      if role == '' then role = m.role end
+      if m.role ~= 'tool' then
+        if m.role == 'assistant' then
+          for _, call in ipairs(m.tool_calls) do
+            if not answered[call.id] then open[#open + 1] = call.id end
+          end
+        end
+        return role, open
+      end
+      answered[m.tool_call_id] = true
     end
+    i = from - 1
   end
   return role, open
 end

@@ -15,10 +15,12 @@ end
 --   tool <id>              and the call id it answers
 --   assistant <k> <ids>    and its k tool call ids
 -- from the state (role, open); each item is checked against the rules when
--- `check`. Returns the last role, the open call ids and whether they changed;
--- or nil and {code, index (0-based), reason} at the first violation. Linear in the
--- items: a result finds its call through a table of the open ids' positions.
+-- `check` (true), or only against tool pairing (`check` 'pairing': summaries, whose
+-- roles lead whatever they are). Returns the last role, the open call ids and whether
+-- they changed; or nil and {code, index (0-based), reason} at the first violation.
+-- Linear in the items: a result finds its call through a table of the open ids' positions.
 local function walk(role, open, items, at, n, check)
+  local ordered = check == true
   local changed, left, slot = false, #open, nil
   for i = 0, n - 1 do
     local prev, answered, j, k = role, nil, nil, 0
@@ -43,18 +45,18 @@ local function walk(role, open, items, at, n, check)
     end
     if check then
       local code, why
-      if role == 'system' then
+      if role == 'system' and ordered then
         if prev ~= '' then code, why = ROLE_ORDER, 'a system message may only come first, not after ' .. prev end
       elseif role == 'tool' then
         if not j then
           code, why = TOOL_PAIRING, 'tool result for ' .. answered .. ' answers no open tool call'
         end
-      elseif role == 'user' or role == 'assistant' then
+      elseif role == 'user' or role == 'assistant' or role == 'system' then
         if left > 0 then
           code, why = TOOL_PAIRING, role .. ' message while tool calls are unanswered: ' .. table.concat(unanswered(open), ', ')
-        elseif role == 'user' and not (prev == '' or prev == 'system' or prev == 'assistant') then
+        elseif ordered and role == 'user' and not (prev == '' or prev == 'system' or prev == 'assistant') then
           code, why = ROLE_ORDER, 'a user message may not follow ' .. prev
-        elseif role == 'assistant' and not (prev == 'user' or prev == 'tool') then
+        elseif ordered and role == 'assistant' and not (prev == 'user' or prev == 'tool') then
           code, why = ROLE_ORDER, 'an assistant message may not follow ' .. (prev == '' and 'nothing' or prev)
         end
       else
