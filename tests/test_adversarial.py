@@ -331,9 +331,9 @@ def build_memory_machine(client: redis.Redis) -> type[RuleBasedStateMachine]:
             super().__init__()
             client.flushall()
             self.memory = RedisLongTermMemory(client, namespace="adv")
-            self.stored: dict[str, tuple[Any, Any, Any, dict[str, Any]]] = {}
-            """Each id a store returned: its owner's filters' fields and the extra metadata
-            it was last given."""
+            self.stored: dict[tuple[Any, Any, str], tuple[Any, dict[str, Any]]] = {}
+            """Each memory a store returned, by owner (agent, user) and id (ids count per
+            owner): its text and the extra metadata it was last given."""
 
         def dump(self) -> dict[Any, Any]:
             return {key: client.dump(key) for key in sorted(client.keys("*"))}
@@ -367,7 +367,7 @@ def build_memory_machine(client: redis.Redis) -> type[RuleBasedStateMachine]:
                 ok, result = self.attempt(lambda: self.memory.store(text, metadata))
             event("stored" if ok else f"refused: {type(result).__name__}")
             if ok:
-                self.stored[result] = (agent, user, text, extra)
+                self.stored[agent, user, result] = (text, extra)
 
         @rule(
             query=MEMORY_TEXTS,
@@ -387,30 +387,30 @@ def build_memory_machine(client: redis.Redis) -> type[RuleBasedStateMachine]:
                 lambda: self.memory.list(MemoryFilters(agent, user), limit=limit, offset=offset)
             )
 
-        @rule(data=st.data(), agent=OWNERS, user=USERS)
-        def forget(self, data: st.DataObject, agent: Any, user: Any) -> None:
-            memory_id = data.draw(st.sampled_from([*self.stored, "missing", ""]))
+        @rule(data=st.data(), agent=OWNERS, user=USERS, own=st.booleans())
+        def forget(self, data: st.DataObject, agent: Any, user: Any, own: bool) -> None:
+            """Forget a stored memory by its owner's filters, or any id by any filters."""
+            if own and self.stored:
+                agent, user, memory_id = data.draw(st.sampled_from(sorted(self.stored, key=repr)))
+            else:
+                memory_id = data.draw(st.sampled_from(["1", "2", "missing", ""]))
             ok, removed = self.attempt(
                 lambda: self.memory.forget(memory_id, MemoryFilters(agent, user))
             )
             if ok and removed:
-                del self.stored[memory_id]
+                del self.stored[agent, user, memory_id]
 
         @invariant()
         def listed_is_recalled_and_exact(self) -> None:
-            """Every memory stored is listed once, recalled by its own text, and carries the
-            extra metadata it was last stored with, equal as Python values."""
-            owners = {(agent, user) for agent, user, _, _ in self.stored.values()}
-            listed: dict[str, Any] = {}
-            for agent, user in owners:
-                for record in self.memory.list(MemoryFilters(agent, user), limit=100):
-                    listed[str(record.memory_id)] = record
-            assert set(listed) >= set(self.stored)
-            for memory_id, (agent, user, text, extra) in self.stored.items():
+            """Every memory stored is listed by its owner, recalled by its own text, and
+            carries the extra metadata it was last stored with, equal as Python values."""
+            for (agent, user, memory_id), (text, extra) in self.stored.items():
+                owner = MemoryFilters(agent, user)
+                listed = {r.memory_id: r for r in self.memory.list(owner, limit=100)}
                 record = listed[memory_id]
                 for key, value in extra.items():
                     assert _same(record.metadata[key], value), (key, record.metadata[key], value)
-                found = self.memory.recall(text, MemoryFilters(agent, user), 100)
+                found = self.memory.recall(text, owner, 100)
                 assert memory_id in {r.memory_id for r in found}
 
     return MemoryAdversary
