@@ -901,7 +901,7 @@ def test_a_store_cut_after_any_write_is_never_half_visible(
         memory.store("window seat on short flights", TAGGED)
         if merge:
             memory.store(text, WHO)
-        call = memory._store_call(text, {**TAGGED, "tags": ["x", "y"], "kind": "fact"})
+        call, _ = memory._store_call(text, {**TAGGED, "tags": ["x", "y"], "kind": "fact"})
         if not run_cut(real_redis, call, cut):
             break
         assert_whole(memory)
@@ -914,24 +914,43 @@ def test_a_store_cut_after_any_write_is_never_half_visible(
 
 
 @pytest.mark.real_redis
-def test_a_forget_cut_after_any_write_is_finished_by_forgetting_again(
-    real_redis: redis.Redis,
+@pytest.mark.parametrize("then", ["forget", "store", "store_many"])
+def test_a_forget_cut_after_any_write_is_finished_by_forgetting_or_storing_again(
+    real_redis: redis.Redis, then: str
 ) -> None:
     """A forget script stopped after any of its writes leaves nothing listed that is not
-    recalled; forgetting again finishes it, uncounted once."""
+    recalled; forgetting again finishes it, uncounted once, and so does a store of the same
+    text, which then keeps the text as a new memory holding none of the forgotten one's
+    conversations and tags."""
     memory = RedisLongTermMemory(real_redis, clock=Clock())
     keys = memory.keys("a", "u")
+    text = "Prefers an aisle seat on long flights"
     for cut in itertools.count(1):
         real_redis.flushall()
-        memory_id = memory.store("Prefers an aisle seat on long flights", TAGGED)
+        memory_id = memory.store(text, TAGGED)
         other = memory.store("window seat on short flights", TAGGED)
         call = memory._forget_call(keys, memory_id, real_redis.hget(keys.docs, memory_id))
         if not run_cut(real_redis, call, cut):
             break
         assert_whole(memory)
-        memory.forget(memory_id, OWNER)
-        assert [r.memory_id for r in memory.list(OWNER)] == [other]
-        assert memory.recall("aisle", OWNER, 5) == []
+        if then == "forget":
+            memory.forget(memory_id, OWNER)
+            assert [r.memory_id for r in memory.list(OWNER)] == [other]
+            assert memory.recall("aisle", OWNER, 5) == []
+        else:
+            metadata = {**WHO, "conversation_id": "d", "tags": ["z"]}
+            if then == "store":
+                again = memory.store(text, metadata)
+            else:
+                (again,) = memory.store_many([(text, metadata)])
+            assert again not in (memory_id, other)
+            assert [r.memory_id for r in memory.list(OWNER)] == [again, other]
+            (hit,) = memory.recall("aisle", OWNER, 5)
+            assert hit.memory_id == again
+            assert (hit.metadata["conversation_ids"], hit.metadata["tags"]) == (["d"], ["z"])
+            assert real_redis.hkeys(keys.term("aisle")) == [again.encode()]
+        assert real_redis.smembers(keys.conversation("c")) == {other.encode()}
+        assert real_redis.smembers(keys.tag("x")) == {other.encode()}
         assert_whole(memory)
         assert_counted(memory)
     assert cut > 4

@@ -27,7 +27,9 @@ is not its own, a key of another data type) raises ``CorruptHistoryError`` namin
 scripts check before their first write, so a refused write changes nothing. Their writes are
 ordered so that a store or forget stopped part way (Redis keeps a script's writes before an
 error) never leaves a memory listed that is not recalled, and the same call again finishes
-it (``lua/memory_store-4.lua``). A text without a term is refused: it could not be recalled.
+it (``lua/memory_store-4.lua``); a store of the text of a memory whose forget stopped part way
+finishes that forget first, and keeps the text as a new memory. A text without a term is
+refused: it could not be recalled.
 
 Arguments are checked before anything is sent: a wrong type is a ``TypeError`` (tags are a
 list, tuple, set or frozenset of strings, never a bare string or a generator; counts are
@@ -251,6 +253,18 @@ def _record(raw: Any, memory_id: str) -> _Record:
     )
 
 
+class _Stored(NamedTuple):
+    """A store's reply: the memory's id, and whether it is being forgotten (a forget stopped
+    part way), the store having written nothing."""
+
+    memory_id: str
+    forgetting: bool
+
+
+_FORGETTING = 2
+"""The second item of ``lua/memory_store-4.lua``'s reply when the memory is being forgotten."""
+
+
 def _accepted(reply: Any) -> Any:
     """A memory script's reply, or the exception of its refusal (``[code, index, reason]``,
     told from a result by its integer first item: results start with an id)."""
@@ -348,9 +362,12 @@ class RedisLongTermMemory:
                 (nothing is written).
             CorruptHistoryError: a key, record, posting or count of the owner is not what
                 the memory writes (nothing is written).
+            HistoryError: the owner's memory with this text, which a forget stopped part way
+                left, kept changing while that forget was finished.
             StoreUnavailableError: Redis could not be reached.
         """
-        return self._run(self._store_call(text, metadata))
+        call, keys = self._store_call(text, metadata)
+        return self._stored(call, keys, self._run(call))
 
     def store_many(self, items: Sequence[tuple[str, Mapping[str, Any]]]) -> builtins.list[str]:
         """Store each ``(text, metadata)`` as :meth:`store` does, in one pipeline; returns the
@@ -366,26 +383,27 @@ class RedisLongTermMemory:
             StoreUnavailableError: Redis could not be reached; the items that reached it
                 were stored.
         """
-        calls = [self._store_call(text, metadata) for text, metadata in items]
-        if not calls:
+        stores = [self._store_call(text, metadata) for text, metadata in items]
+        if not stores:
             return []
         try:
             with self.client.pipeline(transaction=False) as pipe:
-                for call in calls:
+                for call, _ in stores:
                     pipe.execute_command(*call.command)
                 replies = pipe.execute(raise_on_error=False)
         except RedisFailure as exc:
             raise self._error(exc) from exc
         out: builtins.list[str] = []
         refused: HistoryError | None = None
-        for index, (call, reply) in enumerate(zip(calls, replies, strict=True)):
+        for index, ((call, keys), reply) in enumerate(zip(stores, replies, strict=True)):
             try:
                 if isinstance(reply, NoScriptError):  # the first EVAL loads it for the rest
-                    out.append(self._run(call))
+                    stored = self._run(call)
                 elif isinstance(reply, RedisFailure):
                     raise self._error(reply) from reply
                 else:
-                    out.append(call.parse(reply))
+                    stored = call.parse(reply)
+                out.append(self._stored(call, keys, stored))
             except HistoryError as exc:  # the items after it are stored all the same
                 exc.index = index
                 refused = refused or exc
@@ -393,7 +411,20 @@ class RedisLongTermMemory:
             raise refused
         return out
 
-    def _store_call(self, text: str, metadata: Mapping[str, Any]) -> Call[str]:
+    def _stored(self, call: Call[_Stored], keys: MemoryKeys, stored: _Stored) -> str:
+        """The id of the memory a store ``call`` replied ``stored`` for. A memory with its
+        text that a forget stopped part way left is forgotten first, then ``call`` is sent
+        again: it keeps a new memory, never one that is not recalled."""
+        for _ in range(FORGET_ATTEMPTS):
+            if not stored.forgetting:
+                return stored.memory_id
+            self._forget(keys, stored.memory_id)
+            stored = self._run(call)
+        raise HistoryError(f"memory {stored.memory_id} kept being forgotten while stored")
+
+    def _store_call(
+        self, text: str, metadata: Mapping[str, Any]
+    ) -> tuple[Call[_Stored], MemoryKeys]:
         if not isinstance(text, str):
             raise TypeError(f"a memory's text must be a str, got {type(text).__name__}")
         filters, extra = _split(metadata)
@@ -424,8 +455,8 @@ class RedisLongTermMemory:
         )  # fmt: skip
         sets = [keys.conversation(c) for c in conversations] + [keys.tag(t) for t in filters.tags]
         postings = [length * 1000 + min(tf, MAX_TF) for tf in counts.values()]
-        return _memory_call(
-            lambda reply: _text(reply[0]),
+        call = _memory_call(
+            lambda reply: _Stored(_text(reply[0]), int(reply[1]) == _FORGETTING),
             "memory_store",
             (keys.stats, keys.docs, keys.dedup, keys.recent),
             [*sets, *map(keys.term, counts)],
@@ -443,6 +474,7 @@ class RedisLongTermMemory:
                 *postings,
             ),
         )
+        return call, keys
 
     # -- recall -------------------------------------------------------------------------------
 
@@ -508,6 +540,10 @@ class RedisLongTermMemory:
         keys = self._owner(filters)
         if not memory_id.isascii() or not memory_id.isdigit():
             return False  # not an id store returns
+        return self._forget(keys, memory_id)
+
+    def _forget(self, keys: MemoryKeys, memory_id: str) -> bool:
+        """:meth:`forget` of an id ``store`` returns."""
         for _ in range(FORGET_ATTEMPTS):
             try:
                 raw = self.client.hget(keys.docs, memory_id)
@@ -520,7 +556,7 @@ class RedisLongTermMemory:
 
     def _forget_call(self, keys: MemoryKeys, memory_id: str, raw: bytes | str | None) -> Call[int]:
         """The script removing ``memory_id`` if its record is still ``raw``; with ``raw``
-        ``None`` it removes nothing (it clears what a forget stopped part way left)."""
+        ``None`` it removes only what a forget stopped after removing the record left."""
         sets: builtins.list[str] = []
         postings: builtins.list[str] = []
         args: tuple[Any, ...] = (memory_id, "", "", 0, 0)
