@@ -31,12 +31,14 @@ it (``lua/memory_store-4.lua``); a store of the text of a memory whose forget st
 finishes that forget first, and keeps the text as a new memory. A text without a term is
 refused: it could not be recalled.
 
-Arguments are checked before anything is sent: a wrong type is a ``TypeError`` (tags are a
-list, tuple, set or frozenset of strings, never a bare string or a generator; counts are
-``int``, not ``bool``), a value out of its limit (:data:`MAX_TEXT_BYTES`, :data:`MAX_TERMS`,
-:data:`MAX_TAGS`, :data:`MAX_EXTRA_BYTES`, :data:`MAX_TOP_K`, :data:`MAX_LIST`) or extra
-metadata that is not JSON data a ``ValueError``; a query's terms past
-:data:`MAX_QUERY_TERMS` are ignored (the query is often a whole user message).
+Arguments are checked before anything is sent (counts by ``redis_history.limits``, as the
+histories' are): a wrong type is a ``TypeError`` (tags are a list, tuple, set or frozenset of
+strings, never a bare string or a generator; counts are integers, not ``bool``), a value over
+its limit (:data:`MAX_TEXT_BYTES`, :data:`MAX_TERMS`, :data:`MAX_TAGS`,
+:data:`MAX_EXTRA_BYTES`, :data:`MAX_TOP_K`, :data:`MAX_LIST`) a ``LimitExceededError`` (a
+``ValueError``), a count below its range or extra metadata that is not JSON data a
+``ValueError``; a query's terms past :data:`MAX_QUERY_TERMS` are ignored (the query is often
+a whole user message).
 
 No call runs over 250 ms on the server, whatever an owner holds: a store refuses, with
 ``LimitExceededError``, a memory past :data:`MAX_MEMORIES` of its owner, and a merge that would
@@ -60,9 +62,10 @@ from typing import Any, NamedTuple, TypeVar
 from pydantic import ConfigDict, TypeAdapter, ValidationError
 from redis.exceptions import NoScriptError
 
+from redis_history import limits
 from redis_history._core import Call, RedisFailure, redis_error, send
 from redis_history._redact import Redactor, client_secrets
-from redis_history.context.memory import MemoryFilters, MemoryRecord, count_arg, tag_tuple
+from redis_history.context.memory import MemoryFilters, MemoryRecord, tag_tuple
 from redis_history.errors import CorruptHistoryError, HistoryError
 from redis_history.keys import DEFAULT_NAMESPACE, DEFAULT_PREFIX, MemoryKeys, validate_name
 from redis_history.models import JsonObject
@@ -355,11 +358,11 @@ class RedisLongTermMemory:
                 are not a list, tuple, set or frozenset of strings.
             ValueError: no ``agent_id``, an unusable name or tag, an empty text or one without
                 a term, extra metadata that is not JSON data (tuples, sets, bytes, NaN,
-                non-string keys, nesting past ``MAX_NESTING``), or a text, tag list or extra
-                metadata over its limit.
-            LimitExceededError: the owner has :data:`MAX_MEMORIES` memories, or the merge would
-                take the memory past its most tags, conversations or extra metadata
-                (nothing is written).
+                non-string keys, nesting past ``MAX_NESTING``).
+            LimitExceededError: a text, its distinct terms, tags or extra metadata over its
+                limit; the owner has :data:`MAX_MEMORIES` memories, or the merge would take
+                the memory past its most tags, conversations or extra metadata (nothing is
+                written).
             CorruptHistoryError: a key, record, posting or count of the owner is not what
                 the memory writes (nothing is written).
             HistoryError: the owner's memory with this text, which a forget stopped part way
@@ -434,16 +437,14 @@ class RedisLongTermMemory:
             size = len(text.encode())
         except UnicodeEncodeError:
             raise ValueError("a memory's text must be valid UTF-8 text") from None
-        if size > MAX_TEXT_BYTES:
-            raise ValueError(f"a memory is {size} bytes; the limit is {MAX_TEXT_BYTES}")
+        limits.limited(size, MAX_TEXT_BYTES, "a memory's text in UTF-8 bytes")
         counts = Counter(terms(text))
         if not counts:
             raise ValueError(
                 "a memory needs a word to be recalled by: stop words, single letters and "
                 f"symbols are not indexed, and {text!r} has nothing else"
             )
-        if len(counts) > MAX_TERMS:
-            raise ValueError(f"a memory has {len(counts)} distinct terms; the limit is {MAX_TERMS}")
+        limits.limited(len(counts), MAX_TERMS, "a memory's distinct terms")
         keys = self.keys(filters.agent_id, filters.user_id)
         length = sum(counts.values())
         now = self._clock()
@@ -483,15 +484,16 @@ class RedisLongTermMemory:
         term with ``query``, by BM25 score, the most recently stored first on a tie.
 
         Raises:
-            TypeError: ``top_k`` not an ``int`` (or a ``bool``), ``query`` not a ``str``,
+            TypeError: ``top_k`` not an integer (or a ``bool``), ``query`` not a ``str``,
                 ``filters`` not :class:`MemoryFilters`.
-            ValueError: ``top_k`` below 0 or above :data:`MAX_TOP_K`; an unusable name or
-                more than :data:`MAX_TAGS` tags.
+            ValueError: ``top_k`` below 0; an unusable name.
+            LimitExceededError: ``top_k`` above :data:`MAX_TOP_K`, more than
+                :data:`MAX_TAGS` tags.
             CorruptHistoryError: a key, record, posting or count of the owner is not what
                 the memory writes (nothing is written).
             StoreUnavailableError: Redis could not be reached.
         """
-        count_arg(top_k, "top_k", 0, MAX_TOP_K)
+        top_k = limits.count(top_k, "top_k", high=MAX_TOP_K)
         if not isinstance(query, str):
             raise TypeError(f"query must be a str, got {type(query).__name__}")
         keys = self._owner(filters)
@@ -584,16 +586,17 @@ class RedisLongTermMemory:
         of them from ``offset``.
 
         Raises:
-            TypeError: ``limit`` or ``offset`` not an ``int`` (or a ``bool``), ``filters`` not
+            TypeError: ``limit`` or ``offset`` not an integer (or a ``bool``), ``filters`` not
                 :class:`MemoryFilters`.
-            ValueError: ``limit`` not 1 to :data:`MAX_LIST`, ``offset`` negative; an unusable
-                name or more than :data:`MAX_TAGS` tags.
+            ValueError: ``limit`` below 1, ``offset`` negative; an unusable name.
+            LimitExceededError: ``limit`` above :data:`MAX_LIST`, more than :data:`MAX_TAGS`
+                tags.
             CorruptHistoryError: a key, record, posting or count of the owner is not what
                 the memory writes (nothing is written).
             StoreUnavailableError: Redis could not be reached.
         """
-        count_arg(limit, "limit", 1, MAX_LIST)
-        count_arg(offset, "offset", 0)
+        limit = limits.count(limit, "limit", low=1, high=MAX_LIST)
+        offset = limits.count(offset, "offset")
         keys = self._owner(filters)
         sets = _filter_sets(keys, filters)
         call = _memory_call(
@@ -642,14 +645,12 @@ def _split(metadata: Mapping[str, Any]) -> tuple[MemoryFilters, dict[str, str]]:
         raise ValueError(f"a memory's extra metadata must be JSON data: {exc}") from None
     except UnicodeEncodeError:
         raise ValueError("a memory's extra metadata holds a lone surrogate") from None
-    if size > MAX_EXTRA_BYTES:
-        raise ValueError(f"extra metadata is {size} bytes as JSON; the limit is {MAX_EXTRA_BYTES}")
+    limits.limited(size, MAX_EXTRA_BYTES, "a memory's extra metadata in bytes of JSON")
     return filters, texts
 
 
 def _check_tags(tags: Sequence[str]) -> None:
-    if len(tags) > MAX_TAGS:
-        raise ValueError(f"{len(tags)} tags; the limit is {MAX_TAGS}")
+    limits.limited(len(tags), MAX_TAGS, "tags")
     for tag in tags:
         validate_name(tag, "tag")
 
