@@ -4,10 +4,14 @@ terms, conversations and tags name the keys given).
 
 As in memory_store, every check comes first, and the writes are ordered so that a forget
 stopped part way is finished by running it again: one HSET takes the memory out of the counts
-and notes it in the stats hash under "-id"; then it leaves `recent` (it is no longer listed),
-its sets, postings and dedup entry, then its record, and last the note is cleared.
+and notes it in the stats hash twice, by its id and by its text's hash; then it leaves
+`recent` (it is no longer listed), its sets and postings, then its record, its dedup entry,
+and last one HDEL clears both notes. Until then a store of the same text finds the memory by
+the hash note and has this forget finished first (memory_store), and this script run again
+once the record is gone finds the hash by the id note.
 
-KEYS[1] stats    HASH  seq, docs, len, and the notes of unfinished stores and forgets
+KEYS[1] stats    HASH  seq, docs, len, and the notes of unfinished stores and forgets:
+                       "-" .. id -> hash and "-" .. hash -> id while this one is
 KEYS[2] docs     HASH  id -> record (JSON)
 KEYS[3] dedup    HASH  normalized-text hash -> id
 KEYS[4] recent   ZSET  id -> last stored (ms)
@@ -33,21 +37,28 @@ if bad then return bad end
 local counts, bad = read_counts(stats, 'docs', 'len')
 if bad then return bad end
 local record, note = redis.call('HGET', docs, id), '-' .. id
+
+-- the writes after the record's: what of the text's `hash` still names the memory, then the notes
+local function finish(hash)
+  if redis.call('HGET', dedup, hash) == id then redis.call('HDEL', dedup, hash) end
+  if redis.call('HGET', stats, '+' .. hash) == id then redis.call('HDEL', stats, '+' .. hash) end
+  redis.call('HDEL', stats, note, '-' .. hash)
+end
+
 if not record then
-  redis.call('HDEL', stats, note)  -- a forget stopped between its last two writes
+  local hash = redis.call('HGET', stats, note)
+  if hash then finish(hash) end  -- a forget stopped after it removed the record
   return 0
 end
 if record ~= ARGV[2] then return -1 end
 local hash = ARGV[3]
 if redis.call('HEXISTS', stats, note) == 0 then
   redis.call('HSET', stats, 'docs', string.format('%d', counts[1] - 1),
-    'len', string.format('%d', counts[2] - tonumber(ARGV[4])), note, 1)
+    'len', string.format('%d', counts[2] - tonumber(ARGV[4])), note, hash, '-' .. hash, id)
 end
 redis.call('ZREM', recent, id)
 for i = 5, sets do redis.call('SREM', KEYS[i], id) end
 for i = sets + 1, #KEYS do redis.call('HDEL', KEYS[i], id) end
-if redis.call('HGET', dedup, hash) == id then redis.call('HDEL', dedup, hash) end
-if redis.call('HGET', stats, '+' .. hash) == id then redis.call('HDEL', stats, '+' .. hash) end
 redis.call('HDEL', docs, id)
-redis.call('HDEL', stats, note)
+finish(hash)
 return 1

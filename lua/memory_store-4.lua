@@ -9,7 +9,10 @@ part way (Redis keeps what a script wrote before an error) is never half visible
 same store run again finishes it: one HSET takes the id, counts the memory and notes it in
 the stats hash under "+hash"; then come its dedup entry, sets and postings, then its record,
 then its place in `recent` (from then on it is listed and recalled), and last the note is
-cleared. A merge adds the sets before it rewrites the record.
+cleared. A merge adds the sets before it rewrites the record. A memory with this text that a
+forget stopped part way is still being removed (memory_forget notes it under "-hash"): the
+store then writes nothing and replies with its id, to have that forget finished first and
+the store sent again, which keeps a new memory.
 
 The record is a JSON object: t the text, c its conversations, g its tags, m its extra
 metadata, at and up when first and last stored (ms), n its length in terms, k its terms. It
@@ -18,7 +21,8 @@ text, so that cjson, which rounds numbers to 14 digits and writes an empty list 
 changes what the caller stored.
 
 KEYS[1] stats    HASH  seq (the last id), docs (memories), len (their terms in all),
-                       "+" .. hash -> id while that store is unfinished
+                       "+" .. hash -> id while that store is unfinished,
+                       "-" .. hash -> id while a forget of that memory is
 KEYS[2] docs     HASH  id -> record (JSON)
 KEYS[3] dedup    HASH  normalized-text hash -> id
 KEYS[4] recent   ZSET  id -> last stored (ms)
@@ -33,10 +37,10 @@ ARGV[7..10] the limits: memories of an owner, then tags, conversations and bytes
          metadata (keys and JSON texts) of one memory
 ARGV[11..] one posting per term key, in order: length * 1000 + the term's frequency
 
-Returns {id, 1} for a new memory, {id, 0} for a merge; or, having written nothing,
-{LIMIT, -1, reason} when the owner is full or the merged memory would pass a limit, and
-{CORRUPT, -1, reason} when a key, a stats field, the dedup entry or the record merged into is
-not what the memory writes.
+Returns {id, 1} for a new memory, {id, 0} for a merge; or, having written nothing, {id, 2}
+when the memory id with this text is being forgotten, {LIMIT, -1, reason} when the owner is
+full or the merged memory would pass a limit, and {CORRUPT, -1, reason} when a key, a stats
+field, the dedup entry, the note or the record merged into is not what the memory writes.
 ]]
 --- @include "memory_types"
 --- @include "memory_counts"
@@ -76,12 +80,16 @@ if bad then return bad end
 local counts, bad = read_counts(stats, 'seq', 'docs', 'len')
 if bad then return bad end
 
--- the owner's memory with this text, or the id of an unfinished store of it
-local id, where = redis.call('HGET', dedup, hash), dedup
+-- the owner's memory with this text being forgotten, or with it, or the id of an unfinished
+-- store of it
+local id, where = redis.call('HGET', stats, '-' .. hash), stats
+local forgetting = id
+if not id then id, where = redis.call('HGET', dedup, hash), dedup end
 if not id then id, where = redis.call('HGET', stats, note), stats end
 if id and not string.find(id, '^%d+$') then
   return {CORRUPT, -1, 'the memory id of ' .. hash .. ' in ' .. where .. ' is not a memory id: ' .. id}
 end
+if forgetting then return {id, 2} end
 local old = id and redis.call('HGET', docs, id)
 if old then
   local ok, record = pcall(cjson.decode, old)

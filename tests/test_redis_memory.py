@@ -328,11 +328,19 @@ def test_unicode_and_cjk_memories(memory: RedisLongTermMemory) -> None:
 
 
 def test_limits_raise_typed_errors_and_write_nothing(memory: RedisLongTermMemory) -> None:
-    """Every documented limit and unusable name is a ValueError before anything is written."""
+    """A value over a documented limit is a LimitExceededError, one below its range or an
+    unusable name a plain ValueError, before anything is written."""
     who = {"agent_id": "a", "user_id": "u"}
-    bad_stores: list[tuple[str, dict[str, Any]]] = [
+    over: list[tuple[str, dict[str, Any]]] = [
         ("x" * (MAX_TEXT_BYTES + 1), who),
         (" ".join(f"w{i}" for i in range(MAX_TERMS + 1)), who),
+        ("text", {**who, "tags": [f"t{i}" for i in range(MAX_TAGS + 1)]}),
+        ("text", {**who, "blob": "x" * MAX_EXTRA_BYTES}),
+    ]
+    for text, metadata in over:
+        with pytest.raises(LimitExceededError, match="the limit is"):
+            memory.store(text, metadata)
+    bad_stores: list[tuple[str, dict[str, Any]]] = [
         ("  ", who),
         ("it is what it is", who),  # stop words only: it could never be recalled
         ("🍵 & ☕ !", who),
@@ -340,25 +348,32 @@ def test_limits_raise_typed_errors_and_write_nothing(memory: RedisLongTermMemory
         ("text", {"agent_id": "a:b"}),
         ("text", {"agent_id": "a", "user_id": "{u}"}),
         ("text", {**who, "conversation_id": "c\n"}),
-        ("text", {**who, "tags": [f"t{i}" for i in range(MAX_TAGS + 1)]}),
         ("text", {**who, "tags": ["{t}"]}),
-        ("text", {**who, "blob": "x" * 5000}),
         ("text", {**who, "when": object()}),
         ("text", {**who, "updated_ms": 1}),
         ("bad \ud800 text", who),
     ]
     for text, metadata in bad_stores:
-        with pytest.raises(ValueError):  # noqa: PT011 -- each case has its own message
+        with pytest.raises(ValueError) as refused:  # noqa: PT011 -- each has its own message
             memory.store(text, metadata)
+        assert not isinstance(refused.value, LimitExceededError), text
     assert owner_keys(memory.client) == []
     filters = MemoryFilters("a", "u")
-    for top_k in (-1, MAX_TOP_K + 1):
-        with pytest.raises(ValueError, match="top_k"):
-            memory.recall("x", filters, top_k)
-    with pytest.raises(ValueError, match="limit"):
-        memory.list(filters, limit=0)
-    with pytest.raises(ValueError, match="tags"):
+    with pytest.raises(LimitExceededError, match="top_k is 101; the limit is 100"):
+        memory.recall("x", filters, MAX_TOP_K + 1)
+    with pytest.raises(LimitExceededError, match="limit is 101; the limit is 100"):
+        memory.list(filters, limit=MAX_LIST + 1)
+    with pytest.raises(LimitExceededError, match="tags is 20; the limit is 16"):
         memory.recall("x", MemoryFilters("a", "u", tags=tuple(map(str, range(20)))), 1)
+    below: list[Callable[[], object]] = [
+        lambda: memory.recall("x", filters, -1),
+        lambda: memory.list(filters, limit=0),
+        lambda: memory.list(filters, offset=-1),
+    ]
+    for call in below:
+        with pytest.raises(ValueError, match=r"must be (positive|>= 0)") as refused:
+            call()
+        assert not isinstance(refused.value, LimitExceededError)
     assert memory.store(" ".join(f"w{i}" for i in range(MAX_TERMS)), who) == "1"
 
 
@@ -528,7 +543,10 @@ REFUSED: dict[str, tuple[Callable[[RedisLongTermMemory], object], type[Exception
     "top_k a bool": (lambda m: m.recall("tea", OWNER, True), TypeError),
     "top_k a string": (lambda m: m.recall("tea", OWNER, unchecked("5")), TypeError),
     "top_k negative": (lambda m: m.recall("tea", OWNER, -1), ValueError),
-    "top_k over the limit": (lambda m: m.recall("tea", OWNER, MAX_TOP_K + 1), ValueError),
+    "top_k over the limit": (
+        lambda m: m.recall("tea", OWNER, MAX_TOP_K + 1),
+        LimitExceededError,
+    ),
     "query bytes": (lambda m: m.recall(unchecked(b"tea"), OWNER, 5), TypeError),
     "filters a dict": (lambda m: m.recall("tea", unchecked(WHO), 5), TypeError),
     "filter tags a string": (
@@ -541,7 +559,7 @@ REFUSED: dict[str, tuple[Callable[[RedisLongTermMemory], object], type[Exception
     ),
     "filter tags over the limit": (
         lambda m: m.list(MemoryFilters("a", "u", tags=tuple(map(str, range(MAX_TAGS + 1))))),
-        ValueError,
+        LimitExceededError,
     ),
     "tags a generator": (
         lambda m: m.store("oolong", {**WHO, "tags": (t for t in ["x", "y"])}),
@@ -572,7 +590,7 @@ REFUSED: dict[str, tuple[Callable[[RedisLongTermMemory], object], type[Exception
     "limit a float": (lambda m: m.list(OWNER, limit=unchecked(10.0)), TypeError),
     "limit a bool": (lambda m: m.list(OWNER, limit=True), TypeError),
     "limit zero": (lambda m: m.list(OWNER, limit=0), ValueError),
-    "limit over the limit": (lambda m: m.list(OWNER, limit=MAX_LIST + 1), ValueError),
+    "limit over the limit": (lambda m: m.list(OWNER, limit=MAX_LIST + 1), LimitExceededError),
     "offset negative": (lambda m: m.list(OWNER, offset=-1), ValueError),
     "offset a float": (lambda m: m.list(OWNER, offset=unchecked(1.0)), TypeError),
     "offset a string": (lambda m: m.list(OWNER, offset=unchecked("1")), TypeError),
@@ -591,8 +609,8 @@ def commands_processed(client: redis.Redis) -> int:
 def test_bad_arguments_are_refused_before_anything_is_sent(
     real_redis: redis.Redis, case: str
 ) -> None:
-    """A wrong type is a TypeError and a value out of its range a ValueError, raised before a
-    command reaches Redis."""
+    """A wrong type is a TypeError, a value below its range a ValueError and one over its limit
+    a LimitExceededError, raised before a command reaches Redis."""
     memory = RedisLongTermMemory(real_redis, clock=Clock())
     memory.store("green tea", TAGGED)
     call, error = REFUSED[case]
@@ -629,6 +647,8 @@ def test_the_in_memory_reference_checks_tags_and_top_k_alike() -> None:
     assert reference.all()[0][2]["tags"] == ["x"]
     with pytest.raises(TypeError):
         reference.recall("tea", OWNER, unchecked(1.5))
+    with pytest.raises(ValueError, match="top_k must be >= 0"):
+        reference.recall("tea", OWNER, -1)
 
 
 @pytest.mark.real_redis
@@ -901,7 +921,7 @@ def test_a_store_cut_after_any_write_is_never_half_visible(
         memory.store("window seat on short flights", TAGGED)
         if merge:
             memory.store(text, WHO)
-        call = memory._store_call(text, {**TAGGED, "tags": ["x", "y"], "kind": "fact"})
+        call, _ = memory._store_call(text, {**TAGGED, "tags": ["x", "y"], "kind": "fact"})
         if not run_cut(real_redis, call, cut):
             break
         assert_whole(memory)
@@ -914,24 +934,43 @@ def test_a_store_cut_after_any_write_is_never_half_visible(
 
 
 @pytest.mark.real_redis
-def test_a_forget_cut_after_any_write_is_finished_by_forgetting_again(
-    real_redis: redis.Redis,
+@pytest.mark.parametrize("then", ["forget", "store", "store_many"])
+def test_a_forget_cut_after_any_write_is_finished_by_forgetting_or_storing_again(
+    real_redis: redis.Redis, then: str
 ) -> None:
     """A forget script stopped after any of its writes leaves nothing listed that is not
-    recalled; forgetting again finishes it, uncounted once."""
+    recalled; forgetting again finishes it, uncounted once, and so does a store of the same
+    text, which then keeps the text as a new memory holding none of the forgotten one's
+    conversations and tags."""
     memory = RedisLongTermMemory(real_redis, clock=Clock())
     keys = memory.keys("a", "u")
+    text = "Prefers an aisle seat on long flights"
     for cut in itertools.count(1):
         real_redis.flushall()
-        memory_id = memory.store("Prefers an aisle seat on long flights", TAGGED)
+        memory_id = memory.store(text, TAGGED)
         other = memory.store("window seat on short flights", TAGGED)
         call = memory._forget_call(keys, memory_id, real_redis.hget(keys.docs, memory_id))
         if not run_cut(real_redis, call, cut):
             break
         assert_whole(memory)
-        memory.forget(memory_id, OWNER)
-        assert [r.memory_id for r in memory.list(OWNER)] == [other]
-        assert memory.recall("aisle", OWNER, 5) == []
+        if then == "forget":
+            memory.forget(memory_id, OWNER)
+            assert [r.memory_id for r in memory.list(OWNER)] == [other]
+            assert memory.recall("aisle", OWNER, 5) == []
+        else:
+            metadata = {**WHO, "conversation_id": "d", "tags": ["z"]}
+            if then == "store":
+                again = memory.store(text, metadata)
+            else:
+                (again,) = memory.store_many([(text, metadata)])
+            assert again not in (memory_id, other)
+            assert [r.memory_id for r in memory.list(OWNER)] == [again, other]
+            (hit,) = memory.recall("aisle", OWNER, 5)
+            assert hit.memory_id == again
+            assert (hit.metadata["conversation_ids"], hit.metadata["tags"]) == (["d"], ["z"])
+            assert real_redis.hkeys(keys.term("aisle")) == [again.encode()]
+        assert real_redis.smembers(keys.conversation("c")) == {other.encode()}
+        assert real_redis.smembers(keys.tag("x")) == {other.encode()}
         assert_whole(memory)
         assert_counted(memory)
     assert cut > 4

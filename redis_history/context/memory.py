@@ -21,6 +21,7 @@ from itertools import count
 from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
 
+from redis_history import limits
 from redis_history._plugins import PluginKind
 
 __all__ = ["InMemoryMemory", "LongTermMemory", "MemoryFilters", "MemoryRecord", "resolve_memory"]
@@ -44,21 +45,6 @@ def tag_tuple(tags: object, what: str = "tags") -> tuple[str, ...]:
         if not isinstance(tag, str):
             raise TypeError(f"{what} must be strings, got {tag!r}")
     return tuple(dict.fromkeys(tags))
-
-
-def count_arg(value: object, name: str, low: int, high: int | None = None) -> int:
-    """``value`` if it is an ``int`` (not a ``bool``) from ``low`` to ``high``.
-
-    Raises:
-        TypeError: not an ``int``, or a ``bool``.
-        ValueError: out of range.
-    """
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise TypeError(f"{name} must be an int, got {value!r}")
-    if value < low or (high is not None and value > high):
-        limits = f"{low} to {high}" if high is not None else f">= {low}"
-        raise ValueError(f"{name} must be {limits}, got {value}")
-    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,10 +157,10 @@ class InMemoryMemory:
         """At most ``top_k`` memories ``filters`` allows, by share of the query's words.
 
         Raises:
-            TypeError: ``top_k`` is not an ``int``.
+            TypeError: ``top_k`` is not an integer.
             ValueError: ``top_k`` is negative.
         """
-        count_arg(top_k, "top_k", 0)
+        top_k = limits.count(top_k, "top_k")
         wanted = _words(query)
         scored = [
             (len(wanted & _words(text)) / len(wanted) if wanted else 0.0, order, memory_id)

@@ -27,14 +27,18 @@ is not its own, a key of another data type) raises ``CorruptHistoryError`` namin
 scripts check before their first write, so a refused write changes nothing. Their writes are
 ordered so that a store or forget stopped part way (Redis keeps a script's writes before an
 error) never leaves a memory listed that is not recalled, and the same call again finishes
-it (``lua/memory_store-4.lua``). A text without a term is refused: it could not be recalled.
+it (``lua/memory_store-4.lua``); a store of the text of a memory whose forget stopped part way
+finishes that forget first, and keeps the text as a new memory. A text without a term is
+refused: it could not be recalled.
 
-Arguments are checked before anything is sent: a wrong type is a ``TypeError`` (tags are a
-list, tuple, set or frozenset of strings, never a bare string or a generator; counts are
-``int``, not ``bool``), a value out of its limit (:data:`MAX_TEXT_BYTES`, :data:`MAX_TERMS`,
-:data:`MAX_TAGS`, :data:`MAX_EXTRA_BYTES`, :data:`MAX_TOP_K`, :data:`MAX_LIST`) or extra
-metadata that is not JSON data a ``ValueError``; a query's terms past
-:data:`MAX_QUERY_TERMS` are ignored (the query is often a whole user message).
+Arguments are checked before anything is sent (counts by ``redis_history.limits``, as the
+histories' are): a wrong type is a ``TypeError`` (tags are a list, tuple, set or frozenset of
+strings, never a bare string or a generator; counts are integers, not ``bool``), a value over
+its limit (:data:`MAX_TEXT_BYTES`, :data:`MAX_TERMS`, :data:`MAX_TAGS`,
+:data:`MAX_EXTRA_BYTES`, :data:`MAX_TOP_K`, :data:`MAX_LIST`) a ``LimitExceededError`` (a
+``ValueError``), a count below its range or extra metadata that is not JSON data a
+``ValueError``; a query's terms past :data:`MAX_QUERY_TERMS` are ignored (the query is often
+a whole user message).
 
 No call runs over 250 ms on the server, whatever an owner holds: a store refuses, with
 ``LimitExceededError``, a memory past :data:`MAX_MEMORIES` of its owner, and a merge that would
@@ -58,9 +62,10 @@ from typing import Any, NamedTuple, TypeVar
 from pydantic import ConfigDict, TypeAdapter, ValidationError
 from redis.exceptions import NoScriptError
 
+from redis_history import limits
 from redis_history._core import Call, RedisFailure, redis_error, send
 from redis_history._redact import Redactor, client_secrets
-from redis_history.context.memory import MemoryFilters, MemoryRecord, count_arg, tag_tuple
+from redis_history.context.memory import MemoryFilters, MemoryRecord, tag_tuple
 from redis_history.errors import CorruptHistoryError, HistoryError
 from redis_history.keys import DEFAULT_NAMESPACE, DEFAULT_PREFIX, MemoryKeys, validate_name
 from redis_history.models import JsonObject
@@ -251,6 +256,18 @@ def _record(raw: Any, memory_id: str) -> _Record:
     )
 
 
+class _Stored(NamedTuple):
+    """A store's reply: the memory's id, and whether it is being forgotten (a forget stopped
+    part way), the store having written nothing."""
+
+    memory_id: str
+    forgetting: bool
+
+
+_FORGETTING = 2
+"""The second item of ``lua/memory_store-4.lua``'s reply when the memory is being forgotten."""
+
+
 def _accepted(reply: Any) -> Any:
     """A memory script's reply, or the exception of its refusal (``[code, index, reason]``,
     told from a result by its integer first item: results start with an id)."""
@@ -341,16 +358,19 @@ class RedisLongTermMemory:
                 are not a list, tuple, set or frozenset of strings.
             ValueError: no ``agent_id``, an unusable name or tag, an empty text or one without
                 a term, extra metadata that is not JSON data (tuples, sets, bytes, NaN,
-                non-string keys, nesting past ``MAX_NESTING``), or a text, tag list or extra
-                metadata over its limit.
-            LimitExceededError: the owner has :data:`MAX_MEMORIES` memories, or the merge would
-                take the memory past its most tags, conversations or extra metadata
-                (nothing is written).
+                non-string keys, nesting past ``MAX_NESTING``).
+            LimitExceededError: a text, its distinct terms, tags or extra metadata over its
+                limit; the owner has :data:`MAX_MEMORIES` memories, or the merge would take
+                the memory past its most tags, conversations or extra metadata (nothing is
+                written).
             CorruptHistoryError: a key, record, posting or count of the owner is not what
                 the memory writes (nothing is written).
+            HistoryError: the owner's memory with this text, which a forget stopped part way
+                left, kept changing while that forget was finished.
             StoreUnavailableError: Redis could not be reached.
         """
-        return self._run(self._store_call(text, metadata))
+        call, keys = self._store_call(text, metadata)
+        return self._stored(call, keys, self._run(call))
 
     def store_many(self, items: Sequence[tuple[str, Mapping[str, Any]]]) -> builtins.list[str]:
         """Store each ``(text, metadata)`` as :meth:`store` does, in one pipeline; returns the
@@ -366,26 +386,27 @@ class RedisLongTermMemory:
             StoreUnavailableError: Redis could not be reached; the items that reached it
                 were stored.
         """
-        calls = [self._store_call(text, metadata) for text, metadata in items]
-        if not calls:
+        stores = [self._store_call(text, metadata) for text, metadata in items]
+        if not stores:
             return []
         try:
             with self.client.pipeline(transaction=False) as pipe:
-                for call in calls:
+                for call, _ in stores:
                     pipe.execute_command(*call.command)
                 replies = pipe.execute(raise_on_error=False)
         except RedisFailure as exc:
             raise self._error(exc) from exc
         out: builtins.list[str] = []
         refused: HistoryError | None = None
-        for index, (call, reply) in enumerate(zip(calls, replies, strict=True)):
+        for index, ((call, keys), reply) in enumerate(zip(stores, replies, strict=True)):
             try:
                 if isinstance(reply, NoScriptError):  # the first EVAL loads it for the rest
-                    out.append(self._run(call))
+                    stored = self._run(call)
                 elif isinstance(reply, RedisFailure):
                     raise self._error(reply) from reply
                 else:
-                    out.append(call.parse(reply))
+                    stored = call.parse(reply)
+                out.append(self._stored(call, keys, stored))
             except HistoryError as exc:  # the items after it are stored all the same
                 exc.index = index
                 refused = refused or exc
@@ -393,7 +414,20 @@ class RedisLongTermMemory:
             raise refused
         return out
 
-    def _store_call(self, text: str, metadata: Mapping[str, Any]) -> Call[str]:
+    def _stored(self, call: Call[_Stored], keys: MemoryKeys, stored: _Stored) -> str:
+        """The id of the memory a store ``call`` replied ``stored`` for. A memory with its
+        text that a forget stopped part way left is forgotten first, then ``call`` is sent
+        again: it keeps a new memory, never one that is not recalled."""
+        for _ in range(FORGET_ATTEMPTS):
+            if not stored.forgetting:
+                return stored.memory_id
+            self._forget(keys, stored.memory_id)
+            stored = self._run(call)
+        raise HistoryError(f"memory {stored.memory_id} kept being forgotten while stored")
+
+    def _store_call(
+        self, text: str, metadata: Mapping[str, Any]
+    ) -> tuple[Call[_Stored], MemoryKeys]:
         if not isinstance(text, str):
             raise TypeError(f"a memory's text must be a str, got {type(text).__name__}")
         filters, extra = _split(metadata)
@@ -403,16 +437,14 @@ class RedisLongTermMemory:
             size = len(text.encode())
         except UnicodeEncodeError:
             raise ValueError("a memory's text must be valid UTF-8 text") from None
-        if size > MAX_TEXT_BYTES:
-            raise ValueError(f"a memory is {size} bytes; the limit is {MAX_TEXT_BYTES}")
+        limits.limited(size, MAX_TEXT_BYTES, "a memory's text in UTF-8 bytes")
         counts = Counter(terms(text))
         if not counts:
             raise ValueError(
                 "a memory needs a word to be recalled by: stop words, single letters and "
                 f"symbols are not indexed, and {text!r} has nothing else"
             )
-        if len(counts) > MAX_TERMS:
-            raise ValueError(f"a memory has {len(counts)} distinct terms; the limit is {MAX_TERMS}")
+        limits.limited(len(counts), MAX_TERMS, "a memory's distinct terms")
         keys = self.keys(filters.agent_id, filters.user_id)
         length = sum(counts.values())
         now = self._clock()
@@ -424,8 +456,8 @@ class RedisLongTermMemory:
         )  # fmt: skip
         sets = [keys.conversation(c) for c in conversations] + [keys.tag(t) for t in filters.tags]
         postings = [length * 1000 + min(tf, MAX_TF) for tf in counts.values()]
-        return _memory_call(
-            lambda reply: _text(reply[0]),
+        call = _memory_call(
+            lambda reply: _Stored(_text(reply[0]), int(reply[1]) == _FORGETTING),
             "memory_store",
             (keys.stats, keys.docs, keys.dedup, keys.recent),
             [*sets, *map(keys.term, counts)],
@@ -443,6 +475,7 @@ class RedisLongTermMemory:
                 *postings,
             ),
         )
+        return call, keys
 
     # -- recall -------------------------------------------------------------------------------
 
@@ -451,15 +484,16 @@ class RedisLongTermMemory:
         term with ``query``, by BM25 score, the most recently stored first on a tie.
 
         Raises:
-            TypeError: ``top_k`` not an ``int`` (or a ``bool``), ``query`` not a ``str``,
+            TypeError: ``top_k`` not an integer (or a ``bool``), ``query`` not a ``str``,
                 ``filters`` not :class:`MemoryFilters`.
-            ValueError: ``top_k`` below 0 or above :data:`MAX_TOP_K`; an unusable name or
-                more than :data:`MAX_TAGS` tags.
+            ValueError: ``top_k`` below 0; an unusable name.
+            LimitExceededError: ``top_k`` above :data:`MAX_TOP_K`, more than
+                :data:`MAX_TAGS` tags.
             CorruptHistoryError: a key, record, posting or count of the owner is not what
                 the memory writes (nothing is written).
             StoreUnavailableError: Redis could not be reached.
         """
-        count_arg(top_k, "top_k", 0, MAX_TOP_K)
+        top_k = limits.count(top_k, "top_k", high=MAX_TOP_K)
         if not isinstance(query, str):
             raise TypeError(f"query must be a str, got {type(query).__name__}")
         keys = self._owner(filters)
@@ -508,6 +542,10 @@ class RedisLongTermMemory:
         keys = self._owner(filters)
         if not memory_id.isascii() or not memory_id.isdigit():
             return False  # not an id store returns
+        return self._forget(keys, memory_id)
+
+    def _forget(self, keys: MemoryKeys, memory_id: str) -> bool:
+        """:meth:`forget` of an id ``store`` returns."""
         for _ in range(FORGET_ATTEMPTS):
             try:
                 raw = self.client.hget(keys.docs, memory_id)
@@ -520,7 +558,7 @@ class RedisLongTermMemory:
 
     def _forget_call(self, keys: MemoryKeys, memory_id: str, raw: bytes | str | None) -> Call[int]:
         """The script removing ``memory_id`` if its record is still ``raw``; with ``raw``
-        ``None`` it removes nothing (it clears what a forget stopped part way left)."""
+        ``None`` it removes only what a forget stopped after removing the record left."""
         sets: builtins.list[str] = []
         postings: builtins.list[str] = []
         args: tuple[Any, ...] = (memory_id, "", "", 0, 0)
@@ -548,16 +586,17 @@ class RedisLongTermMemory:
         of them from ``offset``.
 
         Raises:
-            TypeError: ``limit`` or ``offset`` not an ``int`` (or a ``bool``), ``filters`` not
+            TypeError: ``limit`` or ``offset`` not an integer (or a ``bool``), ``filters`` not
                 :class:`MemoryFilters`.
-            ValueError: ``limit`` not 1 to :data:`MAX_LIST`, ``offset`` negative; an unusable
-                name or more than :data:`MAX_TAGS` tags.
+            ValueError: ``limit`` below 1, ``offset`` negative; an unusable name.
+            LimitExceededError: ``limit`` above :data:`MAX_LIST`, more than :data:`MAX_TAGS`
+                tags.
             CorruptHistoryError: a key, record, posting or count of the owner is not what
                 the memory writes (nothing is written).
             StoreUnavailableError: Redis could not be reached.
         """
-        count_arg(limit, "limit", 1, MAX_LIST)
-        count_arg(offset, "offset", 0)
+        limit = limits.count(limit, "limit", low=1, high=MAX_LIST)
+        offset = limits.count(offset, "offset")
         keys = self._owner(filters)
         sets = _filter_sets(keys, filters)
         call = _memory_call(
@@ -606,14 +645,12 @@ def _split(metadata: Mapping[str, Any]) -> tuple[MemoryFilters, dict[str, str]]:
         raise ValueError(f"a memory's extra metadata must be JSON data: {exc}") from None
     except UnicodeEncodeError:
         raise ValueError("a memory's extra metadata holds a lone surrogate") from None
-    if size > MAX_EXTRA_BYTES:
-        raise ValueError(f"extra metadata is {size} bytes as JSON; the limit is {MAX_EXTRA_BYTES}")
+    limits.limited(size, MAX_EXTRA_BYTES, "a memory's extra metadata in bytes of JSON")
     return filters, texts
 
 
 def _check_tags(tags: Sequence[str]) -> None:
-    if len(tags) > MAX_TAGS:
-        raise ValueError(f"{len(tags)} tags; the limit is {MAX_TAGS}")
+    limits.limited(len(tags), MAX_TAGS, "tags")
     for tag in tags:
         validate_name(tag, "tag")
 
