@@ -18,33 +18,39 @@ alias, an OpenAI model name or a dotted path.
 
 from __future__ import annotations
 
+import json
 import math
 import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
 from functools import cache
 from typing import Protocol, runtime_checkable
 
 import tiktoken
 import tiktoken.model
-from pydantic_core import to_json
 
 from redis_history._encodings import ENCODINGS, SPECS, load_encoding
 from redis_history._plugins import PluginKind, PluginPathError
 from redis_history.errors import EncodingUnavailableError
-from redis_history.models import Message
+from redis_history.models import Message, ToolCall
 
 __all__ = [
     "ALIASES",
+    "CHAT",
     "DEFAULT_COUNTER",
     "DEFAULT_ENCODING",
     "ENCODINGS",
     "EncodingUnavailableError",
     "EstimatingCounter",
+    "Framing",
     "HeuristicCounter",
     "Pricer",
     "TiktokenCounter",
     "TokenCounter",
+    "call_json",
     "load_encoding",
     "message_tokens",
+    "price",
     "resolve_counter",
 ]
 
@@ -60,8 +66,55 @@ MESSAGE_OVERHEAD = 3
 """Tokens the chat format adds around every message."""
 NAME_OVERHEAD = 1
 """Tokens the chat format adds for a message's ``name``."""
-TOOL_CALL_OVERHEAD = 3
-"""Tokens the chat format adds around every tool call."""
+REPLY_PRIMING = 3
+"""Tokens every chat-completions request spends priming the reply (OpenAI's cookbook)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Framing:
+    """The tokens a wire format adds around the text of a request."""
+
+    message: int
+    """Around every message."""
+    name: int
+    """For a message's ``name``, when the format sends it."""
+    request: int
+    """Once per request: the tokens that prime the model's reply."""
+    names: bool
+    """Whether the format sends a message's ``name`` (chat completions does, except on tool
+    results)."""
+
+
+CHAT = Framing(MESSAGE_OVERHEAD, NAME_OVERHEAD, REPLY_PRIMING, names=True)
+"""The chat-completions framing (OpenAI's cookbook recipe), what the store prices by."""
+
+
+def call_json(call: ToolCall) -> str:
+    """A tool call's ``function`` object as chat completions sends it: its name and its
+    arguments as a JSON string."""
+    arguments = json.dumps(call.arguments, ensure_ascii=False)
+    return json.dumps({"name": call.name, "arguments": arguments}, ensure_ascii=False)
+
+
+def price(message: Message, framing: Framing, counter: TokenCounter) -> int:
+    """What ``message`` costs in a request framed by ``framing``: the framing's tokens, its
+    role, content, ``name`` (where the format sends it; never on a tool result) and
+    ``tool_call_id``, and each tool call's ``function`` object as JSON."""
+    count = counter.count
+    tokens = framing.message + count(message.role) + count(message.content)
+    return tokens + _rest(message, framing, count)
+
+
+def _rest(message: Message, framing: Framing, count: Callable[[str], int]) -> int:
+    """The part of :func:`price` after the role and the content."""
+    tokens = 0
+    if message.name and framing.names and message.role != "tool":
+        tokens += count(message.name) + framing.name
+    for call in message.tool_calls:
+        tokens += count(call_json(call))
+    if message.tool_call_id:
+        tokens += count(message.tool_call_id)
+    return tokens
 
 
 @runtime_checkable
@@ -322,20 +375,16 @@ class Pricer:
         """The fixed part of a message's price by role: its overhead and the role's tokens."""
 
     def __call__(self, message: Message) -> int:
-        """See :func:`message_tokens`."""
+        """See :func:`message_tokens`: :func:`price` in the chat framing, the role's part
+        looked up."""
         count = self.count
         role = message.role
         tokens = self.roles.get(role)
         if tokens is None:
-            tokens = self.roles[role] = MESSAGE_OVERHEAD + count(role)
+            tokens = self.roles[role] = CHAT.message + count(role)
         tokens += count(message.content)
-        if message.name:
-            tokens += count(message.name) + NAME_OVERHEAD
-        for call in message.tool_calls:
-            arguments = to_json(call.arguments).decode()
-            tokens += count(call.name) + count(arguments) + TOOL_CALL_OVERHEAD
-        if message.tool_call_id:
-            tokens += count(message.tool_call_id)
+        if message.name or message.tool_calls or message.tool_call_id:
+            tokens += _rest(message, CHAT, count)
         return tokens
 
 
@@ -353,12 +402,11 @@ def _role_prices(counter: TokenCounter) -> dict[str, int]:
 
 
 def message_tokens(message: Message, counter: TokenCounter) -> int:
-    """An estimate of what ``message`` costs in a chat-completions prompt.
-
-    A fixed overhead per message, then the role, content and name (OpenAI's
-    cookbook recipe); each tool call adds its function name, its compact JSON
-    arguments and a fixed overhead, and a tool result adds the call id it
-    answers (an approximation). The true framing varies a little by model.
+    """What ``message`` costs in a chat-completions prompt: :func:`price` in the chat
+    framing (OpenAI's cookbook recipe: 3 tokens a message, its role, content, ``name`` plus
+    1, ``tool_call_id``, each tool call's ``function`` JSON), what the request a history
+    renders costs, token for token with an exact counter. The true framing varies a
+    little by model.
 
     Args:
         message: the message to price.

@@ -17,6 +17,7 @@ import tiktoken.load
 from tiktoken_ext import openai_public  # type: ignore[import-untyped]
 
 from redis_history import HistoryError, Message, ToolCall, _encodings
+from redis_history.context import message_price
 from redis_history.tokens import (
     DEFAULT_COUNTER,
     DEFAULT_ENCODING,
@@ -399,16 +400,21 @@ def test_estimate_reads_a_bounded_sample_of_long_text() -> None:
     assert counter.count(long + "\udfff") >= counter.count(long) - 1
 
 
-def test_tool_call_arguments_are_priced_as_compact_json() -> None:
-    """A call's arguments cost what their compact UTF-8 JSON costs."""
+def test_a_tool_call_is_priced_as_the_request_renders_it() -> None:
+    """A call costs its ``function`` object as chat completions sends it (its name and its
+    arguments as a JSON string), as request_tokens prices it: the store and the budget
+    price a message by one recipe."""
     arguments = {"query": "Café in Zürich", "limit": 5, "filters": {"from": "LIS", "stops": [0]}}
     call = ToolCall(id="c", name="f", arguments=arguments)
-    compact = json.dumps(arguments, separators=(",", ":"), ensure_ascii=False)
+    function = json.dumps(call.to_openai()["function"], ensure_ascii=False)
+    named = Message.user("hi", name="ann")
     for counter in (TiktokenCounter(), EstimatingCounter(), WORDS):
         calling = Message.assistant("", tool_calls=[call])
         assert message_tokens(calling, counter) == (
-            3 + counter.count("assistant") + counter.count("f") + counter.count(compact) + 3
+            3 + counter.count("assistant") + counter.count(function)
         )
+        for message in (calling, named, Message.tool("r", tool_call_id="c", name="search")):
+            assert message_tokens(message, counter) == message_price(message, counter=counter)
 
 
 def test_a_counter_is_asked_the_price_of_each_role_once() -> None:

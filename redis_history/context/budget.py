@@ -19,9 +19,8 @@ estimating counter it is within 0.3% of that count in the median, 1.1% at p95 an
 ``benchmarks/bench_budget.py``), the estimate's own error (see the README's "Token counts"):
 give a ``reserve`` or a budget a few percent below the window when the estimate is in use, or
 use the exact counter where the last percent matters.
-A message's price here differs from the one the store records (:func:`message_tokens
-<redis_history.tokens.message_tokens>`) only in its tool calls, which the store prices on
-their name and compact arguments.
+A message's price in ``"openai_chat"`` is the one the store records when it is written
+(:func:`~redis_history.tokens.message_tokens`): one recipe, :func:`~redis_history.tokens.price`.
 
 ``"openai_responses"`` and ``"anthropic"`` are priced by the same recipe, without the names
 those formats drop. Neither API publishes its framing, and Anthropic's tokenizer is not
@@ -30,47 +29,37 @@ public, so for them the count is an estimate of the same order, not a bound.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from redis_history.context.formats import WireFormat, _unknown
+from redis_history.context.formats import WireFormat, unknown_format
 from redis_history.errors import BudgetExceededError
-from redis_history.models import Message, ToolCall
-from redis_history.tokens import MESSAGE_OVERHEAD, NAME_OVERHEAD, TokenCounter, resolve_counter
+from redis_history.models import Message
+from redis_history.tokens import (
+    CHAT,
+    MESSAGE_OVERHEAD,
+    REPLY_PRIMING,
+    Framing,
+    TokenCounter,
+    price,
+    resolve_counter,
+)
 from redis_history.turns import group_turns
 
 __all__ = [
     "FRAMINGS",
     "Framing",
     "fit_to_budget",
+    "framing_of",
     "message_price",
     "request_tokens",
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class Framing:
-    """The tokens a wire format adds around the text of a request."""
-
-    message: int
-    """Around every message."""
-    name: int
-    """For a message's ``name``, when the format sends it."""
-    request: int
-    """Once per request: the tokens that prime the model's reply."""
-    names: bool
-    """Whether the format sends a message's ``name`` (chat completions does, except on tool
-    results)."""
-
-
-REPLY_PRIMING = 3
-"""Tokens every chat-completions request spends priming the reply (OpenAI's cookbook)."""
-
 FRAMINGS: Mapping[WireFormat, Framing] = MappingProxyType(
     {
-        "openai_chat": Framing(MESSAGE_OVERHEAD, NAME_OVERHEAD, REPLY_PRIMING, names=True),
+        "openai_chat": CHAT,
         "openai_responses": Framing(MESSAGE_OVERHEAD, 0, REPLY_PRIMING, names=False),
         "anthropic": Framing(MESSAGE_OVERHEAD, 0, REPLY_PRIMING, names=False),
     }
@@ -78,29 +67,12 @@ FRAMINGS: Mapping[WireFormat, Framing] = MappingProxyType(
 """Each :data:`~redis_history.context.WireFormat`'s framing; see the module docstring."""
 
 
-def _framing(format: WireFormat) -> Framing:
+def framing_of(format: WireFormat) -> Framing:
+    """``format``'s framing; ``ValueError`` for an unknown format."""
     try:
         return FRAMINGS[format]
     except KeyError:
-        raise _unknown(format) from None
-
-
-def call_json(call: ToolCall) -> str:
-    """A tool call's ``function`` object as chat completions sends it: its name and its
-    arguments as a JSON string."""
-    arguments = json.dumps(call.arguments, ensure_ascii=False)
-    return json.dumps({"name": call.name, "arguments": arguments}, ensure_ascii=False)
-
-
-def _price(message: Message, framing: Framing, count: TokenCounter) -> int:
-    tokens = framing.message + count.count(message.role) + count.count(message.content)
-    if message.name and framing.names and message.role != "tool":
-        tokens += count.count(message.name) + framing.name
-    for call in message.tool_calls:
-        tokens += count.count(call_json(call))
-    if message.tool_call_id:
-        tokens += count.count(message.tool_call_id)
-    return tokens
+        raise unknown_format(format) from None
 
 
 def message_price(
@@ -119,7 +91,7 @@ def message_price(
     Raises:
         ValueError: An unknown format or counter name.
     """
-    return _price(message, _framing(format), resolve_counter(counter))
+    return price(message, framing_of(format), resolve_counter(counter))
 
 
 def request_tokens(
@@ -143,10 +115,10 @@ def request_tokens(
     Raises:
         ValueError: An unknown format or counter name.
     """
-    framing, count = _framing(format), resolve_counter(counter)
-    tokens = framing.request + sum(_price(m, framing, count) for m in messages)
+    framing, count = framing_of(format), resolve_counter(counter)
+    tokens = framing.request + sum(price(m, framing, count) for m in messages)
     if system_prompt is not None:
-        tokens += _price(Message.system(system_prompt), framing, count)
+        tokens += price(Message.system(system_prompt), framing, count)
     return tokens
 
 
@@ -249,19 +221,19 @@ def fit_to_budget(
     """
     if budget < 0 or reserve < 0:
         raise ValueError(f"budget and reserve must be >= 0, got {budget} and {reserve}")
-    framing, count = _framing(format), resolve_counter(counter)
+    framing, count = framing_of(format), resolve_counter(counter)
     split = split_turns(messages)
-    system = sum(_price(m, framing, count) for m in split.lead)
+    system = sum(price(m, framing, count) for m in split.lead)
     if system_prompt is not None:
-        system += _price(Message.system(system_prompt), framing, count)
+        system += price(Message.system(system_prompt), framing, count)
     parts = {
         "request": framing.request,
         "system": system,
-        "current_turn": sum(_price(m, framing, count) for m in split.current),
+        "current_turn": sum(price(m, framing, count) for m in split.current),
         "reserve": reserve,
     }
     room = budget - sum(parts.values())
     if room < 0:
         raise budget_error(budget, parts, "the system message, the current turn and the reserve")
-    start, _ = keep_newest(split.older, room, lambda m: _price(m, framing, count))
+    start, _ = keep_newest(split.older, room, lambda m: price(m, framing, count))
     return [*split.lead, *(m for turn in split.older[start:] for m in turn), *split.current]

@@ -71,6 +71,7 @@ __all__ = [
     "parse",
     "parse_response",
     "render",
+    "unknown_format",
 ]
 
 WireFormat = Literal["openai_chat", "openai_responses", "anthropic"]
@@ -116,7 +117,7 @@ def render(
         return _render_openai_responses(messages, system_prompt)
     if format == "anthropic":
         return _render_anthropic(messages, system_prompt)
-    raise _unknown(format)
+    raise unknown_format(format)
 
 
 def parse(request: Any, format: WireFormat) -> list[Message]:
@@ -146,7 +147,7 @@ def parse(request: Any, format: WireFormat) -> list[Message]:
         return _parse_responses_request(data)
     if format == "anthropic":
         return _parse_anthropic_request(data)
-    raise _unknown(format)
+    raise unknown_format(format)
 
 
 def parse_response(response: Any, format: WireFormat, *, choice: int = 0) -> Message:
@@ -185,7 +186,7 @@ def parse_response(response: Any, format: WireFormat, *, choice: int = 0) -> Mes
         if data.get("role", "assistant") != "assistant":
             raise ValueError(f"an Anthropic reply has role assistant, not {data.get('role')!r}")
         return _anthropic_assistant(_blocks(data.get("content")))
-    raise _unknown(format)
+    raise unknown_format(format)
 
 
 def into_request(
@@ -218,7 +219,8 @@ async def ainto_request(
     return render(await history.snapshot(), format, system_prompt)
 
 
-def _unknown(format: object) -> ValueError:
+def unknown_format(format: object) -> ValueError:
+    """The error for a wire format that is not one of :data:`WIRE_FORMATS`."""
     return ValueError(f"unknown wire format {format!r}; expected one of {', '.join(WIRE_FORMATS)}")
 
 

@@ -41,9 +41,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from redis_history.context.budget import (
     Framing,
-    _framing,
-    _price,
     budget_error,
+    framing_of,
     keep_newest,
     split_turns,
 )
@@ -51,7 +50,7 @@ from redis_history.context.formats import WireFormat, render
 from redis_history.context.memory import LongTermMemory, MemoryFilters, resolve_memory
 from redis_history.models import Message
 from redis_history.summarizers import Summarizer, resolve_summarizer
-from redis_history.tokens import TokenCounter, resolve_counter
+from redis_history.tokens import TokenCounter, price, resolve_counter
 
 __all__ = [
     "Diagnostics",
@@ -249,7 +248,7 @@ class HistoryManager:
         """
         if budget < 0:
             raise ValueError(f"budget must be >= 0, got {budget}")
-        framing, count = _framing(format), self._counter
+        framing, count = framing_of(format), self._counter
         split = split_turns([*history, *current_turn])
         prompts, stored_summaries = self._lead(system_message, split.lead)
         query = next((m.content for m in split.current if m.role == "user"), "")
@@ -259,7 +258,7 @@ class HistoryManager:
             summaries = [*stored_summaries, *self._summaries]
         system_text = _join([*prompts, memory_block, *summaries])
         system_message_price = (
-            _price(Message.system(system_text), framing, count) if system_text else 0
+            price(Message.system(system_text), framing, count) if system_text else 0
         )
         memory_tokens = count.count(memory_block) if memory_block else 0
         summary_tokens = sum(count.count(s) for s in summaries)
@@ -283,7 +282,7 @@ class HistoryManager:
         if self.config.strategy == "sliding_window":
             first = max(0, len(older) - (self.config.window_turns - 1))
         kept_from, history_tokens = keep_newest(
-            older[first:], room, lambda m: _price(m, framing, count)
+            older[first:], room, lambda m: price(m, framing, count)
         )
         start = first + kept_from
         body = [*(m for turn in older[start:] for m in turn), *split.current]
@@ -350,7 +349,7 @@ class HistoryManager:
         return summary
 
     def _cost(self, messages: Sequence[Message], framing: Framing) -> int:
-        return sum(_price(m, framing, self._counter) for m in messages)
+        return sum(price(m, framing, self._counter) for m in messages)
 
     @staticmethod
     def _lead(system_message: str | None, lead: Sequence[Message]) -> tuple[list[str], list[str]]:
