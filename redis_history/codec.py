@@ -64,7 +64,14 @@ from redis_history.errors import (
     MessageTooLargeError,
 )
 from redis_history.limits import MAX_TOOL_CALLS
-from redis_history.models import JSON_SCALARS, MAX_ID_LENGTH, MAX_NESTING, Message, ToolCall
+from redis_history.models import (
+    JSON_SCALARS,
+    MAX_ID_LENGTH,
+    MAX_NESTING,
+    Message,
+    ToolCall,
+    chat_message,
+)
 from redis_history.tokens import Pricer, TokenCounter
 
 __all__ = [
@@ -479,20 +486,10 @@ def decode_openai(raw: Sequence[bytes | str], *, where: str = "") -> list[dict[s
 
 
 def _wire(m: dict[str, Any]) -> dict[str, Any]:
-    """``Message.to_openai`` of a message's stored fields (those at their default absent,
-    in old envelopes present)."""
-    out: dict[str, Any] = {"role": m["role"], "content": m["content"]}
+    """``Message.to_openai`` of a message's stored fields (:func:`chat_message`)."""
     if len(m) == 4 and "created_at" in m and "id" in m:  # id, role, content, created_at
-        return out
-    if (name := m.get("name")) is not None:
-        out["name"] = name
-    if calls := m.get("tool_calls"):
-        out["tool_calls"] = [call.to_openai() for call in calls]
-        if not m["content"]:
-            out["content"] = None
-    if (call_id := m.get("tool_call_id")) is not None:
-        out["tool_call_id"] = call_id
-    return out
+        return {"role": m["role"], "content": m["content"]}
+    return chat_message(m)
 
 
 def _corrupt(raw: Sequence[bytes | str], where: str) -> CorruptHistoryError:

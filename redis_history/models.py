@@ -318,17 +318,8 @@ class Message(BaseModel):
         return cls(role="tool", content=content, tool_call_id=tool_call_id, **fields)
 
     def to_openai(self) -> dict[str, Any]:
-        """This message as a chat-completions request message."""
-        out: dict[str, Any] = {"role": self.role, "content": self.content}
-        if self.name is not None:
-            out["name"] = self.name
-        if self.tool_calls:
-            out["tool_calls"] = [call.to_openai() for call in self.tool_calls]
-            if not self.content:
-                out["content"] = None
-        if self.tool_call_id is not None:
-            out["tool_call_id"] = self.tool_call_id
-        return out
+        """This message as a chat-completions request message (:func:`chat_message`)."""
+        return chat_message(self.__dict__)
 
     @classmethod
     def from_openai(cls, data: Mapping[str, Any], **fields: Any) -> Self:
@@ -348,6 +339,24 @@ class Message(BaseModel):
             name=data.get("name"),
             **fields,
         )
+
+
+def chat_message(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """A message as a chat-completions request message, from its fields: a model's, or a
+    stored message's (the fields at their default left out). The one rendering of the
+    format: ``Message.to_openai``, ``snapshot_openai`` and the ``openai_chat`` wire format
+    all use it. ``name`` is sent except on a tool result, which the API gives none."""
+    role, content = fields["role"], fields.get("content", "")
+    out: dict[str, Any] = {"role": role, "content": content}
+    if (name := fields.get("name")) is not None and role != "tool":
+        out["name"] = name
+    if calls := fields.get("tool_calls"):
+        out["tool_calls"] = [call.to_openai() for call in calls]
+        if not content:
+            out["content"] = None
+    if (call_id := fields.get("tool_call_id")) is not None:
+        out["tool_call_id"] = call_id
+    return out
 
 
 def _text_content(content: str | Sequence[Mapping[str, Any]] | None) -> str:

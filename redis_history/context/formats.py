@@ -275,11 +275,7 @@ def _render_openai_chat(messages: Sequence[Message], system_prompt: str | None) 
     out: list[dict[str, Any]] = []
     if system_prompt is not None:
         out.append({"role": "system", "content": system_prompt})
-    for message in messages:
-        rendered = message.to_openai()
-        if message.role == "tool":
-            rendered.pop("name", None)
-        out.append(rendered)
+    out.extend(message.to_openai() for message in messages)
     return {"messages": out}
 
 
