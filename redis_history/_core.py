@@ -40,7 +40,7 @@ from redis_history.errors import (
     CorruptHistoryError,
     HistoryError,
     InvalidMessageError,
-    InvalidTransition,
+    InvalidTransitionError,
     ReplicationError,
     StoreUnavailableError,
 )
@@ -188,7 +188,7 @@ class Call(NamedTuple, Generic[T]):
     parse: Callable[[Any], T]
     command: tuple[Any, ...]
     script: Script | None = None
-    durable: bool = False
+    waits: bool = False
     """A write of the conversation's data, which ``wait_replicas`` waits on."""
     staged: tuple[tuple[Any, ...], ...] | None = None
     """The same write as a ``MULTI`` ... ``EXEC`` that keeps its large arguments out of Lua
@@ -335,13 +335,13 @@ def _call(
     keys: tuple[str, ...],
     args: tuple[Any, ...],
     *,
-    durable: bool = True,
+    waits: bool = True,
 ) -> Call[T]:
     """A call of script ``name``; the key count its file name declares is checked here."""
     lua = script(name)
     if len(keys) != lua.nkeys:
         raise AssertionError(f"{name} takes {lua.nkeys} keys, called with {len(keys)}")
-    return Call(parse, ("EVALSHA", lua.sha, lua.nkeys, *keys, *args), lua, durable)
+    return Call(parse, ("EVALSHA", lua.sha, lua.nkeys, *keys, *args), lua, waits)
 
 
 class HistoryCore:
@@ -381,7 +381,7 @@ class HistoryCore:
             if wait_replicas
             else None
         )
-        """The ``WAIT`` sent after every durable write on its connection, or ``None``."""
+        """The ``WAIT`` sent after every write of the conversation on its connection, or ``None``."""
         self._data = self.keys.data
         self._append = script("append")
         keys = (*self._data, self.keys.stage)
@@ -579,7 +579,7 @@ class HistoryCore:
 
     def delete(self) -> Call[bool]:
         """Remove every key of the conversation; the reply is whether anything existed."""
-        return Call(lambda reply: int(reply) > 0, ("UNLINK", *self.keys.all), durable=True)
+        return Call(lambda reply: int(reply) > 0, ("UNLINK", *self.keys.all), waits=True)
 
     # -- reads --------------------------------------------------------------------------------
 
@@ -591,9 +591,7 @@ class HistoryCore:
         """The meta fields ``total``, ``baseline``, ``mark`` and ``cstate``, read by the
         ``estimate`` script, which refuses a conversation that lost its meta hash or list."""
         keys = (self.keys.msgs, self.keys.meta)
-        return _call(
-            lambda reply: parse(self._fields_of(reply)), "estimate", keys, (), durable=False
-        )
+        return _call(lambda reply: parse(self._fields_of(reply)), "estimate", keys, (), waits=False)
 
     def _fields_of(self, reply: Any) -> list[Any]:
         if isinstance(reply[0], int):  # a refusal: {code, index, reason}
@@ -704,7 +702,7 @@ class HistoryCore:
             "transcript",
             (self.keys.msgs, self.keys.meta, self.keys.archive),
             (start, count),
-            durable=False,
+            waits=False,
         )
 
     def _page(self, reply: Any) -> TranscriptPage:
@@ -735,7 +733,7 @@ class HistoryCore:
         return _call(self._won, "compaction_state", self._data, args)
 
     def _won(self, reply: Any) -> bool:
-        if isinstance(reply, list) and ERRORS.get(int(reply[0])) is InvalidTransition:
+        if isinstance(reply, list) and ERRORS.get(int(reply[0])) is InvalidTransitionError:
             return False
         self._checked(reply)
         return True
@@ -760,12 +758,12 @@ class HistoryCore:
     def claim_compaction(self, job_id: str, now_ms: int, stale_ms: int) -> Call[bool]:
         """Reserve the one pending compaction; the reply is whether this caller got it."""
         args = (job_id, now_ms, stale_ms)
-        return _call(self._flag, "claim_compaction", (self.keys.meta,), args, durable=False)
+        return _call(self._flag, "claim_compaction", (self.keys.meta,), args, waits=False)
 
     def release_claim(self, job_id: str) -> Call[bool]:
         """Drop the pending-compaction claim if it is still ``job_id``'s."""
         args = (op_token("release", (job_id,)), job_id)
-        return _call(self._flag, "release_claim", (self.keys.meta,), args, durable=False)
+        return _call(self._flag, "release_claim", (self.keys.meta,), args, waits=False)
 
     def _flag(self, reply: Any) -> bool:
         return int(self._checked(reply)) == 1

@@ -21,7 +21,7 @@ from redis_history._server import RedisServerError
 from redis_history.demo import DemoError, redis_for_demo, run_demo
 from redis_history.errors import (
     AccessDeniedError,
-    ConversationNotFound,
+    ConversationNotFoundError,
     HistoryError,
     StoreUnavailableError,
 )
@@ -36,7 +36,7 @@ URL_ENV = settings.URL.name
 EXIT_STATUSES: tuple[tuple[type[BaseException], int, str], ...] = (
     (AccessDeniedError, 5, "Redis refused the credentials, or its ACL denied a key or command"),
     (StoreUnavailableError, 4, "Redis unreachable, or not a Redis server"),
-    (ConversationNotFound, 3, "no such conversation"),
+    (ConversationNotFoundError, 3, "no such conversation"),
     (ValueError, 2, "bad arguments, environment variables or setup"),
     (DemoError, 2, "bad arguments, environment variables or setup"),
     (RedisServerError, 2, "bad arguments, environment variables or setup"),
@@ -144,7 +144,7 @@ def _show(args: argparse.Namespace) -> int:
     history = RedisHistory.from_url(url, args.conversation_id, namespace=args.namespace)
     messages = history.transcript() if args.transcript else history.snapshot()
     if not messages and not history.client.exists(*history.keys.data):
-        raise ConversationNotFound(
+        raise ConversationNotFoundError(
             "no such conversation",
             conversation_id=args.conversation_id,
             namespace=args.namespace,

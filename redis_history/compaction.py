@@ -39,7 +39,7 @@ from redis_history.compactors import Compactor, CompactorRequest, SummarizingCom
 from redis_history.errors import (
     CompactorError,
     InvalidMessageError,
-    InvalidTransition,
+    InvalidTransitionError,
     LockLostError,
     StaleSnapshotError,
     StoreUnavailableError,
@@ -395,7 +395,7 @@ def _compact_once(
     )
     written = sum(message_tokens(m, history.token_counter) for m in replacement)
     freed = max(0, replaced - written)
-    with contextlib.suppress(InvalidTransition):  # state moved meanwhile; the splice stands
+    with contextlib.suppress(InvalidTransitionError):  # state moved meanwhile; the splice stands
         history.compaction_event("compacted", policy.cooldown_turns, freed)
     estimate = history.token_estimate() or 0
     if freed == 0 or estimate >= policy.hard_tokens:
@@ -447,5 +447,5 @@ def _replacement(
 
 
 def _exhaust(history: RedisHistory) -> None:
-    with contextlib.suppress(InvalidTransition):  # not reachable from Cooling
+    with contextlib.suppress(InvalidTransitionError):  # not reachable from Cooling
         history.compaction_event("exhausted")

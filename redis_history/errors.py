@@ -12,9 +12,9 @@ redis-py's exceptions::
     ├── LimitExceededError (ValueError)      an input over a documented limit; nothing was written
     ├── StaleSnapshotError                   the prefix a write-back summarized has changed
     ├── LockLostError                        a fenced write-back no longer holds the lock
-    ├── InvalidTransition (ValueError)       a compaction-state event its state does not allow
+    ├── InvalidTransitionError (ValueError)       a compaction-state event its state does not allow
     ├── BudgetExceededError (ValueError)     the parts a request must keep do not fit its budget
-    ├── ConversationNotFound (KeyError)      no such conversation
+    ├── ConversationNotFoundError (KeyError)      no such conversation
     ├── CorruptHistoryError                  stored data that is not a valid envelope or meta hash
     ├── EncodingUnavailableError (RuntimeError)  packaged tokenizer data missing or corrupt
     ├── SummarizerError                      a summarizer failed: HTTP error, timeout, bad reply
@@ -31,12 +31,12 @@ __all__ = [
     "AccessDeniedError",
     "BudgetExceededError",
     "CompactorError",
-    "ConversationNotFound",
+    "ConversationNotFoundError",
     "CorruptHistoryError",
     "EncodingUnavailableError",
     "HistoryError",
     "InvalidMessageError",
-    "InvalidTransition",
+    "InvalidTransitionError",
     "JobRefusedError",
     "LimitExceededError",
     "LockLostError",
@@ -121,7 +121,7 @@ class LockLostError(HistoryError):
     """A fenced write-back was refused: the caller's lock token is not the current one."""
 
 
-class InvalidTransition(HistoryError, ValueError):
+class InvalidTransitionError(HistoryError, ValueError):
     """A compaction-state event the current state does not allow (e.g. exhausting while cooling)."""
 
 
@@ -141,7 +141,7 @@ class BudgetExceededError(HistoryError, ValueError):
         self.parts = dict(parts)
 
 
-class ConversationNotFound(HistoryError, KeyError):
+class ConversationNotFoundError(HistoryError, KeyError):
     """The conversation does not exist."""
 
     def __str__(self) -> str:

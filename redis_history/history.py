@@ -148,7 +148,7 @@ class RedisHistory(_Base):
     def _run(self, call: Call[T]) -> T:
         if not call.command:  # nothing to send (an empty append)
             return call.parse(None)
-        if call.durable and self.core.wait is not None:
+        if call.waits and self.core.wait is not None:
             return self._run_waiting(call)
         try:
             reply = send(self.client, call)
@@ -448,7 +448,7 @@ class RedisHistory(_Base):
         """Apply a compaction-state event atomically (``compacted`` counts ``freed`` tokens).
 
         Raises:
-            InvalidTransition: the stored state does not allow ``event``; nothing changed.
+            InvalidTransitionError: the stored state does not allow ``event``; nothing changed.
         """
         return self._run(self.core.compaction_event(event, value, freed, op_id=op_id))
 
@@ -537,7 +537,7 @@ class AsyncRedisHistory(_Base):
     async def _run(self, call: Call[T]) -> T:
         if not call.command:  # nothing to send (an empty append)
             return call.parse(None)
-        if call.durable and self.core.wait is not None:
+        if call.waits and self.core.wait is not None:
             return await self._run_waiting(call)
         try:
             reply = await asend(self.client, call)

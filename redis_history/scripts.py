@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 from redis_history.errors import (
     CorruptHistoryError,
     HistoryError,
-    InvalidTransition,
+    InvalidTransitionError,
     LimitExceededError,
     LockLostError,
     RoleOrderError,
@@ -63,7 +63,7 @@ ERRORS: dict[int, type[HistoryError]] = {
     Refusal.STALE: StaleSnapshotError,
     Refusal.LOCK_LOST: LockLostError,
     Refusal.CORRUPT: CorruptHistoryError,
-    Refusal.INVALID_TRANSITION: InvalidTransition,
+    Refusal.INVALID_TRANSITION: InvalidTransitionError,
     Refusal.LIMIT: LimitExceededError,
 }
 """Refusal codes mapped to the exceptions they raise.

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from redis_history.errors import InvalidTransition
+from redis_history.errors import InvalidTransitionError
 
 __all__ = ["CompactionState", "Event"]
 
@@ -84,7 +84,7 @@ class CompactionState:
     def on_compacted(self, cooldown: int) -> CompactionState:
         """A compaction succeeded: from ``Ready``, or ``Cooling`` when a hard limit forced it."""
         if self.kind not in ("ready", "cooling"):
-            raise InvalidTransition(f"cannot record a compaction in state {self}")
+            raise InvalidTransitionError(f"cannot record a compaction in state {self}")
         return CompactionState.compacted_this_turn(cooldown)
 
     def on_exhausted(self) -> CompactionState:
@@ -92,7 +92,7 @@ class CompactionState:
         if self.kind == "exhausted":
             return self
         if self.kind not in ("ready", "compacted"):
-            raise InvalidTransition(f"cannot become exhausted from {self}")
+            raise InvalidTransitionError(f"cannot become exhausted from {self}")
         return CompactionState.exhausted()
 
     def on_warned(self) -> CompactionState:
@@ -101,7 +101,7 @@ class CompactionState:
         Refused once given, so that of many pods racing to warn exactly one succeeds.
         """
         if self.kind != "exhausted" or self.value:
-            raise InvalidTransition(f"no warning is due in state {self}")
+            raise InvalidTransitionError(f"no warning is due in state {self}")
         return CompactionState.exhausted(warned=True)
 
     def apply(self, event: Event, value: int = 0) -> CompactionState:
@@ -114,7 +114,7 @@ class CompactionState:
             return self.on_exhausted()
         if event == "warned":
             return self.on_warned()
-        raise InvalidTransition(f"unknown event {event!r}")
+        raise InvalidTransitionError(f"unknown event {event!r}")
 
     def encode(self) -> str:
         """The meta-hash form, e.g. ``cooling:2``."""

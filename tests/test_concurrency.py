@@ -13,7 +13,7 @@ import redis
 from redis_history import (
     CompactionPolicy,
     CompactionState,
-    InvalidTransition,
+    InvalidTransitionError,
     Message,
     RedisHistory,
     StaleSnapshotError,
@@ -233,7 +233,7 @@ def take_the_warning(url: str, start: Event, out: multiprocessing.Queue[bool]) -
     start.wait()
     try:
         history.compaction_event("warned")
-    except InvalidTransition:
+    except InvalidTransitionError:
         out.put(False)
     else:
         out.put(True)

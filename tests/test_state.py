@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from redis_history import Message, RedisHistory
-from redis_history.errors import CorruptHistoryError, InvalidTransition
+from redis_history.errors import CorruptHistoryError, InvalidTransitionError
 from redis_history.state import CompactionState
 
 READY = CompactionState.ready()
@@ -51,7 +51,7 @@ def test_a_compaction_starts_a_cooldown_from_ready_or_cooling() -> None:
     assert CompactionState.cooling(1).on_compacted(3) == CompactionState.compacted_this_turn(3)
     for refused in STATES:
         if refused.kind in ("compacted", "exhausted"):
-            with pytest.raises(InvalidTransition):
+            with pytest.raises(InvalidTransitionError):
                 refused.on_compacted(1)
 
 
@@ -59,7 +59,7 @@ def test_exhausted_is_not_reachable_from_cooling() -> None:
     """Exhaustion comes from Ready or CompactedThisTurn, never from Cooling."""
     assert READY.on_exhausted() == CompactionState.exhausted()
     assert CompactionState.compacted_this_turn(1).on_exhausted().is_exhausted()
-    with pytest.raises(InvalidTransition):
+    with pytest.raises(InvalidTransitionError):
         CompactionState.cooling(2).on_exhausted()
 
 
@@ -67,13 +67,13 @@ def test_the_warning_is_given_once_and_then_terminal() -> None:
     """Exhausted{false} becomes Exhausted{true} once; no event leaves it or warns again."""
     warned = CompactionState.exhausted().on_warned()
     assert warned.warned
-    with pytest.raises(InvalidTransition):
+    with pytest.raises(InvalidTransitionError):
         warned.on_warned()
     assert warned.advance_turn() == warned
     assert warned.on_exhausted() == warned
-    with pytest.raises(InvalidTransition):
+    with pytest.raises(InvalidTransitionError):
         warned.on_compacted(0)
-    with pytest.raises(InvalidTransition):
+    with pytest.raises(InvalidTransitionError):
         READY.on_warned()
 
 
@@ -99,14 +99,14 @@ def test_the_script_implements_the_same_map(client: Any) -> None:
         client.hset(history.keys.meta, "cstate", state.encode())
         try:
             expected: object = state.apply(event, value)  # type: ignore[arg-type]
-        except InvalidTransition:
-            expected = InvalidTransition
+        except InvalidTransitionError:
+            expected = InvalidTransitionError
         try:
             got: object = history._run(history.core.compaction_event(event, value))  # type: ignore[arg-type]
-        except InvalidTransition:
-            got = InvalidTransition
+        except InvalidTransitionError:
+            got = InvalidTransitionError
         assert got == expected, (state, event, value)
-        if expected is InvalidTransition:
+        if expected is InvalidTransitionError:
             assert CompactionState.decode(client.hget(history.keys.meta, "cstate")) == state
 
 

@@ -14,7 +14,7 @@ from redis_history import (
     CompactionRequest,
     CompactionState,
     History,
-    InvalidTransition,
+    InvalidTransitionError,
     RedisHistory,
 )
 from redis_history.testing import InMemoryHistory
@@ -45,7 +45,7 @@ def test_a_refused_event_changes_nothing(history: Any) -> None:
     history.append_many(turns(1))
     history.compaction_event("compacted", 2)
     history.advance_turn()
-    with pytest.raises(InvalidTransition):
+    with pytest.raises(InvalidTransitionError):
         history.compaction_event("exhausted")
     assert history.compaction_state() == CompactionState.cooling(2)
 
