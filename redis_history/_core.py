@@ -381,7 +381,7 @@ class HistoryCore:
             if wait_replicas
             else None
         )
-        """The ``WAIT`` sent after every write of the conversation on its connection, or ``None``."""
+        """The ``WAIT`` sent after every write of the data on its connection, or ``None``."""
         self._data = self.keys.data
         self._append = script("append")
         keys = (*self._data, self.keys.stage)

@@ -46,7 +46,7 @@ from redis_history.errors import (
 )
 from redis_history.keys import DEFAULT_NAMESPACE, DEFAULT_PREFIX, ConversationKeys
 from redis_history.models import Message
-from redis_history.policy import CompactionPolicy
+from redis_history.policy import CompactionContext, CompactionPolicy
 from redis_history.roles import RoleState
 from redis_history.state import CompactionState, Event
 from redis_history.tokens import TokenCounter, resolve_counter
@@ -643,7 +643,9 @@ class FakeSummarizer:
         self.calls: list[list[Message]] = []
         """The messages of every call, oldest call first."""
 
-    def summarize(self, messages: Sequence[Message]) -> str:
+    def summarize(
+        self, messages: Sequence[Message], *, context: CompactionContext | None = None
+    ) -> str:
         """Record ``messages``; return :attr:`text` or raise :attr:`error`."""
         self.calls.append(list(messages))
         if self.error is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from redis_history.models import Message
+from redis_history.policy import CompactionContext
 from redis_history.summarizers import SummarizerError
 
 TAG = "Previously (from the worker's settings):"
@@ -13,7 +14,9 @@ TAG = "Previously (from the worker's settings):"
 class Tagging:
     """Joins the user messages under a tag, so a test can tell which summarizer ran."""
 
-    def summarize(self, messages: Sequence[Message]) -> str:
+    def summarize(
+        self, messages: Sequence[Message], *, context: CompactionContext | None = None
+    ) -> str:
         """The tag, then every user message."""
         return f"{TAG} " + " / ".join(m.content for m in messages if m.role == "user")
 
@@ -21,6 +24,8 @@ class Tagging:
 class Failing:
     """Always fails, like a model endpoint that is down."""
 
-    def summarize(self, messages: Sequence[Message]) -> str:
+    def summarize(
+        self, messages: Sequence[Message], *, context: CompactionContext | None = None
+    ) -> str:
         """Raise :class:`SummarizerError`."""
         raise SummarizerError("the model endpoint is down")

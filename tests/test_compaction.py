@@ -16,7 +16,7 @@ from redis_history import Message, RedisHistory, SummarizerError
 from redis_history._core import CompactionRequest
 from redis_history.compaction import choose_cut, run_compaction
 from redis_history.jobs import compaction_queue
-from redis_history.policy import CompactionPolicy
+from redis_history.policy import CompactionContext, CompactionPolicy
 from redis_history.state import CompactionState
 from redis_history.testing import FakeSummarizer
 
@@ -34,7 +34,9 @@ class Joiner:
     def __init__(self) -> None:
         self.seen: list[list[str]] = []
 
-    def summarize(self, messages: Sequence[Message]) -> str:
+    def summarize(
+        self, messages: Sequence[Message], *, context: CompactionContext | None = None
+    ) -> str:
         self.seen.append([m.id for m in messages])
         return "Previously: " + " / ".join(m.content for m in messages if m.role == "user")
 
@@ -146,7 +148,9 @@ def test_a_summarizer_without_text_fails_the_job_and_writes_nothing(
     """A summary that is not text raises SummarizerError; nothing is written, the lock is freed."""
 
     class Broken:
-        def summarize(self, messages: Sequence[Message]) -> object:
+        def summarize(
+            self, messages: Sequence[Message], *, context: CompactionContext | None = None
+        ) -> object:
             return bad
 
     history = RedisHistory(client, "c", token_counter="heuristic")

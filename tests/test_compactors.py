@@ -32,7 +32,6 @@ from redis_history.cli import main
 from redis_history.compactors import ALIASES, elided_stub
 from redis_history.settings import COMPACTOR, WorkerSettings
 from redis_history.state import CompactionState
-from redis_history.summarizers.protocol import takes_context
 from redis_history.testing import FakeSummarizer
 from redis_history.tokens import resolve_counter
 from redis_history.turns import group_entries
@@ -472,7 +471,7 @@ class ContextualSummarizer:
         self.contexts: list[CompactionContext | None] = []
 
     def summarize(
-        self, messages: Sequence[Message], context: CompactionContext | None = None
+        self, messages: Sequence[Message], *, context: CompactionContext | None = None
     ) -> str:
         """Record the context; summarize as the conversation's id."""
         self.contexts.append(context)
@@ -503,24 +502,12 @@ def test_a_summarizer_that_takes_a_context_is_told_the_conversation(
     assert history.snapshot()[0].content.endswith("Previously in c")
 
 
-def test_old_and_new_summarizer_signatures_are_told_apart() -> None:
-    """One-argument summarizers are called as before; a context or **kwargs gets context=."""
-    assert not takes_context(FakeSummarizer())
-    assert takes_context(ContextualSummarizer())
-    assert takes_context(KwargsSummarizer())
+def test_a_summarizer_taking_keywords_gets_the_context() -> None:
+    """A summarizer whose summarize takes **kwargs is passed context= too."""
     summarizer = KwargsSummarizer()
     compacted = SummarizingCompactor(summarizer).compact(request(turns(2)))
     assert set(summarizer.seen) == {"context"}
     assert compacted[0].content.endswith("Previously: kwargs")
-
-
-def test_a_one_argument_summarizer_still_summarizes(client: fakeredis.FakeRedis) -> None:
-    """A summarizer written before contexts existed works unchanged."""
-    history = RedisHistory(client, "c", token_counter="heuristic")
-    history.append_many(turns(4))
-    summarizer = FakeSummarizer("Previously: old style")
-    assert run_compaction(history, summarizer, POLICY).status == "compacted"
-    assert history.snapshot()[0].content == "be helpful\n\nPreviously: old style"
 
 
 # -- grouping what a compactor wrote ----------------------------------------------------------

@@ -21,7 +21,7 @@ from samples import turns
 
 from redis_history import Message, RedisHistory
 from redis_history.compaction import CompactionResult, _Heartbeat, run_compaction
-from redis_history.policy import CompactionPolicy
+from redis_history.policy import CompactionContext, CompactionPolicy
 from redis_history.state import CompactionState
 
 TTL = 3.0
@@ -182,7 +182,9 @@ class Gate:
         self.go = threading.Event()
         self.during = during
 
-    def summarize(self, messages: Sequence[Message]) -> str:
+    def summarize(
+        self, messages: Sequence[Message], *, context: CompactionContext | None = None
+    ) -> str:
         self.started.set()
         self.during()
         assert self.go.wait(WAIT), "the test never opened the gate"

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from redis_history.errors import HistoryError
 from redis_history.models import Message, ToolCall
+from redis_history.policy import CompactionContext
 from redis_history.summarizers import (
     ALIASES,
     DEFAULT_PROMPT,
@@ -212,7 +213,9 @@ def test_extractive_fits_the_protocol() -> None:
 class SyncOnly:
     """A minimal summarizer of its own."""
 
-    def summarize(self, messages: Sequence[Message]) -> str:
+    def summarize(
+        self, messages: Sequence[Message], *, context: CompactionContext | None = None
+    ) -> str:
         return f"{len(messages)} messages"
 
 
@@ -249,7 +252,7 @@ from redis_history.summarizers import ExtractiveSummarizer
 
 
 class Shouter:
-    def summarize(self, messages):
+    def summarize(self, messages, *, context=None):
         return " ".join(m.content.upper() for m in messages)
 
 
@@ -261,7 +264,7 @@ class NeedsArgs:
     def __init__(self, loudness):
         self.loudness = loudness
 
-    def summarize(self, messages):
+    def summarize(self, messages, *, context=None):
         return ""
 
 

@@ -30,7 +30,7 @@ from redis_history.jobs import (
     compaction_queue,
     configure_worker,
 )
-from redis_history.policy import CompactionPolicy
+from redis_history.policy import CompactionContext, CompactionPolicy
 
 POLICY = CompactionPolicy(
     soft_tokens=50, hard_tokens=10_000, keep_last_turns=1, min_messages=2, cooldown_turns=0
@@ -46,7 +46,9 @@ class CutsTheQueue:
 
     calls = 0
 
-    def summarize(self, messages: Sequence[Message]) -> str:
+    def summarize(
+        self, messages: Sequence[Message], *, context: CompactionContext | None = None
+    ) -> str:
         """A summary; the first call leaves the queue unreachable."""
         CutsTheQueue.calls += 1
         if CutsTheQueue.calls == 1:

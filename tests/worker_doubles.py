@@ -21,6 +21,7 @@ from rq.timeouts import TimerDeathPenalty
 
 from redis_history import Message
 from redis_history.jobs import SimpleCompactionWorker
+from redis_history.policy import CompactionContext
 
 RELEASE_TIMEOUT = 120
 """How long a blocked summarizer waits for the test before it gives up on its own."""
@@ -50,7 +51,9 @@ def _text(messages: Sequence[Message], note: str) -> str:
 class Recording:
     """Counts compactions in flight per conversation; any count above one is an overlap."""
 
-    def summarize(self, messages: Sequence[Message]) -> str:
+    def summarize(
+        self, messages: Sequence[Message], *, context: CompactionContext | None = None
+    ) -> str:
         """Mark the compaction in flight for a moment, recording an overlap if there is one."""
         name = conversation_of(messages)
         client = _client()
@@ -73,7 +76,9 @@ class Blocking:
     answer at once; every call is recorded with the ids it was given.
     """
 
-    def summarize(self, messages: Sequence[Message]) -> str:
+    def summarize(
+        self, messages: Sequence[Message], *, context: CompactionContext | None = None
+    ) -> str:
         """Record the call; block on the first until ``test:release:<conversation>``."""
         name = conversation_of(messages)
         client = _client()
@@ -114,7 +119,9 @@ class Steady:
     announced on ``test:started:<conversation>`` (possibly twice, same ``token``).
     """
 
-    def summarize(self, messages: Sequence[Message]) -> str:
+    def summarize(
+        self, messages: Sequence[Message], *, context: CompactionContext | None = None
+    ) -> str:
         """Mark the compaction in flight, announce it, wait if first, and unmark it."""
         name = conversation_of(messages)
         token = uuid.uuid4().hex

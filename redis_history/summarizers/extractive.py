@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from redis_history.models import Message
+from redis_history.policy import CompactionContext
 from redis_history.summarizers._text import NOTHING, PREFIX, clip, one_line, previous_summary
 
 __all__ = ["ExtractiveSummarizer"]
@@ -57,7 +58,9 @@ class ExtractiveSummarizer:
             raise ValueError(f"max_chars must be at least {len(_NOTHING)}, got {max_chars}")
         self.max_chars = max_chars
 
-    def summarize(self, messages: Sequence[Message]) -> str:
+    def summarize(
+        self, messages: Sequence[Message], *, context: CompactionContext | None = None
+    ) -> str:
         """The extract of ``messages``; ``"Previously: (nothing)"`` when nothing is worth keeping.
 
         Args:

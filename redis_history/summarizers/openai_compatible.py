@@ -24,6 +24,7 @@ from redis_history import settings
 from redis_history._redact import Redactor, redact_url, url_secrets
 from redis_history.errors import SummarizerError
 from redis_history.models import Message, parse_json
+from redis_history.policy import CompactionContext
 from redis_history.summarizers._text import PREFIX, clip, one_line, previous_summary
 
 __all__ = ["DEFAULT_PROMPT", "OpenAICompatibleSummarizer", "render_transcript"]
@@ -220,7 +221,9 @@ class OpenAICompatibleSummarizer:
             body["max_tokens"] = self.max_tokens
         return body
 
-    def summarize(self, messages: Sequence[Message]) -> str:
+    def summarize(
+        self, messages: Sequence[Message], *, context: CompactionContext | None = None
+    ) -> str:
         """Ask the endpoint for a summary of ``messages``.
 
         Args:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
@@ -13,48 +12,28 @@ from redis_history.policy import CompactionContext
 from redis_history.summarizers.extractive import ExtractiveSummarizer
 from redis_history.summarizers.openai_compatible import OpenAICompatibleSummarizer
 
-__all__ = ["ALIASES", "Summarizer", "resolve_summarizer", "summarize", "takes_context"]
+__all__ = ["ALIASES", "Summarizer", "resolve_summarizer", "summarize"]
 
 
 @runtime_checkable
 class Summarizer(Protocol):
-    """Turns messages into summary text.
+    """Turns messages into summary text, told the conversation it summarizes: compaction
+    passes a :class:`~redis_history.policy.CompactionContext` (namespace, conversation id,
+    policy) as ``context=``; a direct call may leave it out."""
 
-    A summarizer may also take the conversation it summarizes: when its
-    ``summarize`` accepts a ``context`` keyword (or ``**kwargs``), compaction passes
-    a :class:`~redis_history.policy.CompactionContext` (namespace, conversation id,
-    policy) as ``context=``; one with the one-argument signature is called as before.
-    See :func:`takes_context`.
-    """
-
-    def summarize(self, messages: Sequence[Message]) -> str:
+    def summarize(
+        self, messages: Sequence[Message], *, context: CompactionContext | None = None
+    ) -> str:
         """The summary of ``messages``."""
         ...
-
-
-def takes_context(summarizer: Summarizer) -> bool:
-    """Whether ``summarizer.summarize`` accepts ``context=`` (by name, or through ``**kwargs``)."""
-    try:
-        parameters = inspect.signature(summarizer.summarize).parameters.values()
-    except (TypeError, ValueError):  # no introspectable signature: call it the old way
-        return False
-    return any(
-        p.kind is p.VAR_KEYWORD
-        or (p.name == "context" and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
-        for p in parameters
-    )
 
 
 def summarize(
     summarizer: Summarizer, messages: Sequence[Message], context: CompactionContext
 ) -> Any:
-    """``summarizer``'s summary of ``messages``, passing ``context`` if it takes one.
-
-    The result is returned unchecked (the caller checks it is text).
-    """
-    if takes_context(summarizer):
-        return summarizer.summarize(messages, context=context)  # type: ignore[call-arg]
-    return summarizer.summarize(messages)
+    """``summarizer``'s summary of ``messages`` in ``context``, returned unchecked (the caller
+    checks it is text)."""
+    return summarizer.summarize(messages, context=context)
 
 
 ALIASES: Mapping[str, Callable[[], Summarizer]] = MappingProxyType(
@@ -68,7 +47,7 @@ ALIASES: Mapping[str, Callable[[], Summarizer]] = MappingProxyType(
 
 def _expected() -> str:
     return (
-        f"a Summarizer (an object with summarize(messages) -> str), an alias "
+        f"a Summarizer (an object with summarize(messages, *, context=None) -> str), an alias "
         f"({', '.join(sorted(ALIASES))}), or a dotted path 'package.module:attr' to a "
         "summarizer, its class or a zero-argument factory"
     )
