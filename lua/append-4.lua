@@ -43,7 +43,7 @@ if staged then redis.call('DEL', stage) end
 local tokens, n, first = read_batch(5)
 local total, role, open, ttl, records, exists = read_meta(meta, APPENDS)
 if not total then return role end  -- read_meta's refusal
-if replayed(meta, APPENDS, records, exists, op) then return redis.call('LLEN', msgs) end
+if replayed(meta, APPENDS, records, op) then return redis.call('LLEN', msgs) end
 local new_ttl
 ttl, new_ttl = effective_ttl(ttl, tonumber(ARGV[2]))
 

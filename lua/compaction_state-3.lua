@@ -29,7 +29,7 @@ local lost = keys_lost(exists, total, redis.call('LLEN', msgs))
 if lost then return lost end
 -- A state is recorded as an integer: its kind's number times 2^24, plus its value.
 local KINDS, CODES = {'ready', 'compacted', 'cooling', 'exhausted'}, {ready = 0, compacted = 1, cooling = 2, exhausted = 3}
-local done = replayed(meta, WRITES, records, exists, op)
+local done = replayed(meta, WRITES, records, op)
 if done then return KINDS[math.floor(done / 16777216) + 1] .. ':' .. done % 16777216 end
 local raw = redis.call('HGET', meta, 'cstate') or 'ready:0'
 local kind, n = string.match(raw, '^(%a+):(%d+)$')

@@ -25,7 +25,7 @@ if not total then return refusal end
 local lost = keys_lost(exists, total, redis.call('LLEN', msgs))
 if lost then return lost end
 if not exists then return 0 end
-if replayed(meta, WRITES, records, exists, op) then return 1 end
+if replayed(meta, WRITES, records, op) then return 1 end
 local new_ttl
 ttl, new_ttl = effective_ttl(ttl, tonumber(ARGV[2]))
 commit(meta, WRITES, records, op, nil, new_ttl, 'baseline', ARGV[3], 'mark', total)

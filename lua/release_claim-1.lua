@@ -14,7 +14,7 @@ local meta = KEYS[1]
 local op = ARGV[1]
 local total, refusal, _, _, records, exists = read_meta(meta, WRITES)
 if not total then return refusal end
-if replayed(meta, WRITES, records, exists, op) then return 1 end
+if replayed(meta, WRITES, records, op) then return 1 end
 if redis.call('HGET', meta, 'queued') ~= ARGV[2] then return 0 end
 redis.call('HDEL', meta, 'queued', 'queued_at')
 commit(meta, WRITES, records, op, nil, nil)

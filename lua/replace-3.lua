@@ -33,7 +33,7 @@ local op, expect = ARGV[1], tonumber(ARGV[4])
 local tokens, n, first = read_batch(5 + math.max(expect, 0))
 local total, role, open, ttl, records, exists = read_meta(meta, WRITES)
 if not total then return role end  -- read_meta's refusal
-local done = replayed(meta, WRITES, records, exists, op)
+local done = replayed(meta, WRITES, records, op)
 if done then return done end
 local new_ttl
 ttl, new_ttl = effective_ttl(ttl, tonumber(ARGV[2]))

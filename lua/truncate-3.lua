@@ -28,7 +28,7 @@ local msgs, meta, archive = KEYS[1], KEYS[2], KEYS[3]
 local op, keep, check = ARGV[1], tonumber(ARGV[3]), ARGV[4] == '1'
 local total, role, open, ttl, records, exists = read_meta(meta, WRITES)
 if not total then return role end  -- read_meta's refusal
-local done = replayed(meta, WRITES, records, exists, op)
+local done = replayed(meta, WRITES, records, op)
 if done then return done end
 local new_ttl
 ttl, new_ttl = effective_ttl(ttl, tonumber(ARGV[2]))

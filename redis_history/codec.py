@@ -21,10 +21,6 @@ may be a megabyte long (``lua/includes/envelopes.lua``, ``ids.lua``). A write
 sends the envelopes with one role item per message, so the scripts check role
 order and tool pairing without decoding JSON either.
 
-Envelopes written before this layout (``{"t":..,"x":..,"s":..,"m":{...}}``
-with every field and an ISO timestamp) read the same, in Python and in every
-script.
-
 Reads validate each envelope on its own (joining a list of megabytes into one
 document cost more than the per-call overhead saves) and inside pydantic-core,
 the role rules included: :func:`decode_messages` for ``snapshot``,

@@ -3,12 +3,10 @@ still reads (in Python and in every script), and the chat-completions read."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
-import fakeredis
 import pytest
 import redis
 import redis.asyncio
@@ -18,12 +16,10 @@ from pydantic import ValidationError
 from samples import turns
 
 from redis_history import (
-    AsyncRedisHistory,
     CorruptHistoryError,
     InvalidMessageError,
     Message,
     RedisHistory,
-    StaleSnapshotError,
     ToolCall,
     ToolPairingError,
 )
@@ -44,23 +40,6 @@ AT_MS = 1795439894017
 
 def stored(client: Any, history: RedisHistory) -> list[bytes]:
     return [bytes(item) for item in client.lrange(history.keys.msgs, 0, -1)]
-
-
-def old_envelope(message: Message, tokens: int, *, exact: bool, summary: bool) -> bytes:
-    """An envelope as written before compact envelopes: every field, an ISO timestamp."""
-    body = message.__pydantic_serializer__.to_json(message)
-    return b'{"t":%d,"x":%d,"s":%d,"m":%s}' % (tokens, exact, summary, body)
-
-
-def rewrite_old(client: Any, history: RedisHistory) -> None:
-    """Rewrite the conversation's envelopes in the old layout, token counts unchanged."""
-    entries = history.entries()
-    client.delete(history.keys.msgs)
-    client.rpush(
-        history.keys.msgs,
-        *[old_envelope(e.message, e.tokens, exact=e.exact, summary=e.summary) for e in entries],
-    )
-    assert all(b'"tool_calls":[' in item for item in stored(client, history))
 
 
 def varied() -> list[Message]:
@@ -180,104 +159,6 @@ def test_a_new_message_is_stamped_to_the_millisecond() -> None:
 
 
 # -- the layout before compact envelopes -----------------------------------------------------
-
-
-def test_old_envelopes_read_as_written(sync_client: Any) -> None:
-    """Envelopes in the old layout (every field, ISO timestamps, x and s always) read back
-    equal through every read, with their token counts and flags."""
-    history = RedisHistory(sync_client, "old", token_counter="o200k_base")
-    history.append_many(varied())
-    history.splice_prefix(2, Message.system("summary"))
-    expected, entries = history.snapshot(), history.entries()
-    rewrite_old(sync_client, history)
-    assert history.snapshot() == expected
-    assert history.entries() == entries
-    assert history.snapshot_openai() == [m.to_openai() for m in expected]
-    assert history.tail(3) == expected[-3:]
-    assert history.transcript()[-len(expected) + 1 :] == expected[1:]
-
-
-def test_scripts_read_old_envelopes(sync_client: Any) -> None:
-    """Over old-layout envelopes: a fenced replace, an append, a fenced splice, a rollback
-    and a truncate (which rebuilds the open tool calls) all work, and the token total
-    stays the sum of what is stored."""
-    history = RedisHistory(sync_client, "old", token_counter="heuristic")
-    messages = turns(3)
-    history.append_many(messages)
-    rewrite_old(sync_client, history)
-
-    with pytest.raises(StaleSnapshotError):
-        history.replace(messages, expected_ids=[m.id for m in reversed(messages)])
-    history.replace(messages, expected_ids=[m.id for m in messages])
-    rewrite_old(sync_client, history)
-
-    later = Message.user("next")
-    history.append(later)
-    assert (
-        history.splice_prefix(
-            5, Message.system("summary"), expected_ids=[m.id for m in messages[:5]]
-        )
-        == 5
-    )
-    assert history.rollback([messages[-1].id, later.id]) == 2
-    assert history.token_estimate() == sum(e.tokens for e in history.entries())
-
-    rewrite_old(sync_client, history)
-    left = history.snapshot()
-    assert left[-1].role == "tool"  # ... assistant(calls c2), tool(c2)
-    with pytest.raises(ToolPairingError, match="would part tool call c2"):
-        history.truncate(len(left) - 1)  # read across old envelopes, refused whole
-    assert history.snapshot() == left
-    assert history.truncate(len(left) - 2) == 2  # the call c2 goes with its result
-    with pytest.raises(ToolPairingError):
-        history.append(Message.tool("again", tool_call_id="c2"))  # its call is gone
-    history.append(Message.assistant("again"))
-    assert history.token_estimate() == sum(e.tokens for e in history.entries())
-
-
-def test_old_and_new_envelopes_mix_in_one_list(sync_client: Any) -> None:
-    """A list holding both layouts reads in order, and scripts read across it."""
-    history = RedisHistory(sync_client, "mixed", token_counter="heuristic")
-    history.append_many(turns(2))
-    rewrite_old(sync_client, history)
-    history.append_many(turns(2)[1:])
-    everything = history.snapshot()
-    assert history.snapshot_openai() == [m.to_openai() for m in everything]
-    with pytest.raises(ToolPairingError):
-        history.truncate(7)  # would part the call at 6 (old) from its result at 7 (old)
-    assert history.truncate(5) == 12  # old envelopes 5 to 8, new ones 9 to 16
-    assert history.snapshot() == everything[:5]
-    history.append(Message.user("next"))  # after the answer at 4, old
-    assert history.token_estimate() == sum(e.tokens for e in history.entries())
-
-
-@pytest.mark.parametrize(
-    "backend", ["fakeredis", pytest.param("redis", marks=pytest.mark.real_redis)]
-)
-def test_async_reads_old_envelopes(request: pytest.FixtureRequest, backend: str) -> None:
-    """The asyncio history reads old envelopes, models and chat-completions alike."""
-    if backend == "fakeredis":
-        server = fakeredis.FakeServer()
-        sync_client: Any = fakeredis.FakeRedis(server=server)
-        async_client: Any = fakeredis.FakeAsyncRedis(server=server)
-    else:
-        sync_client = request.getfixturevalue("real_redis")
-        async_client = redis.asyncio.Redis.from_url(request.getfixturevalue("redis_url"))
-    history = RedisHistory(sync_client, "old", token_counter="heuristic")
-    history.append_many(varied())
-    expected = history.snapshot()
-    rewrite_old(sync_client, history)
-
-    async def read() -> tuple[list[Message], list[dict[str, Any]]]:
-        reader = AsyncRedisHistory(async_client, "old")
-        try:
-            return await reader.snapshot(), await reader.snapshot_openai()
-        finally:
-            await async_client.aclose()
-
-    messages, wire = asyncio.run(read())
-    assert messages == expected
-    assert wire == [m.to_openai() for m in expected]
 
 
 # -- the turn state from compact envelopes ---------------------------------------------------

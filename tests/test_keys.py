@@ -7,7 +7,6 @@ import pytest
 import redis
 
 from redis_history import Message, RedisHistory, ToolCall
-from redis_history._core import op_token
 from redis_history.keys import ConversationKeys
 
 
@@ -105,21 +104,3 @@ def test_lone_surrogates_in_names_are_refused_up_front(
         ConversationKeys.build(conversation, namespace, prefix)
     with pytest.raises(ValueError, match=f"{what} .* lone surrogate"):
         RedisHistory(fakeredis.FakeRedis(), conversation, namespace=namespace, prefix=prefix)
-
-
-def test_an_append_recorded_in_the_older_layout_is_still_recognised(client: redis.Redis) -> None:
-    """Appends were once recorded with every other write in ``ops`` (10 bytes each); a
-    conversation written that way still recognises a repeated append until its first append
-    under the new layout, which is recorded in ``opa``. (A client's own retry runs the
-    script its first attempt ran, so pods of either version recognise their retries.)"""
-    history = RedisHistory(client, "older", token_counter="heuristic")
-    question = Message.user("q")
-    history.append(question)
-    meta = history.keys.meta
-    client.hdel(meta, "opa")
-    client.hset(meta, "ops", op_token("append", [question.id]) + bytes(4))
-    history.append(question)
-    assert history.len() == 1
-    assert records(client, meta) == (0, 1)
-    history.append(Message.assistant("a"))
-    assert records(client, meta) == (1, 1)

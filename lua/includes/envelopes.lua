@@ -1,5 +1,5 @@
 -- Stored envelopes ({"t":..,"m":{"id":..,"role":..,...}}, with "x":1 and "s":1
--- between t and m when set; before that layout always "x":..,"s":..), read with
+-- between t and m when set, in either order), read with
 -- patterns where that will do, decoded only where the message is needed.
 
 -- The sum of the envelopes' token counts; nil and the 0-based index of the first

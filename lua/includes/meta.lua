@@ -42,13 +42,9 @@ end
 -- The recorded result (an integer; 0 for an append) of operation `op` if it was
 -- applied already, else nil. A replay rewrites the records as they were: that
 -- write is replicated, so a WAIT on the retry's connection also covers the
--- original write. Appends recorded in WRITES, before appends had a field of
--- their own, are looked for there while the conversation has no APPENDS yet.
-local function replayed(meta, ring, records, exists, op)
+-- original write.
+local function replayed(meta, ring, records, op)
   local size = ring == APPENDS and TOKEN_SIZE or TOKEN_SIZE + RESULT_SIZE
-  if ring == APPENDS and records == '' and exists then
-    ring, records, size = WRITES, redis.call('HGET', meta, WRITES) or '', TOKEN_SIZE + RESULT_SIZE
-  end
   local at = string.find(records, op, 1, true)
   while at and (at - 1) % size ~= 0 do at = string.find(records, op, at + 1, true) end
   if not at then return nil end
