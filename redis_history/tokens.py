@@ -47,6 +47,7 @@ __all__ = [
     "Pricer",
     "TiktokenCounter",
     "TokenCounter",
+    "arguments_json",
     "call_json",
     "load_encoding",
     "message_tokens",
@@ -91,9 +92,14 @@ CHAT = Framing(MESSAGE_OVERHEAD, NAME_OVERHEAD, REPLY_PRIMING, names=True)
 
 def call_json(call: ToolCall) -> str:
     """A tool call's ``function`` object as chat completions sends it: its name and its
-    arguments as a JSON string."""
-    arguments = json.dumps(call.arguments, ensure_ascii=False)
-    return json.dumps({"name": call.name, "arguments": arguments}, ensure_ascii=False)
+    arguments as a JSON string (``json.dumps`` of it, written without building a dict)."""
+    return _CALL % (_STRING(call.name), _STRING(arguments_json(call.arguments)))
+
+
+arguments_json = json.JSONEncoder(ensure_ascii=False).encode
+"""A call's arguments as the JSON string chat completions sends (``json.dumps``'s spacing)."""
+_STRING = json.encoder.encode_basestring
+_CALL = '{"name": %s, "arguments": %s}'
 
 
 def price(message: Message, framing: Framing, counter: TokenCounter) -> int:
