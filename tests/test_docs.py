@@ -181,6 +181,23 @@ def test_every_script_named_in_docs_or_code_exists() -> None:
     assert not missing, missing
 
 
+def test_every_lua_name_placed_in_a_script_is_defined_there() -> None:
+    """A docstring or page that says ```name`` in ``lua/...``` names a function, local or
+    constant that file defines."""
+    placed = re.compile(r"``?(?P<name>\w+)``?\s+in\s+``?(?P<path>lua/[\w/-]+\.lua)")
+    wrong = [
+        f"{path.relative_to(ROOT)}: {m['name']} in {m['path']}"
+        for path in [*PAGES, *SOURCES]
+        for m in placed.finditer(path.read_text(encoding="utf-8"))
+        if (ROOT / m["path"]).is_file()
+        and not re.search(
+            rf"(?:function|local)\s+(?:\w+\s*,\s*)*{m['name']}\b",
+            (ROOT / m["path"]).read_text(encoding="utf-8"),
+        )
+    ]
+    assert not wrong, wrong
+
+
 def test_every_test_and_benchmark_a_page_names_exists() -> None:
     """The tests the pages cite as proof, and the benchmarks they cite, exist (and the test
     function, when one is named)."""
