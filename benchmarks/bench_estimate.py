@@ -31,7 +31,7 @@ the estimated growth (the fixed overhead cancels out), clamped to [0.5, 2] and
 averaged weighted by tokens, applied to the tokens appended since the last
 report. It is computed here on the client from the same store's meta hash, so
 the comparison is like for like. It did not help measurably on these mixes
-(benchmarks/README.md), which is why it is not in the store.
+(docs/benchmarks.md), which is why it is not in the store.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ run and the realistic agent mix), one message or one whole turn per call:
 - the store: ``RedisHistory.append`` / ``append_many`` at default settings;
 - a minimal scripted append, the floor of any atomic scripted write: one script
   that ``RPUSH``es the store's own envelopes and ``HINCRBY``s a token total
-  (issue 11's yardstick: the store should stay within 2x of it);
+  (the yardstick: the store should stay within 2x of it);
 - a bare ``RPUSH`` of the chat-completions JSON.
 """
 

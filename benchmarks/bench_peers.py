@@ -666,7 +666,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="run only this peer (repeatable); the floor always runs",
     )
     parser.add_argument(
-        "--markdown", action="store_true", help="print the tables as the README shows them"
+        "--markdown", action="store_true", help="print the tables as docs/benchmarks.md shows them"
     )
     parser.add_argument("--json", help="write every run's raw numbers here")
     parser.add_argument("--profile", action="store_true", help="also profile 2,000 default appends")

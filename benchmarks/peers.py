@@ -210,8 +210,8 @@ MINIMAL_SCRIPT = (
     "redis.call('RPUSH', KEYS[1], unpack(ARGV, 2)) "
     "return redis.call('HINCRBY', KEYS[2], 'total', ARGV[1])"
 )
-"""The minimal scripted append: the envelopes pushed and the token total bumped (issue 11's
-yardstick: the floor of any atomic scripted write)."""
+"""The minimal scripted append: the envelopes pushed and the token total bumped (the floor of
+any atomic scripted write)."""
 
 
 class MinimalScriptStore(RedisHistoryStore):

@@ -3,7 +3,7 @@
 redis-py's ``execute_command`` takes a connection from the pool and gives it
 back for every command, with a lock, pool and operation metrics and event
 dispatch each time; on a loopback round trip of about 100 µs that measured
-about a third of it (``benchmarks/README.md``). The store's commands go instead
+about a third of it (``docs/benchmarks.md``). The store's commands go instead
 on connections it borrows from the same pool once and keeps idle in a *lane*
 for its next command. Before each use a lane connection gets the check the
 pool makes (``can_read``: a connection the server closed while it sat idle, or

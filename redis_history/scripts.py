@@ -1,7 +1,7 @@
 """The Lua scripts: loaded from package data with their includes expanded, and their result codes.
 
 Each ``lua/<verb>-<NKEYS>.lua`` file is one atomic operation. A line
-``--- @include "name"`` is replaced by ``lua/includes/name.lua``; includes may
+``--- @include "name"`` is replaced by ``lua/includes/<name>.lua``; includes may
 include others, each is expanded once per script (the first time it is named),
 and a cycle is an error. A script includes only what it uses, because every
 call re-creates the helpers it carries.

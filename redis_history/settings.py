@@ -3,7 +3,7 @@
 Each :class:`Variable` names one variable, its default and what it means, and
 reads and checks it; :data:`VARIABLES` lists them all (a test checks that no
 other ``REDIS_HISTORY_*`` name is used in the package, ``worker/`` or the
-README). :class:`WorkerSettings` gathers what a compaction worker reads.
+docs). :class:`WorkerSettings` gathers what a compaction worker reads.
 Unset and empty variables both mean the default.
 
 This module imports no ``rq``: pods, the CLI and the summarizers read it too.
@@ -188,7 +188,7 @@ VARIABLES: tuple[Variable[Any], ...] = (
     SUMMARIZER_TIMEOUT,
     SUMMARIZER_MAX_RETRIES,
 )
-"""Every variable the package reads, in the order the README lists them."""
+"""Every variable the package reads, in the order ``docs/operations.md`` lists them."""
 
 DEFAULT_URL = URL.default
 """The history store when nothing is configured."""

@@ -23,7 +23,7 @@ def state(history: Any) -> tuple[Any, ...]:
 
 
 def answered(call_ids: str = "c1") -> list[Message]:
-    """The README's conversation: a system prompt, a question, calls, their results, an answer."""
+    """The guide's conversation: a system prompt, a question, calls, their results, an answer."""
     calls = call_ids.split(",")
     return [
         Message.system("You are a travel agent."),

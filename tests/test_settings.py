@@ -17,11 +17,12 @@ NAME = re.compile(r"REDIS_HISTORY_[A-Z0-9]+(?:_[A-Z0-9]+)*")
 
 
 def used_names() -> dict[str, set[str]]:
-    """Every REDIS_HISTORY_* name in the package, worker/, the README and the deployment files."""
+    """Every REDIS_HISTORY_* name in the package, worker/, the docs and the deployment files."""
     files = [
         *sorted((ROOT / "redis_history").rglob("*.py")),
         *sorted((ROOT / "worker").rglob("*.py")),
         ROOT / "README.md",
+        *sorted((ROOT / "docs").glob("*.md")),
         ROOT / "docker-compose.yml",
         ROOT / "Dockerfile",
     ]
@@ -55,6 +56,25 @@ def test_each_variable_has_a_unique_name_a_meaning_and_a_default_read_when_unset
         assert variable.meaning.strip()
         assert variable.read({}) == variable.default
         assert variable.read({variable.name: ""}) == variable.default
+
+
+def test_the_operations_page_lists_every_variable_in_order_with_its_default() -> None:
+    """docs/operations.md's table names each variable once, in VARIABLES' order, with the
+    default the settings module declares."""
+    page = (ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| `(REDIS_HISTORY_\w+)` \|.*\| (.+) \|$", page, re.MULTILINE)
+    assert [name for name, _ in rows] == [variable.name for variable in VARIABLES]
+    for (name, shown), variable in zip(rows, VARIABLES, strict=True):
+        default = variable.default
+        if name == "REDIS_HISTORY_TOKEN_COUNTER":
+            default = WorkerSettings().token_counter or "o200k_base"  # None: the exact counter
+        if isinstance(default, bool):
+            assert shown == ("on" if default else "off"), name
+        elif default is None:
+            assert shown == "the store", name  # the queue's Redis is the store's
+        else:
+            expected = f"{default:g}" if isinstance(default, float) else str(default)
+            assert shown.strip("`") == expected, name
 
 
 def test_the_default_url_is_written_once() -> None:

@@ -16,7 +16,7 @@ that is tiktoken's count of the rendered request, token for token; ``tests/test_
 checks it on 400 seeded messages of code, JSON tool results, CJK and emoji. With the default
 estimating counter it is within 0.3% of that count in the median, 1.1% at p95 and 3.0% at most
 (over or under; 100 fitted requests of 5 seeded 400-message conversations,
-``benchmarks/bench_budget.py``), the estimate's own error (see the README's "Token counts"):
+``benchmarks/bench_budget.py``), the estimate's own error (see "Token counts" in ``docs/guide.md``):
 give a ``reserve`` or a budget a few percent below the window when the estimate is in use, or
 use the exact counter where the last percent matters.
 A message's price in ``"openai_chat"`` is the one the store records when it is written
