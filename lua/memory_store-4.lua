@@ -1,5 +1,5 @@
 --[[
-memory_store: keep one memory of an owner (redis_history/context/redis_memory.py), or merge it
+memory_store: keep one memory of an owner (redis_history/memory/redis_memory.py), or merge it
 into the owner's memory with the same normalized text: the stored time moves to now, the
 conversation and tags are added, the extra metadata is updated. A retried store merges into
 what the first one stored, so it is applied once.

@@ -4,8 +4,8 @@ and later memories share the questions' words, so newest-first ranking alone doe
 
 from __future__ import annotations
 
-from redis_history.context import MemoryFilters
-from redis_history.context.redis_memory import MAX_QUERY_TERMS, RedisLongTermMemory, terms
+from redis_history.memory import MemoryFilters
+from redis_history.memory.redis_memory import MAX_QUERY_TERMS, RedisLongTermMemory, terms
 
 MEMORIES: tuple[str, ...] = (
     "Prefers an aisle seat on long-haul flights.",  # 0

@@ -29,7 +29,6 @@ from redis_history import (
     _core,
 )
 from redis_history._server import RedisServer
-from redis_history.context import MemoryFilters, RedisLongTermMemory
 from redis_history.jobs import (
     COMPACTION_FUNCTION,
     WorkerSettings,
@@ -37,6 +36,7 @@ from redis_history.jobs import (
     configure_worker,
     run_worker,
 )
+from redis_history.memory import MemoryFilters, RedisLongTermMemory
 from redis_history.policy import CompactionPolicy
 
 pytestmark = [pytest.mark.real_redis, pytest.mark.usefixtures("signal_handlers")]

@@ -29,7 +29,7 @@ from redis_history import (
     ToolCall,
     limits,
 )
-from redis_history.context import MemoryFilters, RedisLongTermMemory
+from redis_history.memory import MemoryFilters, RedisLongTermMemory
 from redis_history.roles import RoleState
 from redis_history.testing import InMemoryHistory
 

@@ -19,9 +19,6 @@ from redis_history.context import (
     WIRE_FORMATS,
     HistoryManager,
     HistoryManagerConfig,
-    InMemoryMemory,
-    LongTermMemory,
-    MemoryFilters,
     Strategy,
     group_turns,
     parse_response,
@@ -30,6 +27,7 @@ from redis_history.context import (
     to_messages,
 )
 from redis_history.context.manager import MEMORY_HEADER
+from redis_history.memory import InMemoryMemory, LongTermMemory, MemoryFilters
 
 STRATEGIES: tuple[Strategy, ...] = get_args(Strategy)
 PROMPT = "You are a travel agent."
@@ -113,7 +111,7 @@ def test_builders_chain_and_report() -> None:
         built.with_memory("redis")
     assert isinstance(built.with_memory("in_memory")._memory, InMemoryMemory)
     assert isinstance(
-        built.with_memory("redis_history.context.memory:InMemoryMemory")._memory, InMemoryMemory
+        built.with_memory("redis_history.memory.base:InMemoryMemory")._memory, InMemoryMemory
     )
     with pytest.raises(ValueError, match="unknown summarizer"):
         built.with_summarizer("nope")

@@ -32,9 +32,9 @@ from redis_history import (
 )
 from redis_history._core import Call
 from redis_history._server import RedisServer
-from redis_history.context import (
-    HistoryManager,
-    HistoryManagerConfig,
+from redis_history.context import HistoryManager, HistoryManagerConfig
+from redis_history.keys import MemoryKeys
+from redis_history.memory import (
     InMemoryMemory,
     LongTermMemory,
     MemoryFilters,
@@ -42,7 +42,7 @@ from redis_history.context import (
     redis_memory,
     resolve_memory,
 )
-from redis_history.context.redis_memory import (
+from redis_history.memory.redis_memory import (
     MAX_CONVERSATIONS,
     MAX_EXTRA_BYTES,
     MAX_LIST,
@@ -57,7 +57,6 @@ from redis_history.context.redis_memory import (
     normalize,
     terms,
 )
-from redis_history.keys import MemoryKeys
 from redis_history.scripts import script, script_names
 
 

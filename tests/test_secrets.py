@@ -31,7 +31,6 @@ from worker_doubles import InProcessWorker
 from redis_history import AsyncRedisHistory, HistoryError, Message, RedisHistory
 from redis_history._redact import MASK, Redactor, redact_url
 from redis_history._server import RedisServer, free_port
-from redis_history.context import RedisLongTermMemory
 from redis_history.jobs import (
     COMPACTION_FUNCTION,
     WorkerSettings,
@@ -39,6 +38,7 @@ from redis_history.jobs import (
     configure_worker,
     run_worker,
 )
+from redis_history.memory import RedisLongTermMemory
 from redis_history.policy import CompactionPolicy
 
 pytestmark = pytest.mark.real_redis

@@ -1,10 +1,9 @@
 """The context layer: what a pod does with a history before and after each model call.
 
 It sits on the store and imports it; the store never imports it. Wire formats
-(:mod:`~redis_history.context.formats`), budget fitting (:mod:`~redis_history.context.budget`),
-long-term memory (:mod:`~redis_history.context.memory`, and
-:mod:`~redis_history.context.redis_memory` on Redis) and the
-:class:`~redis_history.context.manager.HistoryManager` that puts them together. The grouping
+(:mod:`~redis_history.context.formats`), budget fitting (:mod:`~redis_history.context.budget`)
+and the :class:`~redis_history.context.manager.HistoryManager` that puts them together with
+long-term memory (:mod:`redis_history.memory`). The grouping
 into turns lives in the store (``redis_history.turns``, which ``history.turns()``
 reads with) and is re-exported here with the rest of the layer.
 """
@@ -38,14 +37,6 @@ from redis_history.context.manager import (
     PreparedRequest,
     Strategy,
 )
-from redis_history.context.memory import (
-    InMemoryMemory,
-    LongTermMemory,
-    MemoryFilters,
-    MemoryRecord,
-    resolve_memory,
-)
-from redis_history.context.redis_memory import RedisLongTermMemory
 from redis_history.turns import (
     Step,
     ToolPair,
@@ -68,12 +59,7 @@ __all__ = [
     "Framing",
     "HistoryManager",
     "HistoryManagerConfig",
-    "InMemoryMemory",
-    "LongTermMemory",
-    "MemoryFilters",
-    "MemoryRecord",
     "PreparedRequest",
-    "RedisLongTermMemory",
     "Step",
     "Strategy",
     "ToolPair",
@@ -91,6 +77,5 @@ __all__ = [
     "parse_response",
     "render",
     "request_tokens",
-    "resolve_memory",
     "to_messages",
 ]

@@ -47,7 +47,7 @@ from redis_history.context.budget import (
     split_turns,
 )
 from redis_history.context.formats import WireFormat, render
-from redis_history.context.memory import LongTermMemory, MemoryFilters, resolve_memory
+from redis_history.memory.base import LongTermMemory, MemoryFilters, resolve_memory
 from redis_history.models import Message
 from redis_history.summarizers import Summarizer, resolve_summarizer
 from redis_history.tokens import TokenCounter, price, resolve_counter
@@ -191,7 +191,7 @@ class HistoryManager:
 
     def with_memory(self, memory: LongTermMemory | str) -> HistoryManager:
         """Recall from and store into ``memory`` (when ``enable_long_term_memory``): an
-        object, ``"in_memory"`` or a dotted path (:func:`~redis_history.context.resolve_memory`).
+        object, ``"in_memory"`` or a dotted path (:func:`~redis_history.memory.resolve_memory`).
 
         Raises:
             ValueError, TypeError: ``memory`` names no long-term memory.

@@ -1,6 +1,6 @@
 """Long-term memory on plain Redis (no modules): BM25 over terms indexed in Redis.
 
-:class:`RedisLongTermMemory` is a :class:`~redis_history.context.memory.LongTermMemory` that
+:class:`RedisLongTermMemory` is a :class:`~redis_history.memory.base.LongTermMemory` that
 runs on any Redis 6.2+ (the embedded one included) and on Redis Cluster. Each owner (an agent
 and one user, or an agent alone for memories kept without a user) has its own keys under one
 hash tag (:class:`~redis_history.keys.MemoryKeys`): the memories, an inverted index (one hash
@@ -65,9 +65,9 @@ from redis.exceptions import NoScriptError
 from redis_history import limits
 from redis_history._core import Call, RedisFailure, redis_error, send
 from redis_history._redact import Redactor, client_secrets
-from redis_history.context.memory import MemoryFilters, MemoryRecord, tag_tuple
 from redis_history.errors import CorruptHistoryError, HistoryError
 from redis_history.keys import DEFAULT_NAMESPACE, DEFAULT_PREFIX, MemoryKeys, validate_name
+from redis_history.memory.base import MemoryFilters, MemoryRecord, tag_tuple
 from redis_history.models import JsonObject
 from redis_history.scripts import refusal, script
 
@@ -288,7 +288,7 @@ def _memory_call(
 
 
 class RedisLongTermMemory:
-    """A :class:`~redis_history.context.memory.LongTermMemory` in Redis, ranked by BM25.
+    """A :class:`~redis_history.memory.base.LongTermMemory` in Redis, ranked by BM25.
 
     Every method is one script (``forget`` reads the memory first), on one hash slot.
     """

@@ -3,7 +3,7 @@
 A :class:`LongTermMemory` stores texts with metadata and recalls the ones nearest a query,
 among those a :class:`MemoryFilters` allows. :class:`InMemoryMemory` is the reference
 implementation, for tests and single-process use: it ranks by shared words, newest first on a
-tie. :class:`~redis_history.context.redis_memory.RedisLongTermMemory` keeps them in Redis
+tie. :class:`~redis_history.memory.redis_memory.RedisLongTermMemory` keeps them in Redis
 (BM25 over an index in Redis) behind the same protocol;
 :func:`resolve_memory` takes an object, ``"in_memory"`` or a dotted path, as the other plug-ins.
 
