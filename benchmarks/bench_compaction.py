@@ -54,10 +54,10 @@ from peers import to_message
 from traffic import realistic_turns
 
 from redis_history import RedisHistory
-from redis_history._core import CompactionRequest
-from redis_history._server import RedisServer
-from redis_history.jobs import CompactionQueue, compaction_queue
-from redis_history.policy import CompactionPolicy
+from redis_history.compaction.jobs import CompactionQueue, compaction_queue
+from redis_history.compaction.policy import CompactionPolicy
+from redis_history.demo.server import RedisServer
+from redis_history.store._core import CompactionRequest
 
 WORKER_COMMAND = [sys.executable, "-m", "redis_history", "worker"]
 """How a deployment starts a worker (``redis-history worker``)."""

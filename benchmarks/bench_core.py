@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 import redis
 
 from redis_history import Message, RedisHistory, ToolCall
-from redis_history._server import server_url
+from redis_history.demo.server import server_url
 
 
 @dataclass

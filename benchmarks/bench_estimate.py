@@ -58,7 +58,7 @@ from peers import to_message
 from traffic import Turn, flatten, realistic_turns, short_turns
 
 from redis_history import Message, RedisHistory
-from redis_history._server import server_url
+from redis_history.demo.server import server_url
 from redis_history.tokens import TokenCounter, message_tokens, resolve_counter
 
 OVERHEAD = 1200

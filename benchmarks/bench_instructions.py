@@ -39,8 +39,8 @@ from peers import MINIMAL_SCRIPT, to_message
 from traffic import Msg, Turn, realistic_turns, short_turns
 
 from redis_history import Message, RedisHistory
-from redis_history._server import find_redis_server, free_port
-from redis_history.codec import encode_message
+from redis_history.demo.server import find_redis_server, free_port
+from redis_history.store.codec import encode_message
 
 WARMUP = 50
 

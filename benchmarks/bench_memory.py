@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from memory_samples import rankings, recall_at_k
 
-from redis_history._server import RedisServer
+from redis_history.demo.server import RedisServer
 from redis_history.memory import MemoryFilters
 from redis_history.memory.redis_memory import MAX_QUERY_TERMS, RedisLongTermMemory, terms
 

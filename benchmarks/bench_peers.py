@@ -64,7 +64,7 @@ from peers import (
 )
 from traffic import Msg, Turn, flatten, realistic_turns, short_turns, stats_table
 
-from redis_history._server import RedisServer
+from redis_history.demo.server import RedisServer
 
 WRITERS = 8
 FORK = multiprocessing.get_context("fork")
@@ -581,7 +581,7 @@ def lane_note(runs: Sequence[MixResult]) -> str:
     ratios = [r.append[held]["p50"] / r.append[f]["p50"] for r in runs]
     return (
         f"A bare `RPUSH` sent the way redis-history sends its commands (on a connection it "
-        f"keeps, `redis_history/_lane.py`) measured {spread(ratios, '.2f', 'x')} the floor "
+        f"keeps, `redis_history/store/_lane.py`) measured {spread(ratios, '.2f', 'x')} the floor "
         "(median): the floor pays redis-py's per-command pool work, redis-history does not."
     )
 

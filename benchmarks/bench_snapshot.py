@@ -28,7 +28,7 @@ from peers import RedisHistoryStore
 from traffic import Turn, flatten, realistic_turns, short_turns
 
 from redis_history import RedisHistory
-from redis_history._server import server_url
+from redis_history.demo.server import server_url
 
 MIXES: dict[str, Callable[[int], list[Turn]]] = {
     "realistic": realistic_turns,

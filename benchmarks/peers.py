@@ -23,10 +23,11 @@ import redis
 import redis.asyncio
 from traffic import Msg
 
-from redis_history import Message, RedisHistory, ToolCall, _core
-from redis_history._lane import execute
-from redis_history.codec import encode_batch, encode_message
+from redis_history import Message, RedisHistory, ToolCall
 from redis_history.integrations.openai_agents import RedisHistorySession
+from redis_history.store import _core
+from redis_history.store._lane import execute
+from redis_history.store.codec import encode_batch, encode_message
 
 __all__ = [
     "ASYNC_FLOOR",

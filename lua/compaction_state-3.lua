@@ -1,6 +1,6 @@
 --[[
 compaction_state: apply one event to the conversation's compaction state, the
-same transition map as redis_history/state.py (a test checks they agree).
+same transition map as redis_history/compaction/state.py (a test checks they agree).
 Nothing is written when the state does not change, or when the conversation
 does not exist (a late event after delete() must not bring it back). A conversation
 that lost its meta hash or its list is refused.

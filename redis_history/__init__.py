@@ -6,15 +6,21 @@ unless documented.
 
 from __future__ import annotations
 
-from redis_history._core import CompactionRequest, CompactionStats, TranscriptPage
-from redis_history.codec import Entry
-from redis_history.compaction import CompactionResult, run_compaction
-from redis_history.compactors import (
+from redis_history.compaction.compactors import (
     Compactor,
     CompactorRequest,
     SummarizingCompactor,
     ToolOutputElider,
     resolve_compactor,
+)
+from redis_history.compaction.policy import CompactionContext, CompactionPolicy
+from redis_history.compaction.run import CompactionResult, run_compaction
+from redis_history.compaction.state import CompactionState
+from redis_history.compaction.summarizers import (
+    ExtractiveSummarizer,
+    OpenAICompatibleSummarizer,
+    Summarizer,
+    resolve_summarizer,
 )
 from redis_history.errors import (
     AccessDeniedError,
@@ -37,17 +43,11 @@ from redis_history.errors import (
     SummarizerError,
     ToolPairingError,
 )
-from redis_history.history import AsyncRedisHistory, RedisHistory
 from redis_history.models import Message, Role, ToolCall
-from redis_history.policy import CompactionContext, CompactionPolicy
-from redis_history.protocol import History
-from redis_history.state import CompactionState
-from redis_history.summarizers import (
-    ExtractiveSummarizer,
-    OpenAICompatibleSummarizer,
-    Summarizer,
-    resolve_summarizer,
-)
+from redis_history.store._core import CompactionRequest, CompactionStats, TranscriptPage
+from redis_history.store.base import History
+from redis_history.store.codec import Entry
+from redis_history.store.history import AsyncRedisHistory, RedisHistory
 from redis_history.tokens import (
     EstimatingCounter,
     HeuristicCounter,

@@ -16,18 +16,18 @@ from collections.abc import Sequence
 from typing import Any
 
 from redis_history import settings
-from redis_history._core import RedisFailure, redis_error
-from redis_history._server import RedisServerError
-from redis_history.demo import DemoError, redis_for_demo, run_demo
+from redis_history.demo.run import DemoError, redis_for_demo, run_demo
+from redis_history.demo.server import RedisServerError
 from redis_history.errors import (
     AccessDeniedError,
     ConversationNotFoundError,
     HistoryError,
     StoreUnavailableError,
 )
-from redis_history.history import RedisHistory
-from redis_history.keys import DEFAULT_NAMESPACE
 from redis_history.settings import WorkerSettings
+from redis_history.store._core import RedisFailure, redis_error
+from redis_history.store.history import RedisHistory
+from redis_history.store.keys import DEFAULT_NAMESPACE
 
 __all__ = ["EXIT_STATUSES", "main"]
 
@@ -118,7 +118,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _worker(args: argparse.Namespace) -> int:
     """Run a worker configured by the environment, with the command line's overrides on top."""
-    from redis_history.jobs import (  # noqa: PLC0415  (rq only for the worker command)
+    from redis_history.compaction.jobs import (  # noqa: PLC0415  (rq only for the worker command)
         CompactionWorker,
         SimpleCompactionWorker,
         run_worker,

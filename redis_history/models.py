@@ -8,7 +8,7 @@ What a message may hold is checked in two places, each where the fact is known:
   ``JsonValue`` data (dict with str keys, list, str, int, float, bool, None; no
   sets, tuples, bytes, datetimes or other objects), finite floats (JSON has no
   NaN or infinity) and nest at most :data:`MAX_NESTING` levels.
-- **When it is written**, :func:`redis_history.codec.encode_message` refuses
+- **When it is written**, :func:`redis_history.store.codec.encode_message` refuses
   what only the stored form shows, with :class:`~redis_history.errors.InvalidMessageError`
   naming the field and the index in the batch, before anything reaches Redis:
   a lone surrogate in any string (UTF-8 cannot encode it; pydantic already

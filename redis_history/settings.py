@@ -209,9 +209,9 @@ class WorkerSettings:
     queue: str = QUEUE.default
     """The RQ queue name."""
     summarizer: str = SUMMARIZER.default
-    """An alias or dotted path for :func:`~redis_history.summarizers.resolve_summarizer`."""
+    """An alias or dotted path for :func:`~redis_history.resolve_summarizer`."""
     compactor: str = COMPACTOR.default
-    """An alias or dotted path for :func:`~redis_history.compactors.resolve_compactor`."""
+    """An alias or dotted path for :func:`~redis_history.resolve_compactor`."""
     token_counter: str | None = TOKEN_COUNTER.default
     """The counter that prices summaries; ``None`` for the exact ``o200k_base`` (unlike the
     pods' default estimate: a worker is off the hot path)."""

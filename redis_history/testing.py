@@ -17,7 +17,19 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from redis_history import limits
-from redis_history._core import (
+from redis_history.compaction.policy import CompactionContext, CompactionPolicy
+from redis_history.compaction.state import CompactionState, Event
+from redis_history.errors import (
+    HistoryError,
+    InvalidMessageError,
+    LimitExceededError,
+    LockLostError,
+    StaleSnapshotError,
+    ToolPairingError,
+)
+from redis_history.models import Message
+from redis_history.roles import RoleState
+from redis_history.store._core import (
     DEFAULT_MAX_MESSAGE_BYTES,
     EVENTS,
     MAX_STATE_VALUE,
@@ -35,20 +47,8 @@ from redis_history._core import (
     rollback_ids,
     write_token,
 )
-from redis_history.codec import Entry, encode_message, role_item
-from redis_history.errors import (
-    HistoryError,
-    InvalidMessageError,
-    LimitExceededError,
-    LockLostError,
-    StaleSnapshotError,
-    ToolPairingError,
-)
-from redis_history.keys import DEFAULT_NAMESPACE, DEFAULT_PREFIX, ConversationKeys
-from redis_history.models import Message
-from redis_history.policy import CompactionContext, CompactionPolicy
-from redis_history.roles import RoleState
-from redis_history.state import CompactionState, Event
+from redis_history.store.codec import Entry, encode_message, role_item
+from redis_history.store.keys import DEFAULT_NAMESPACE, DEFAULT_PREFIX, ConversationKeys
 from redis_history.tokens import TokenCounter, resolve_counter
 from redis_history.turns import Turn, group_entries
 

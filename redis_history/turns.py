@@ -40,8 +40,9 @@ be built from those parts (to drop steps, say); its own messages are checked,
 and :func:`from_turns` checks the whole list again.
 
 Where it sits: beside :mod:`redis_history.roles`, whose rules it gives a shape,
-under the store, so the histories' ``turns()`` can return turns while the store
-still never imports the context layer (which imports the store). The context
+under the store (it reads a stored entry through :class:`StoredMessage`), so the
+histories' ``turns()`` can return turns while the store never imports the context
+layer (which imports the store). The context
 layer re-exports these names (``redis_history.context``) and builds on them.
 """
 
@@ -50,9 +51,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import takewhile
-from typing import Any, NoReturn, TypeAlias
+from typing import Any, NoReturn, Protocol, TypeAlias
 
-from redis_history.codec import Entry
 from redis_history.errors import InvalidMessageError, RoleOrderError, ToolPairingError
 from redis_history.models import Message, ToolCall
 from redis_history.roles import RoleState
@@ -264,7 +264,17 @@ def group_turns(
     return _grouped(messages, lead)
 
 
-def group_entries(entries: Sequence[Entry], *, allow_open: bool = False) -> list[Turn]:
+class StoredMessage(Protocol):
+    """What grouping reads of a stored entry (:class:`~redis_history.Entry` is one)."""
+
+    @property
+    def summary(self) -> bool: ...
+
+    @property
+    def message(self) -> Message: ...
+
+
+def group_entries(entries: Sequence[StoredMessage], *, allow_open: bool = False) -> list[Turn]:
     """:func:`group_turns` of stored entries (``history.entries()``), the summaries at their
     head leading the first turn."""
     summaries = sum(1 for _ in takewhile(lambda entry: entry.summary, entries))

@@ -11,7 +11,8 @@ import fakeredis
 import pytest
 import redis.asyncio
 
-from redis_history import AsyncRedisHistory, RedisHistory, _core
+from redis_history import AsyncRedisHistory, RedisHistory
+from redis_history.store import _core
 from redis_history.testing import InMemoryHistory
 
 HistoryFactory = Callable[..., Any]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from redis_history._server import RedisServer
+from redis_history.demo.server import RedisServer
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRET = "Sup3r-s3cret-pw"

@@ -7,8 +7,8 @@ Real worker processes import this module through ``REDIS_HISTORY_COMPACTOR``
 from __future__ import annotations
 
 from redis_history import CompactorRequest, Message, Turn
-from redis_history.compactors import summary_message
-from redis_history.summarizers.protocol import summarize
+from redis_history.compaction.compactors import summary_message
+from redis_history.compaction.summarizers.base import summarize
 
 
 class KeepLastTurn:

@@ -13,8 +13,8 @@ import redis
 from redis.cluster import RedisCluster
 from worker_processes import Workers
 
-from redis_history._server import LocalCluster, RedisServer
-from redis_history.jobs import CompactionQueue, compaction_queue
+from redis_history.compaction.jobs import CompactionQueue, compaction_queue
+from redis_history.demo.server import LocalCluster, RedisServer
 
 pytest_plugins = ["backends", "chat_server", "commands", "faults"]
 

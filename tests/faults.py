@@ -3,7 +3,7 @@
 ``FaultProxy`` forwards bytes between redis-py and a ``redis-server`` and, when armed, lets a
 command reach the server but throws its reply away and closes the connection: the command was
 applied, the client sees a connection error and (by default) retries. ``ClusterProxies`` puts one
-proxy in front of every node of a :class:`~redis_history._server.LocalCluster`. The fixtures
+proxy in front of every node of a :class:`~redis_history.demo.server.LocalCluster`. The fixtures
 ``fault_proxy`` and ``cluster_proxies`` give each test a fresh set in front of flushed servers.
 """
 
@@ -21,7 +21,7 @@ import redis
 import redis.asyncio.cluster
 from redis.cluster import RedisCluster
 
-from redis_history._server import LocalCluster, RedisServer
+from redis_history.demo.server import LocalCluster, RedisServer
 
 __all__ = ["ClusterProxies", "FaultProxy", "cluster_proxies", "fault_proxy"]
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from redis_history.compaction.policy import CompactionContext
+from redis_history.compaction.summarizers import SummarizerError
 from redis_history.models import Message
-from redis_history.policy import CompactionContext
-from redis_history.summarizers import SummarizerError
 
 TAG = "Previously (from the worker's settings):"
 

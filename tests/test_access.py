@@ -26,18 +26,18 @@ from redis_history import (
     Message,
     RedisHistory,
     StoreUnavailableError,
-    _core,
 )
-from redis_history._server import RedisServer
-from redis_history.jobs import (
+from redis_history.compaction.jobs import (
     COMPACTION_FUNCTION,
     WorkerSettings,
     compaction_queue,
     configure_worker,
     run_worker,
 )
+from redis_history.compaction.policy import CompactionPolicy
+from redis_history.demo.server import RedisServer
 from redis_history.memory import MemoryFilters, RedisLongTermMemory
-from redis_history.policy import CompactionPolicy
+from redis_history.store import _core
 
 pytestmark = [pytest.mark.real_redis, pytest.mark.usefixtures("signal_handlers")]
 

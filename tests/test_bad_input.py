@@ -23,7 +23,7 @@ from redis_history import (
     ToolCall,
     ToolPairingError,
 )
-from redis_history._server import free_port
+from redis_history.demo.server import free_port
 
 
 def dump(client: redis.Redis) -> dict[Any, Any]:

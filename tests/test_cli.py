@@ -13,9 +13,9 @@ from chat_server import ChatServer
 from commands import SECRET, clean_env, run_cli, url
 
 from redis_history import Message, RedisHistory
-from redis_history._server import RedisServer, free_port
 from redis_history.cli import main
-from redis_history.demo import DemoReport, check_conversation, run_demo
+from redis_history.demo.run import DemoReport, check_conversation, run_demo
+from redis_history.demo.server import RedisServer, free_port
 
 pytestmark = pytest.mark.real_redis
 

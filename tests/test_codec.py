@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from redis_history import CorruptHistoryError, Message
-from redis_history.codec import GC_PAUSE_MIN, decode_entries, encode_message
+from redis_history.store.codec import GC_PAUSE_MIN, decode_entries, encode_message
 from redis_history.tokens import HeuristicCounter
 
 ENVELOPES = [

@@ -13,11 +13,11 @@ from rq import Queue
 from samples import turns
 
 from redis_history import Message, RedisHistory, SummarizerError
-from redis_history._core import CompactionRequest
-from redis_history.compaction import choose_cut, run_compaction
-from redis_history.jobs import compaction_queue
-from redis_history.policy import CompactionContext, CompactionPolicy
-from redis_history.state import CompactionState
+from redis_history.compaction.jobs import compaction_queue
+from redis_history.compaction.policy import CompactionContext, CompactionPolicy
+from redis_history.compaction.run import choose_cut, run_compaction
+from redis_history.compaction.state import CompactionState
+from redis_history.store._core import CompactionRequest
 from redis_history.testing import FakeSummarizer
 
 

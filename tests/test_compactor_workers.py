@@ -14,8 +14,8 @@ from samples import BIG_OUTPUT
 from worker_processes import DEADLINE, FAULT_POLICY, Workers, refused_after_a_pause
 
 from redis_history import Message, RedisHistory, ToolCall
-from redis_history.compactors import elided_stub
-from redis_history.jobs import CompactionQueue
+from redis_history.compaction.compactors import elided_stub
+from redis_history.compaction.jobs import CompactionQueue
 
 pytestmark = [pytest.mark.real_redis, pytest.mark.slow]
 

@@ -29,9 +29,9 @@ from redis_history import (
     run_compaction,
 )
 from redis_history.cli import main
-from redis_history.compactors import ALIASES, elided_stub
+from redis_history.compaction.compactors import ALIASES, elided_stub
+from redis_history.compaction.state import CompactionState
 from redis_history.settings import COMPACTOR, WorkerSettings
-from redis_history.state import CompactionState
 from redis_history.testing import FakeSummarizer
 from redis_history.tokens import resolve_counter
 from redis_history.turns import group_entries

@@ -20,8 +20,8 @@ from redis_history import (
     ToolCall,
     ToolPairingError,
 )
-from redis_history.codec import decode_entries
-from redis_history.jobs import compaction_queue
+from redis_history.compaction.jobs import compaction_queue
+from redis_history.store.codec import decode_entries
 
 pytestmark = [pytest.mark.real_redis, pytest.mark.slow]
 

@@ -19,8 +19,8 @@ import redis
 from commands import clean_env
 
 from redis_history import Message, RedisHistory
-from redis_history.jobs import compaction_queue
-from redis_history.policy import CompactionPolicy
+from redis_history.compaction.jobs import compaction_queue
+from redis_history.compaction.policy import CompactionPolicy
 
 ROOT = Path(__file__).resolve().parents[1]
 SETTINGS = ROOT / "worker" / "settings.py"

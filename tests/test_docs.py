@@ -14,7 +14,7 @@ import pytest
 import redis
 
 from redis_history.cli import EXIT_STATUSES
-from redis_history.jobs import configure_worker
+from redis_history.compaction.jobs import configure_worker
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

@@ -27,7 +27,7 @@ from redis_history import (
     ReplicationError,
     StoreUnavailableError,
 )
-from redis_history._server import LocalCluster, RedisServer
+from redis_history.demo.server import LocalCluster, RedisServer
 
 pytestmark = [pytest.mark.real_redis, pytest.mark.slow]
 

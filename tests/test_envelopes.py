@@ -23,8 +23,8 @@ from redis_history import (
     ToolCall,
     ToolPairingError,
 )
-from redis_history._stored import stamp
-from redis_history.codec import (
+from redis_history.store._stored import stamp
+from redis_history.store.codec import (
     _STORED,
     _plain_body,
     decode_entries,

@@ -13,7 +13,7 @@ import redis
 from test_bad_input import dump
 
 from redis_history import CorruptHistoryError, Message, RedisHistory, ToolCall
-from redis_history._server import RedisServer
+from redis_history.demo.server import RedisServer
 
 pytestmark = pytest.mark.real_redis
 

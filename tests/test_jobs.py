@@ -25,10 +25,10 @@ from samples import turns
 from summarizers_for_tests import TAG
 from worker_doubles import InProcessWorker
 
-from redis_history import AsyncRedisHistory, RedisHistory, jobs, scripts, settings
-from redis_history._server import LocalCluster, free_port
+from redis_history import AsyncRedisHistory, RedisHistory, settings
 from redis_history.cli import main
-from redis_history.jobs import (
+from redis_history.compaction import jobs
+from redis_history.compaction.jobs import (
     COMPACTION_FUNCTION,
     CompactionOnlyJob,
     CompactionQueue,
@@ -40,7 +40,9 @@ from redis_history.jobs import (
     configure_worker,
     run_worker,
 )
-from redis_history.policy import CompactionPolicy
+from redis_history.compaction.policy import CompactionPolicy
+from redis_history.demo.server import LocalCluster, free_port
+from redis_history.store import scripts
 from redis_history.tokens import message_tokens, resolve_counter
 
 POLICY = CompactionPolicy(

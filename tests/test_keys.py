@@ -7,7 +7,7 @@ import pytest
 import redis
 
 from redis_history import Message, RedisHistory, ToolCall
-from redis_history.keys import ConversationKeys
+from redis_history.store.keys import ConversationKeys
 
 
 def test_keys_share_the_conversation_hash_tag() -> None:

@@ -21,8 +21,9 @@ from faults import FaultProxy
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from redis_history import AsyncRedisHistory, Message, RedisHistory, _core
-from redis_history._lane import aexecute, execute, lane_of
+from redis_history import AsyncRedisHistory, Message, RedisHistory
+from redis_history.store import _core
+from redis_history.store._lane import aexecute, execute, lane_of
 
 pytestmark = pytest.mark.real_redis
 

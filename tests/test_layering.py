@@ -1,4 +1,4 @@
-"""Imports point one way: only ``redis_history.jobs`` (and ``worker/``) need RQ."""
+"""Imports point one way: only ``redis_history.compaction.jobs`` (and ``worker/``) need RQ."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import redis_history
 
-RQ_MODULES = {"redis_history.jobs"}
+RQ_MODULES = {"redis_history.compaction.jobs"}
 SCRIPTS = {"redis_history.__main__"}
 """Running, not importing, is what ``python -m redis_history`` does; cli covers its imports."""
 
@@ -39,10 +39,10 @@ def package_modules() -> list[str]:
 
 
 def test_every_module_but_jobs_imports_without_rq() -> None:
-    """With rq made unimportable, every module except redis_history.jobs imports: the store,
-    compaction, the demo and the command line know no RQ until a worker is asked for."""
+    """With rq made unimportable, every module except redis_history.compaction.jobs imports: the
+    store, compaction, the demo and the command line know no RQ until a worker is asked for."""
     modules = [m for m in package_modules() if m not in RQ_MODULES | SCRIPTS]
-    assert "redis_history.demo" in modules
+    assert "redis_history.demo.run" in modules
     assert "redis_history.cli" in modules
     done = subprocess.run(
         [sys.executable, "-c", PROBE, "redis_history", *modules],
@@ -55,9 +55,9 @@ def test_every_module_but_jobs_imports_without_rq() -> None:
 
 
 def test_the_probe_would_see_rq() -> None:
-    """The same probe fails for redis_history.jobs, so the test above can fail."""
+    """The same probe fails for redis_history.compaction.jobs, so the test above can fail."""
     done = subprocess.run(
-        [sys.executable, "-c", PROBE, "redis_history.jobs"],
+        [sys.executable, "-c", PROBE, "redis_history.compaction.jobs"],
         capture_output=True,
         text=True,
         check=False,
@@ -70,7 +70,7 @@ CONTEXT = "redis_history.context"
 ABOVE_CONTEXT = {
     "redis_history",
     "redis_history.cli",
-    "redis_history.demo",
+    "redis_history.demo.run",
     "redis_history.__main__",
 }
 """The public surface and the command line sit on top and may use the context layer."""
@@ -104,7 +104,7 @@ def test_the_store_never_imports_the_context_layer() -> None:
         and m not in ABOVE_CONTEXT
         and not m.startswith(INTEGRATIONS)
     ]
-    assert "redis_history.history" in below
+    assert "redis_history.store.history" in below
     assert "redis_history.testing" in below
     offenders = {
         module: sorted(
@@ -129,7 +129,7 @@ def test_nothing_imports_the_framework_adapters_but_themselves() -> None:
     """The adapters sit on top: no other module of the package imports them, and only they
     import a framework, not even lazily inside a function."""
     others = [m for m in package_modules() if not m.startswith(INTEGRATIONS)]
-    assert "redis_history.history" in others
+    assert "redis_history.store.history" in others
     offenders = {
         module: sorted(
             n
@@ -166,3 +166,87 @@ def test_the_package_imports_without_the_frameworks() -> None:
     )
     assert langchain.returncode != 0  # the probe does block a framework
     assert "needs langchain-core: pip install 'redis-history[langchain]'" in langchain.stderr
+
+
+SHARED = "shared"
+LAYERS: dict[str, set[str]] = {
+    SHARED: {SHARED},
+    "compaction.rules": {SHARED},
+    "store": {SHARED, "compaction.rules"},
+    "compaction": {SHARED, "compaction.rules", "store"},
+    "memory": {SHARED, "store"},
+    "context": {SHARED, "compaction.rules", "store", "compaction", "memory"},
+    "integrations": {SHARED, "store", "context"},
+    "testing": {SHARED, "compaction.rules", "store"},
+    "root": {SHARED, "compaction.rules", "store", "compaction"},
+    "demo": {SHARED, "compaction.rules", "store", "compaction", "root"},
+    "cli": {SHARED, "store", "compaction", "demo", "root"},
+}
+"""Which folders each folder of the package may import: the layers of the README's layout.
+
+``compaction.rules`` (the state machine and the policy) is what the store keeps and checks
+of compaction; the rest of ``compaction`` runs on top of the store."""
+
+
+def layer(module: str) -> str:
+    """The layer a package module belongs to."""
+    parts = module.split(".")
+    if len(parts) == 1:
+        return "root"
+    if parts[1:3] in (["compaction", "state"], ["compaction", "policy"]):
+        return "compaction.rules"
+    if parts[1] in {"store", "compaction", "context", "memory", "integrations", "demo"}:
+        return parts[1]
+    if parts[1] in {"cli", "__main__"}:
+        return "cli"
+    if parts[1] == "testing":
+        return "testing"
+    return SHARED
+
+
+def package_imports(module: str) -> set[str]:
+    """The package modules ``module`` imports: ``from a import b`` counts as ``a.b`` when that
+    is a module, else as ``a`` (so a public name taken from the root counts as the root)."""
+    modules = set(package_modules()) | {"redis_history"}
+    spec = importlib.util.find_spec(module)
+    assert spec is not None
+    assert spec.origin is not None
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(Path(spec.origin).read_text())):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module is not None:
+            names = [
+                f"{node.module}.{alias.name}"
+                if f"{node.module}.{alias.name}" in modules
+                else node.module
+                for alias in node.names
+            ]
+        else:
+            continue
+        found.update(name for name in names if name in modules)
+    return found
+
+
+def test_each_folder_imports_only_the_layers_below_it() -> None:
+    """The tree shows the architecture: the shared vocabulary imports nothing above it, the
+    store nothing of compaction but its rules, compaction and memory sit on the store, the
+    context layer on those, the adapters on top; nothing a pod imports reaches the demo."""
+    offenders: dict[str, list[str]] = {}
+    for module in package_modules():
+        allowed = LAYERS[layer(module)] | {layer(module)}
+        bad = sorted(name for name in package_imports(module) if layer(name) not in allowed)
+        if bad:
+            offenders[module] = bad
+    assert offenders == {}
+
+
+def test_the_layer_check_sees_an_upward_import() -> None:
+    """The check above can fail: the store's histories are imported by the compaction run,
+    which the store may not import, and the demo imports the store."""
+    assert "redis_history.store.history" in package_imports("redis_history.compaction.run")
+    assert "compaction" not in LAYERS["store"]
+    assert layer("redis_history.compaction.run") == "compaction"
+    assert layer("redis_history.compaction.state") == "compaction.rules"
+    assert "redis_history.demo.server" in package_imports("redis_history.demo.run")
+    assert "demo" not in LAYERS["root"]

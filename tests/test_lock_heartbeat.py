@@ -20,9 +20,9 @@ from redis.exceptions import BusyLoadingError, LockNotOwnedError, ResponseError
 from samples import turns
 
 from redis_history import Message, RedisHistory
-from redis_history.compaction import CompactionResult, _Heartbeat, run_compaction
-from redis_history.policy import CompactionContext, CompactionPolicy
-from redis_history.state import CompactionState
+from redis_history.compaction.policy import CompactionContext, CompactionPolicy
+from redis_history.compaction.run import CompactionResult, _Heartbeat, run_compaction
+from redis_history.compaction.state import CompactionState
 
 TTL = 3.0
 """The lock's TTL in the unit tests: beats every 1 s, retries every 0.15 s, margin 0.5 s."""
@@ -85,7 +85,7 @@ def warnings() -> Iterator[list[str]]:
     records: list[str] = []
     handler = logging.Handler(logging.INFO)
     handler.emit = lambda record: records.append(record.getMessage())  # type: ignore[method-assign]
-    log = logging.getLogger("redis_history.compaction")
+    log = logging.getLogger("redis_history.compaction.run")
     level = log.level
     log.addHandler(handler)
     log.setLevel(logging.INFO)

@@ -18,9 +18,9 @@ from pydantic import ValidationError
 from test_bad_input import dump, seeded
 
 from redis_history import InvalidMessageError, Message, RedisHistory, ToolCall
-from redis_history.codec import ENVELOPE_NESTING, decode_entries
 from redis_history.context import parse, parse_response
 from redis_history.models import MAX_NESTING, parse_json
+from redis_history.store.codec import ENVELOPE_NESTING, decode_entries
 
 
 def nested(depth: int) -> dict[str, Any]:

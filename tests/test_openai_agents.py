@@ -41,7 +41,7 @@ from redis_history import (
 from redis_history.integrations.openai_agents import BRIDGE, ITEMS, RedisHistorySession
 from redis_history.models import MAX_NESTING
 from redis_history.roles import RoleState
-from redis_history.scripts import script, script_names
+from redis_history.store.scripts import script, script_names
 
 T = TypeVar("T")
 

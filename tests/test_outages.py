@@ -25,8 +25,8 @@ from redis_history import (
     RedisHistory,
     StoreUnavailableError,
 )
-from redis_history._server import free_port
-from redis_history.jobs import compaction_queue
+from redis_history.compaction.jobs import compaction_queue
+from redis_history.demo.server import free_port
 
 DUE = CompactionPolicy(soft_tokens=1, hard_tokens=2)
 

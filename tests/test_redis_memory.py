@@ -30,10 +30,8 @@ from redis_history import (
     Message,
     StoreUnavailableError,
 )
-from redis_history._core import Call
-from redis_history._server import RedisServer
 from redis_history.context import HistoryManager, HistoryManagerConfig
-from redis_history.keys import MemoryKeys
+from redis_history.demo.server import RedisServer
 from redis_history.memory import (
     InMemoryMemory,
     LongTermMemory,
@@ -57,7 +55,9 @@ from redis_history.memory.redis_memory import (
     normalize,
     terms,
 )
-from redis_history.scripts import script, script_names
+from redis_history.store._core import Call
+from redis_history.store.keys import MemoryKeys
+from redis_history.store.scripts import script, script_names
 
 
 class Clock:

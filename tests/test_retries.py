@@ -31,8 +31,8 @@ from redis_history import (
     StoreUnavailableError,
     ToolCall,
 )
-from redis_history.jobs import compaction_queue
-from redis_history.scripts import script, script_names
+from redis_history.compaction.jobs import compaction_queue
+from redis_history.store.scripts import script, script_names
 
 pytestmark = pytest.mark.real_redis
 

@@ -16,8 +16,8 @@ import redis
 import redis.asyncio
 
 from redis_history import AsyncRedisHistory, Message, RedisHistory
-from redis_history._core import _call
-from redis_history.scripts import (
+from redis_history.store._core import _call
+from redis_history.store.scripts import (
     ERRORS,
     Refusal,
     expand_includes,

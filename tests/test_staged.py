@@ -29,9 +29,9 @@ from redis_history import (
     RoleOrderError,
     StoreUnavailableError,
     ToolCall,
-    _core,
 )
-from redis_history.scripts import script, script_names
+from redis_history.store import _core
+from redis_history.store.scripts import script, script_names
 
 pytestmark = pytest.mark.real_redis
 

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from redis_history import Message, RedisHistory
+from redis_history.compaction.state import CompactionState
 from redis_history.errors import CorruptHistoryError, InvalidTransitionError
-from redis_history.state import CompactionState
 
 READY = CompactionState.ready()
 STATES = [

@@ -16,10 +16,8 @@ from echoes import escaped_forms
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from redis_history.errors import HistoryError
-from redis_history.models import Message, ToolCall
-from redis_history.policy import CompactionContext
-from redis_history.summarizers import (
+from redis_history.compaction.policy import CompactionContext
+from redis_history.compaction.summarizers import (
     ALIASES,
     DEFAULT_PROMPT,
     PREFIX,
@@ -30,6 +28,8 @@ from redis_history.summarizers import (
     render_transcript,
     resolve_summarizer,
 )
+from redis_history.errors import HistoryError
+from redis_history.models import Message, ToolCall
 
 SECRET = "sk-test-do-not-leak-4242"
 
@@ -248,7 +248,7 @@ def test_render_transcript_shows_calls_and_results_without_the_system_prompt() -
 # ---------------------------------------------------------------- resolution
 
 PLUGIN_SOURCE = """
-from redis_history.summarizers import ExtractiveSummarizer
+from redis_history.compaction.summarizers import ExtractiveSummarizer
 
 
 class Shouter:
@@ -345,10 +345,11 @@ def test_resolve_imports_dotted_paths(plugins: str, separator: str, attr: str, k
 
 def test_resolve_path_to_a_classmethod_factory() -> None:
     """After the colon a dotted attribute such as Class.factory is allowed."""
-    spec = "redis_history.summarizers:OpenAICompatibleSummarizer.from_env"
+    spec = "redis_history.compaction.summarizers:OpenAICompatibleSummarizer.from_env"
     assert isinstance(resolve_summarizer(spec), OpenAICompatibleSummarizer)
     assert isinstance(
-        resolve_summarizer("redis_history.summarizers.ExtractiveSummarizer"), ExtractiveSummarizer
+        resolve_summarizer("redis_history.compaction.summarizers.ExtractiveSummarizer"),
+        ExtractiveSummarizer,
     )
 
 

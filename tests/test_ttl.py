@@ -10,7 +10,7 @@ import redis
 from samples import turns
 
 from redis_history import CompactionPolicy, Message, RedisHistory, StaleSnapshotError
-from redis_history.compaction import run_compaction
+from redis_history.compaction.run import run_compaction
 from redis_history.testing import FakeSummarizer
 
 pytestmark = pytest.mark.real_redis

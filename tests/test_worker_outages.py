@@ -23,14 +23,14 @@ from rq.worker import WorkerStatus
 from samples import turns
 
 from redis_history import Message, RedisHistory
-from redis_history.jobs import (
+from redis_history.compaction.jobs import (
     CompactionQueue,
     SimpleCompactionWorker,
     WorkerSettings,
     compaction_queue,
     configure_worker,
 )
-from redis_history.policy import CompactionContext, CompactionPolicy
+from redis_history.compaction.policy import CompactionContext, CompactionPolicy
 
 POLICY = CompactionPolicy(
     soft_tokens=50, hard_tokens=10_000, keep_last_turns=1, min_messages=2, cooldown_turns=0
@@ -104,7 +104,7 @@ def outages() -> Iterator[list[str]]:
     records: list[str] = []
     handler = logging.Handler(logging.INFO)
     handler.emit = lambda record: records.append(record.getMessage())  # type: ignore[method-assign]
-    log = logging.getLogger("redis_history.jobs")
+    log = logging.getLogger("redis_history.compaction.jobs")
     level = log.level
     log.addHandler(handler)
     log.setLevel(logging.INFO)
@@ -196,7 +196,7 @@ def test_the_idle_wait_backs_off_to_a_bound(
 
 def hooks(worker: Worker, queue: CompactionQueue) -> dict[str, Callable[[], object]]:
     """Every RQ hook the worker overrides to ride out outages, ready to call."""
-    job = queue.enqueue("redis_history.jobs.compact_conversation", "ns", "c", "rh", {})
+    job = queue.enqueue("redis_history.compaction.jobs.compact_conversation", "ns", "c", "rh", {})
     execution = worker.prepare_execution(job)
     worker._shutdown_requested_date = now()
     return {

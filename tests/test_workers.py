@@ -29,7 +29,7 @@ from worker_processes import (
 )
 
 from redis_history import CompactionPolicy, Message, RedisHistory, ToolCall
-from redis_history.jobs import CompactionQueue, compaction_queue
+from redis_history.compaction.jobs import CompactionQueue, compaction_queue
 from redis_history.roles import RoleState
 
 pytestmark = [pytest.mark.real_redis, pytest.mark.slow]

@@ -5,9 +5,9 @@ full command, run from the directory that holds ``worker/``, is::
 
     rq worker -c worker.settings \\
         --serializer rq.serializers.JSONSerializer \\
-        --worker-class redis_history.jobs.CompactionWorker
+        --worker-class redis_history.compaction.jobs.CompactionWorker
 
-``CompactionWorker`` runs only ``redis_history.jobs.compact_conversation`` and
+``CompactionWorker`` runs only ``redis_history.compaction.jobs.compact_conversation`` and
 refuses to start with any serializer but JSON. A plain ``rq worker`` would run
 any function (and unpickle anything) a writer of the queue sends: never start
 one on this queue. ``redis-history worker`` is the same worker without the flags.
@@ -27,7 +27,8 @@ _settings = WorkerSettings.from_env()
 REDIS_URL = _settings.queue_redis_url
 QUEUES = [_settings.queue]
 
-# One line per job from redis_history.jobs, next to rq's own lines; rq's loggers are left alone.
+# One line per job from redis_history.compaction.jobs, next to rq's own lines; rq's loggers are
+# left alone.
 DICT_CONFIG = {
     "version": 1,
     "disable_existing_loggers": False,

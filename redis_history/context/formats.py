@@ -55,9 +55,9 @@ from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
 from redis_history.errors import InvalidMessageError
-from redis_history.history import AsyncRedisHistory
 from redis_history.models import MAX_NESTING, Message, ToolCall
-from redis_history.protocol import History
+from redis_history.store.base import History
+from redis_history.store.history import AsyncRedisHistory
 
 __all__ = [
     "ANTHROPIC_THINKING",

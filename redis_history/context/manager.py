@@ -39,6 +39,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from redis_history.compaction.summarizers import Summarizer, resolve_summarizer
 from redis_history.context.budget import (
     Framing,
     budget_error,
@@ -49,7 +50,6 @@ from redis_history.context.budget import (
 from redis_history.context.formats import WireFormat, render
 from redis_history.memory.base import LongTermMemory, MemoryFilters, resolve_memory
 from redis_history.models import Message
-from redis_history.summarizers import Summarizer, resolve_summarizer
 from redis_history.tokens import TokenCounter, price, resolve_counter
 
 __all__ = [

@@ -35,8 +35,8 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 import redis
 import redis.asyncio
 
-from redis_history.history import AsyncRedisHistory, RedisHistory
 from redis_history.models import Message, Role, ToolCall
+from redis_history.store.history import AsyncRedisHistory, RedisHistory
 
 __all__ = ["LANGCHAIN", "RedisHistoryChatMessageHistory", "from_langchain", "to_langchain"]
 

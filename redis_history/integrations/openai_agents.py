@@ -71,9 +71,9 @@ from redis_history.errors import (
     StaleSnapshotError,
     ToolPairingError,
 )
-from redis_history.history import AsyncRedisHistory
 from redis_history.models import Message, Role, ToolCall, check_nesting, parse_json
 from redis_history.roles import RoleState
+from redis_history.store.history import AsyncRedisHistory
 
 if TYPE_CHECKING:
     from agents.items import TResponseInputItem

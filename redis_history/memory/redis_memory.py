@@ -3,7 +3,7 @@
 :class:`RedisLongTermMemory` is a :class:`~redis_history.memory.base.LongTermMemory` that
 runs on any Redis 6.2+ (the embedded one included) and on Redis Cluster. Each owner (an agent
 and one user, or an agent alone for memories kept without a user) has its own keys under one
-hash tag (:class:`~redis_history.keys.MemoryKeys`): the memories, an inverted index (one hash
+hash tag (:class:`~redis_history.store.keys.MemoryKeys`): the memories, an inverted index (one hash
 of postings per term), the counts BM25 needs, and one set per conversation and per tag.
 
 - **Filters by construction.** A recall reads only the keys of the owner its filters name
@@ -63,13 +63,13 @@ from pydantic import ConfigDict, TypeAdapter, ValidationError
 from redis.exceptions import NoScriptError
 
 from redis_history import limits
-from redis_history._core import Call, RedisFailure, redis_error, send
 from redis_history._redact import Redactor, client_secrets
 from redis_history.errors import CorruptHistoryError, HistoryError
-from redis_history.keys import DEFAULT_NAMESPACE, DEFAULT_PREFIX, MemoryKeys, validate_name
 from redis_history.memory.base import MemoryFilters, MemoryRecord, tag_tuple
 from redis_history.models import JsonObject
-from redis_history.scripts import refusal, script
+from redis_history.store._core import Call, RedisFailure, redis_error, send
+from redis_history.store.keys import DEFAULT_NAMESPACE, DEFAULT_PREFIX, MemoryKeys, validate_name
+from redis_history.store.scripts import refusal, script
 
 __all__ = [
     "MAX_CONVERSATIONS",

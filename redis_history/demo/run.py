@@ -29,15 +29,15 @@ from typing import TYPE_CHECKING, Any, TextIO
 import redis
 
 from redis_history import settings
-from redis_history._server import RedisServer, RedisServerNotFoundError
+from redis_history.compaction.policy import CompactionPolicy
+from redis_history.demo.server import RedisServer, RedisServerNotFoundError
 from redis_history.errors import HistoryError
-from redis_history.history import RedisHistory
 from redis_history.models import Message, ToolCall
-from redis_history.policy import CompactionPolicy
 from redis_history.roles import RoleState
+from redis_history.store.history import RedisHistory
 
 if TYPE_CHECKING:
-    from redis_history.jobs import CompactionQueue
+    from redis_history.compaction.jobs import CompactionQueue
 
 __all__ = ["DemoError", "DemoReport", "run_demo"]
 
@@ -88,7 +88,7 @@ def _pod(  # noqa: PLR0917  (a multiprocessing target takes positional arguments
     out: Queue[Any],
 ) -> None:
     """One simulated agent process: ``turns`` turns spread over the conversations."""
-    from redis_history.jobs import compaction_queue  # noqa: PLC0415  (rq only where it is used)
+    from redis_history.compaction.jobs import compaction_queue  # noqa: PLC0415  (rq only where it is used)
 
     written: dict[str, list[str]] = {c: [] for c in conversations}
     client = redis.Redis.from_url(url)
@@ -288,7 +288,7 @@ def run_demo(
     def say(text: str) -> None:
         print(text, file=out, flush=True)
 
-    from redis_history.jobs import compaction_queue  # noqa: PLC0415  (rq only where it is used)
+    from redis_history.compaction.jobs import compaction_queue  # noqa: PLC0415  (rq only where it is used)
 
     names = [f"trip-{i}" for i in range(conversations)]
     client = redis.Redis.from_url(url)

@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from redis_history.compaction.summarizers import Summarizer
+from redis_history.compaction.summarizers.base import summarize
 from redis_history.errors import SummarizerError
 from redis_history.models import Message
-from redis_history.summarizers import Summarizer
-from redis_history.summarizers.protocol import summarize
 
 if TYPE_CHECKING:
-    from redis_history.compactors.protocol import CompactorRequest
+    from redis_history.compaction.compactors.base import CompactorRequest
 
 __all__ = ["SummarizingCompactor", "summary_message"]
 
@@ -22,7 +22,7 @@ class SummarizingCompactor:
 
     The summary comes from the worker's configured summarizer (``request.summarizer``)
     unless one is given here; it is passed the conversation's
-    :class:`~redis_history.policy.CompactionContext` when it takes one.
+    :class:`~redis_history.compaction.policy.CompactionContext` when it takes one.
     """
 
     def __init__(self, summarizer: Summarizer | None = None) -> None:

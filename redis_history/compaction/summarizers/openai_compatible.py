@@ -22,10 +22,10 @@ from typing import Any, Self
 
 from redis_history import settings
 from redis_history._redact import Redactor, redact_url, url_secrets
+from redis_history.compaction.policy import CompactionContext
+from redis_history.compaction.summarizers._text import PREFIX, clip, one_line, previous_summary
 from redis_history.errors import SummarizerError
 from redis_history.models import Message, parse_json
-from redis_history.policy import CompactionContext
-from redis_history.summarizers._text import PREFIX, clip, one_line, previous_summary
 
 __all__ = ["DEFAULT_PROMPT", "OpenAICompatibleSummarizer", "render_transcript"]
 

@@ -13,7 +13,7 @@ message leaves out every field at its default (``content`` ``""``,
 and a call's ``arguments`` ``{}``) and stores ``created_at`` as integer
 milliseconds since the epoch when that is exact (UTC, whole milliseconds, as
 every default ``created_at`` is), else as an ISO string. See
-``redis_history._stored``.
+``redis_history.store._stored``.
 
 ``t`` comes first and the message's ``id`` first in ``m``, so that the Lua
 scripts read them with anchored patterns instead of decoding a message that
@@ -43,16 +43,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_core import PydanticSerializationError, to_json
 from pydantic_core import core_schema as cs
 
-from redis_history._stored import (
-    ROLES,
-    envelope_schema,
-    model_of,
-    split,
-    stamp,
-    stored_serializer,
-    stored_validator,
-    with_fields,
-)
 from redis_history.errors import (
     CorruptHistoryError,
     InvalidMessageError,
@@ -67,6 +57,16 @@ from redis_history.models import (
     Message,
     ToolCall,
     chat_message,
+)
+from redis_history.store._stored import (
+    ROLES,
+    envelope_schema,
+    model_of,
+    split,
+    stamp,
+    stored_serializer,
+    stored_validator,
+    with_fields,
 )
 from redis_history.tokens import Pricer, TokenCounter
 

@@ -8,11 +8,11 @@ from types import MappingProxyType
 from typing import Protocol, TypeAlias, runtime_checkable
 
 from redis_history._plugins import PluginKind
-from redis_history.compactors.elide import ToolOutputElider
-from redis_history.compactors.summarize import SummarizingCompactor
+from redis_history.compaction.compactors.elide import ToolOutputElider
+from redis_history.compaction.compactors.summarize import SummarizingCompactor
+from redis_history.compaction.policy import CompactionContext, CompactionPolicy
+from redis_history.compaction.summarizers import Summarizer
 from redis_history.models import Message
-from redis_history.policy import CompactionContext, CompactionPolicy
-from redis_history.summarizers import Summarizer
 from redis_history.tokens import TokenCounter
 from redis_history.turns import Turn, to_messages
 

@@ -1,7 +1,7 @@
 """One compaction of one conversation: lock, snapshot, cut, compact, fenced write-back.
 
-What replaces the prefix is a :class:`~redis_history.compactors.Compactor`'s
-choice (by default a summary, :class:`~redis_history.compactors.SummarizingCompactor`);
+What replaces the prefix is a :class:`~redis_history.compaction.compactors.Compactor`'s
+choice (by default a summary, :class:`~redis_history.compaction.compactors.SummarizingCompactor`);
 the lock, the cut, the check of its result and the write-back are the same for all.
 
 This is the worker's job without RQ (``jobs.py`` wraps it), so it can be run
@@ -33,9 +33,9 @@ from redis import exceptions as redis_errors
 from redis.exceptions import LockError
 from redis.lock import Lock
 
-from redis_history._core import RedisFailure
-from redis_history.codec import Entry
-from redis_history.compactors import Compactor, CompactorRequest, SummarizingCompactor
+from redis_history.compaction.compactors import Compactor, CompactorRequest, SummarizingCompactor
+from redis_history.compaction.policy import CompactionContext, CompactionPolicy
+from redis_history.compaction.summarizers import Summarizer
 from redis_history.errors import (
     CompactorError,
     InvalidMessageError,
@@ -44,11 +44,11 @@ from redis_history.errors import (
     StaleSnapshotError,
     StoreUnavailableError,
 )
-from redis_history.history import RedisHistory
 from redis_history.models import Message
-from redis_history.policy import CompactionContext, CompactionPolicy
 from redis_history.roles import RoleState
-from redis_history.summarizers import Summarizer
+from redis_history.store._core import RedisFailure
+from redis_history.store.codec import Entry
+from redis_history.store.history import RedisHistory
 from redis_history.tokens import message_tokens
 from redis_history.turns import Turn, group_entries, group_turns
 
@@ -278,7 +278,7 @@ def run_compaction(
             compactor summarizes the prefix with it).
         policy: thresholds, the cut, and the lock's TTL.
         compactor: decides what replaces the prefix; ``None`` for
-            :class:`~redis_history.compactors.SummarizingCompactor`.
+            :class:`~redis_history.compaction.compactors.SummarizingCompactor`.
         clock: the monotonic clock the heartbeat measures the lock's time with (tests
             inject one).
 

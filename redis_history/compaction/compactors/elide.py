@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from redis_history.models import Message
 
 if TYPE_CHECKING:
-    from redis_history.compactors.protocol import CompactorRequest
+    from redis_history.compaction.compactors.base import CompactorRequest
 
 __all__ = ["DEFAULT_MIN_BYTES", "ToolOutputElider", "elided_stub"]
 

@@ -7,10 +7,10 @@ from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
 
 from redis_history._plugins import PluginKind
+from redis_history.compaction.policy import CompactionContext
+from redis_history.compaction.summarizers.extractive import ExtractiveSummarizer
+from redis_history.compaction.summarizers.openai_compatible import OpenAICompatibleSummarizer
 from redis_history.models import Message
-from redis_history.policy import CompactionContext
-from redis_history.summarizers.extractive import ExtractiveSummarizer
-from redis_history.summarizers.openai_compatible import OpenAICompatibleSummarizer
 
 __all__ = ["ALIASES", "Summarizer", "resolve_summarizer", "summarize"]
 
@@ -18,8 +18,8 @@ __all__ = ["ALIASES", "Summarizer", "resolve_summarizer", "summarize"]
 @runtime_checkable
 class Summarizer(Protocol):
     """Turns messages into summary text, told the conversation it summarizes: compaction
-    passes a :class:`~redis_history.policy.CompactionContext` (namespace, conversation id,
-    policy) as ``context=``; a direct call may leave it out."""
+    passes a :class:`~redis_history.compaction.policy.CompactionContext` (namespace,
+    conversation id, policy) as ``context=``; a direct call may leave it out."""
 
     def summarize(
         self, messages: Sequence[Message], *, context: CompactionContext | None = None

@@ -45,14 +45,12 @@ from rq.serializers import JSONSerializer, resolve_serializer
 from rq.utils import import_job_class
 from rq.worker import BaseWorker, SimpleWorker, Worker, WorkerStatus
 
-from redis_history._core import CompactionRequest, RedisFailure, redis_error
 from redis_history._redact import NOTHING, Redactor, client_secrets, redact_url
-from redis_history.compaction import CompactionResult, run_compaction
-from redis_history.compactors import Compactor, resolve_compactor
+from redis_history.compaction.compactors import Compactor, resolve_compactor
+from redis_history.compaction.policy import CompactionPolicy
+from redis_history.compaction.run import CompactionResult, run_compaction
+from redis_history.compaction.summarizers import Summarizer, resolve_summarizer
 from redis_history.errors import HistoryError, JobRefusedError
-from redis_history.history import RedisHistory
-from redis_history.policy import CompactionPolicy
-from redis_history.scripts import script, script_names
 from redis_history.settings import (
     DEFAULT_QUEUE,
     DEFAULT_URL,
@@ -60,7 +58,9 @@ from redis_history.settings import (
     _driver_info,
     redactor,
 )
-from redis_history.summarizers import Summarizer, resolve_summarizer
+from redis_history.store._core import CompactionRequest, RedisFailure, redis_error
+from redis_history.store.history import RedisHistory
+from redis_history.store.scripts import script, script_names
 from redis_history.tokens import DEFAULT_ENCODING, TokenCounter, resolve_counter
 
 if TYPE_CHECKING:
@@ -88,7 +88,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 
-COMPACTION_FUNCTION = "redis_history.jobs.compact_conversation"
+COMPACTION_FUNCTION = "redis_history.compaction.jobs.compact_conversation"
 """The one function compaction workers run."""
 RESULT_TTL = 3600
 """Seconds RQ keeps a finished job's small JSON result (status, dropped, tokens freed)."""
@@ -98,7 +98,7 @@ FAILURE_TTL = 24 * 3600
 
 class CompactionQueue(rq.Queue):
     """An RQ queue of compaction jobs, JSON only, that schedules what ``maybe_compact`` asks:
-    call it with a :class:`~redis_history._core.CompactionRequest`."""
+    call it with a :class:`~redis_history.store._core.CompactionRequest`."""
 
     def __init__(self, name: str, connection: redis.Redis) -> None:
         super().__init__(name, connection=connection, serializer=JSONSerializer)
@@ -247,11 +247,11 @@ def compact_conversation(
         namespace: the conversation's namespace.
         conversation_id: the conversation.
         prefix: the key prefix.
-        policy: a :class:`~redis_history.policy.CompactionPolicy` as JSON.
+        policy: a :class:`~redis_history.compaction.policy.CompactionPolicy` as JSON.
 
     Returns:
         ``{"status", "dropped", "tokens_freed"}`` of the
-        :class:`~redis_history.compaction.CompactionResult` (``compacted``, ``busy``, ...).
+        :class:`~redis_history.compaction.run.CompactionResult` (``compacted``, ``busy``, ...).
 
     Raises:
         ValueError: an unusable name or policy (pydantic's ``ValidationError`` is one).
@@ -684,7 +684,7 @@ def run_worker(
     if not issubclass(worker_class, _CompactionOnlyWorker):
         raise TypeError(f"{worker_class!r} does not enforce the compaction allowlist")
     settings = settings or WorkerSettings.from_env()
-    for logger_name in (__name__, "redis_history.compaction"):  # the lock's heartbeat reports
+    for logger_name in (__name__, "redis_history.compaction.run"):  # the lock's heartbeat reports
         setup_loghandlers(logging_level, name=logger_name)
     configure_worker(settings)
     try:

@@ -7,7 +7,7 @@ from typing import Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from redis_history.state import CompactionState
+from redis_history.compaction.state import CompactionState
 
 __all__ = ["CompactionContext", "CompactionPolicy"]
 

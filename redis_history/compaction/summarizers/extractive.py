@@ -4,9 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from redis_history.compaction.policy import CompactionContext
+from redis_history.compaction.summarizers._text import (
+    NOTHING,
+    PREFIX,
+    clip,
+    one_line,
+    previous_summary,
+)
 from redis_history.models import Message
-from redis_history.policy import CompactionContext
-from redis_history.summarizers._text import NOTHING, PREFIX, clip, one_line, previous_summary
 
 __all__ = ["ExtractiveSummarizer"]
 

@@ -86,7 +86,7 @@ def refusal(reply: Sequence[Any]) -> HistoryError:
 
 
 _INCLUDE = re.compile(r'^--- @include "([a-z_]+)"\n?', re.MULTILINE)
-_SOURCE_TREE = Path(__file__).resolve().parent.parent / "lua"
+_SOURCE_TREE = Path(__file__).resolve().parents[2] / "lua"
 
 
 class Script(NamedTuple):

@@ -23,18 +23,9 @@ from pydantic_core import PydanticSerializationError, to_json
 from redis import exceptions as redis_errors
 
 from redis_history import limits
-from redis_history._lane import aexecute, aexecute_all, execute, execute_all
 from redis_history._redact import NOTHING, Redactor
-from redis_history.codec import (
-    Batch,
-    Entry,
-    decode_entries,
-    decode_messages,
-    decode_openai,
-    encode_batch,
-    encode_message,
-    role_item,
-)
+from redis_history.compaction.policy import CompactionPolicy
+from redis_history.compaction.state import CompactionState, Event
 from redis_history.errors import (
     AccessDeniedError,
     CorruptHistoryError,
@@ -44,11 +35,20 @@ from redis_history.errors import (
     ReplicationError,
     StoreUnavailableError,
 )
-from redis_history.keys import DEFAULT_NAMESPACE, DEFAULT_PREFIX, ConversationKeys
 from redis_history.models import MAX_ID_LENGTH, Message
-from redis_history.policy import CompactionPolicy
-from redis_history.scripts import ERRORS, Script, refusal, script
-from redis_history.state import CompactionState, Event
+from redis_history.store._lane import aexecute, aexecute_all, execute, execute_all
+from redis_history.store.codec import (
+    Batch,
+    Entry,
+    decode_entries,
+    decode_messages,
+    decode_openai,
+    encode_batch,
+    encode_message,
+    role_item,
+)
+from redis_history.store.keys import DEFAULT_NAMESPACE, DEFAULT_PREFIX, ConversationKeys
+from redis_history.store.scripts import ERRORS, Script, refusal, script
 from redis_history.tokens import Pricer, TokenCounter, resolve_counter
 from redis_history.turns import Turn, group_entries
 

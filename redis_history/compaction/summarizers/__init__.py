@@ -12,7 +12,7 @@ summary comes from a :class:`Summarizer`:
 Plug-ins are resolved by :func:`resolve_summarizer` from an object, an alias
 or a dotted path. A summarizer whose ``summarize`` takes a ``context`` keyword
 is also told the conversation (namespace, id) and the policy, as a
-:class:`~redis_history.policy.CompactionContext`; one without is called as before.
+:class:`~redis_history.compaction.policy.CompactionContext`; one without is called as before.
 
 The messages a summarizer receives may start with the conversation's system
 prompt (left out: compaction keeps it verbatim) or with an earlier summary (a
@@ -22,15 +22,15 @@ system prompt it repeats, so a summary of summaries keeps the old facts.
 
 from __future__ import annotations
 
-from redis_history.errors import SummarizerError
-from redis_history.summarizers._text import PREFIX
-from redis_history.summarizers.extractive import ExtractiveSummarizer
-from redis_history.summarizers.openai_compatible import (
+from redis_history.compaction.summarizers._text import PREFIX
+from redis_history.compaction.summarizers.base import ALIASES, Summarizer, resolve_summarizer
+from redis_history.compaction.summarizers.extractive import ExtractiveSummarizer
+from redis_history.compaction.summarizers.openai_compatible import (
     DEFAULT_PROMPT,
     OpenAICompatibleSummarizer,
     render_transcript,
 )
-from redis_history.summarizers.protocol import ALIASES, Summarizer, resolve_summarizer
+from redis_history.errors import SummarizerError
 
 __all__ = [
     "ALIASES",
