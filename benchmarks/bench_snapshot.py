@@ -30,6 +30,9 @@ from traffic import Turn, flatten, realistic_turns, short_turns
 from redis_history import RedisHistory
 from redis_history.demo.server import server_url
 
+WRITE_MESSAGES = 500
+"""Messages filled per ``append_many``: a whole conversation is over one write's byte limit."""
+
 MIXES: dict[str, Callable[[int], list[Turn]]] = {
     "realistic": realistic_turns,
     "short": short_turns,
@@ -62,7 +65,8 @@ def run_mix(
         store = RedisHistoryStore(url, conversation)
         natives = [store.prepare(m) for m in messages[:n]]
         history: RedisHistory = store.history
-        history.append_many(natives)
+        for start in range(0, n, WRITE_MESSAGES):  # one write holds at most 8 MB
+            history.append_many(natives[start : start + WRITE_MESSAGES])
         floor_key = f"floor:{conversation}"
         client.rpush(floor_key, *[m.wire_json().encode() for m in messages[:n]])
 

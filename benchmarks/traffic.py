@@ -227,8 +227,11 @@ class _Writer:
         }
 
 
-def realistic_turns(n_messages: int, seed: int = 11) -> list[Turn]:
-    """Whole turns of the realistic mix, at least ``n_messages`` messages in all."""
+def realistic_turns(
+    n_messages: int, seed: int = 11, *, tool_bytes: tuple[int, int] = (1024, 20 * 1024)
+) -> list[Turn]:
+    """Whole turns of the realistic mix, at least ``n_messages`` messages in all, each tool
+    result of ``tool_bytes`` (low, high) bytes of JSON."""
     rng = random.Random(seed)
     w = _Writer(rng)
     turns: list[Turn] = []
@@ -248,7 +251,7 @@ def realistic_turns(n_messages: int, seed: int = 11) -> list[Turn]:
                 preamble = w.prose(w.length(20, 120)) if rng.random() < 0.3 else ""
                 turn.append(Msg("assistant", preamble, tool_calls=tuple(batch), kind="calls"))
                 for call in batch:
-                    result = w.json_result(w.length(1024, 20 * 1024), cjk=rng.random() < 0.1)
+                    result = w.json_result(w.length(*tool_bytes), cjk=rng.random() < 0.1)
                     turn.append(Msg("tool", result, tool_call_id=call.id, kind="json"))
         text, kind = w.text(w.length(200, 2000))
         turn.append(Msg("assistant", text, kind=kind))

@@ -7,6 +7,9 @@ here are built from those: the decompressed bytes are checked against the
 SHA-256 tiktoken itself expects, and the split patterns and special tokens are
 those of ``tiktoken_ext.openai_public`` (a test keeps the two in step). Nothing
 is downloaded, no environment variable is set and no cache directory is written.
+
+``tiktoken`` itself is imported by the first build, not with this module: a
+process that never counts exactly never loads it.
 """
 
 from __future__ import annotations
@@ -18,17 +21,12 @@ import hashlib
 import threading
 from dataclasses import dataclass
 from importlib import resources
-
-import tiktoken
-from tiktoken_ext.openai_public import (  # type: ignore[import-untyped]
-    ENDOFPROMPT,
-    ENDOFTEXT,
-    FIM_MIDDLE,
-    FIM_PREFIX,
-    FIM_SUFFIX,
-)
+from typing import TYPE_CHECKING
 
 from redis_history.errors import EncodingUnavailableError
+
+if TYPE_CHECKING:
+    import tiktoken
 
 __all__ = ["DATA_PACKAGE", "ENCODINGS", "SPECS", "EncodingSpec", "load_encoding"]
 
@@ -48,8 +46,14 @@ class EncodingSpec:
     special_tokens: dict[str, int]
 
 
-# Copied from tiktoken_ext/openai_public.py, where the patterns are local to the
-# constructors; tests/test_tokens.py checks they still match tiktoken's.
+# Copied from tiktoken_ext/openai_public.py (where the patterns are local to the
+# constructors), so that tiktoken is not imported to name them; tests/test_tokens.py
+# checks they still match tiktoken's.
+ENDOFTEXT = "<|endoftext|>"
+FIM_PREFIX = "<|fim_prefix|>"
+FIM_MIDDLE = "<|fim_middle|>"
+FIM_SUFFIX = "<|fim_suffix|>"
+ENDOFPROMPT = "<|endofprompt|>"
 _CL100K_PAT_STR = (
     r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+"""
     r"""|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
@@ -120,6 +124,8 @@ def _packaged_ranks(name: str, expected_hash: str) -> dict[bytes, int]:
 
 
 def _build_encoding(name: str) -> tiktoken.Encoding:
+    import tiktoken  # noqa: PLC0415  (loaded by the first exact count, not by the import)
+
     spec = SPECS[name]
     return tiktoken.Encoding(
         name=name,

@@ -10,6 +10,7 @@ summarizer: it records what it was given and answers (or fails) as told.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
@@ -33,6 +34,7 @@ from redis_history.store._core import (
     DEFAULT_MAX_MESSAGE_BYTES,
     EVENTS,
     MAX_STATE_VALUE,
+    OP_TOKEN_BYTES,
     OPS_KEPT,
     CompactionRequest,
     CompactionStats,
@@ -58,6 +60,11 @@ logger = logging.getLogger("redis_history")
 
 SUMMARY_FLAG = b'"s":1,'
 """What marks a stored envelope as a summary."""
+
+
+def _fresh() -> bytes:
+    """A random operation token, for a write with no natural key (as the store draws one)."""
+    return os.urandom(OP_TOKEN_BYTES)
 
 
 def _parted(open_now: Sequence[str], open_before: Sequence[str]) -> str | None:
@@ -203,7 +210,7 @@ class InMemoryHistory:
         Messages that are summaries at the head of the history stay summaries (by id)."""
         stored = self._stored(batch_of(messages))
         expected = ids_of(expected_ids, "expected_ids", limits.MAX_BATCH_MESSAGES)
-        token = write_token("replace", op_id)
+        token = write_token("replace", op_id, _fresh)
         if self._replayed(token) is not None:
             return
         if expected is not None:
@@ -360,7 +367,7 @@ class InMemoryHistory:
     def truncate(self, n: int, *, op_id: str | None = None) -> int:
         """Keep at most ``n`` messages; returns how many were removed."""
         keep = limits.position(n, "n", low=0)
-        token = write_token("truncate", op_id)
+        token = write_token("truncate", op_id, _fresh)
         done = self._replayed(token)
         if done is not None:
             return int(done)
@@ -408,7 +415,7 @@ class InMemoryHistory:
         """Remove exactly these messages wherever they are within reach of the tail (the
         last ``MAX_ROLLBACK`` messages); returns how many."""
         ids = rollback_ids(messages)
-        token = write_token("rollback", op_id)
+        token = write_token("rollback", op_id, _fresh)
         done = self._replayed(token)
         if done is not None:
             return int(done)
@@ -458,7 +465,7 @@ class InMemoryHistory:
     def record_input_tokens(self, n: int, *, op_id: str | None = None) -> None:
         """Make ``n`` the baseline (of a conversation that exists)."""
         n = limits.count(n, "input tokens", high=limits.MAX_TOKENS)
-        token = write_token("record", op_id)
+        token = write_token("record", op_id, _fresh)
         if not self._exists or self._replayed(token) is not None:
             return
         self._baseline, self._since = n, 0
@@ -562,7 +569,7 @@ class InMemoryHistory:
             raise ValueError(f"event must be one of {', '.join(EVENTS)}, got {event!r}")
         value = limits.count(value, "value", high=MAX_STATE_VALUE)
         freed = limits.count(freed, "freed", high=limits.MAX_TOKENS)
-        token = write_token("state", op_id)
+        token = write_token("state", op_id, _fresh)
         done = self._replayed(token)
         if done is not None:
             return done  # type: ignore[no-any-return]
@@ -589,7 +596,7 @@ class InMemoryHistory:
         if not policy.should_compact(estimate, state):
             return False
         request = CompactionRequest.new(
-            self.namespace, self.conversation_id, DEFAULT_PREFIX, policy
+            self.namespace, self.conversation_id, DEFAULT_PREFIX, policy, os.urandom
         )
         now = time.time_ns() // 1_000_000
         if self._claim and now - self._claim[1] < request.claim_ms:

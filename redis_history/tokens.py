@@ -8,7 +8,8 @@ per-append count is an estimate, which the input tokens the LLM reports
 Exact counting is one option away: ``token_counter="o200k_base"`` (or
 ``cl100k_base``, or a model name) prices with tiktoken, built offline from
 packaged data (see :mod:`redis_history._encodings`), at about 45 µs per
-kilobyte. ``heuristic`` is the older four-characters-per-token rule, kept as
+kilobyte; tiktoken is imported when the first exact counter is built, not with
+this module. ``heuristic`` is the older four-characters-per-token rule, kept as
 it was. ``benchmarks/bench_estimate.py`` measures how far estimates are from
 exact counts.
 
@@ -24,15 +25,15 @@ import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
-from typing import Protocol, runtime_checkable
-
-import tiktoken
-import tiktoken.model
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from redis_history._encodings import ENCODINGS, SPECS, load_encoding
 from redis_history._plugins import PluginKind, PluginPathError
 from redis_history.errors import EncodingUnavailableError
 from redis_history.models import Message, ToolCall
+
+if TYPE_CHECKING:
+    import tiktoken
 
 __all__ = [
     "ALIASES",
@@ -162,15 +163,9 @@ class TiktokenCounter:
         Raises:
             ValueError: a model tiktoken does not know, or one whose encoding is not offline.
         """
-        try:
-            encoding = tiktoken.model.encoding_name_for_model(model)
-        except KeyError:
-            raise ValueError(f"no known tokenizer for model {model!r}") from None
-        if encoding not in SPECS:
-            raise ValueError(
-                f"model {model!r} uses {encoding}, which cannot be built offline; "
-                f"supported encodings: {', '.join(ENCODINGS)}"
-            )
+        encoding = _model_encoding(model)
+        if encoding is None:
+            raise ValueError(f"no known tokenizer for model {model!r}")
         return cls(encoding)
 
     def count(self, text: str) -> int:
@@ -325,17 +320,28 @@ def _from_string(spec: str) -> TokenCounter:
                 raise
             if exc.failure == "no module":
                 missing = exc.problem
-    try:
-        encoding = tiktoken.model.encoding_name_for_model(spec)
-    except KeyError:
+    encoding = _model_encoding(spec)
+    if encoding is None:
         hint = f" (nor an importable path: {missing})" if missing else ""
-        raise ValueError(f"unknown token counter {spec!r}{hint}; expected {_EXPECTED}") from None
+        raise ValueError(f"unknown token counter {spec!r}{hint}; expected {_EXPECTED}")
+    return _tiktoken_counter(encoding)
+
+
+def _model_encoding(model: str) -> str | None:
+    """The offline encoding of an OpenAI model name, ``None`` for a name tiktoken does not
+    know; raises ``ValueError`` for a model whose encoding cannot be built offline."""
+    import tiktoken.model  # noqa: PLC0415  (loaded by the first exact counter, not the import)
+
+    try:
+        encoding = tiktoken.model.encoding_name_for_model(model)
+    except KeyError:
+        return None
     if encoding not in SPECS:
         raise ValueError(
-            f"model {spec!r} uses {encoding}, which cannot be built offline; "
+            f"model {model!r} uses {encoding}, which cannot be built offline; "
             f"supported encodings: {', '.join(ENCODINGS)}"
         )
-    return _tiktoken_counter(encoding)
+    return encoding
 
 
 def resolve_counter(spec: TokenCounter | str | None) -> TokenCounter:

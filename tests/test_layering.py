@@ -250,3 +250,16 @@ def test_the_layer_check_sees_an_upward_import() -> None:
     assert layer("redis_history.compaction.state") == "compaction.rules"
     assert "redis_history.demo.server" in package_imports("redis_history.demo.run")
     assert "demo" not in LAYERS["root"]
+
+
+CORE = "redis_history.store._core"
+IO_MODULES = {"asyncio", "logging", "os", "random", "secrets", "socket", "time"}
+"""What sends, reads a clock or randomness, or logs: the front ends' business, not the core's."""
+
+
+def test_the_store_core_does_no_io() -> None:
+    """The core both histories share neither sends (no lane) nor reads the clock or random
+    bytes nor logs: the front ends hand it those."""
+    imported = imported_modules(CORE)
+    assert imported & {*IO_MODULES, "redis_history.store._lane"} == set()
+    assert "os" in imported_modules("redis_history.store._lane")  # the check can fail

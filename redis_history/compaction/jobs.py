@@ -639,8 +639,11 @@ class CompactionWorker(_CompactionOnlyWorker, _RidesOutOutages, Worker):
 
         A horse inherits the worker's allocation counts, so once the worker is near
         its next full collection every horse runs one: over all the worker's objects,
-        copying each page it touches (about 25 ms a job, for dozens of jobs in a row).
-        :func:`gc.freeze` moves the inherited objects out of the collector's reach in O(1).
+        copying each page it touches (17-25 ms, in 33 of 153 jobs of a long-running
+        worker: ``docs/benchmarks.md``). :func:`gc.freeze` moves the inherited objects
+        out of the collector's reach in O(1). This is the one place the library drives
+        the collector, and it is not a caller's process: the horse is a child this worker
+        forks for one job and which exits after it; the freeze comes before the job runs.
         """
         gc.freeze()
         super().main_work_horse(job, queue)

@@ -67,7 +67,8 @@ from redis_history._redact import Redactor, client_secrets
 from redis_history.errors import CorruptHistoryError, HistoryError
 from redis_history.memory.base import MemoryFilters, MemoryRecord, tag_tuple
 from redis_history.models import JsonObject
-from redis_history.store._core import Call, RedisFailure, redis_error, send
+from redis_history.store._core import Call, RedisFailure, redis_error
+from redis_history.store._lane import send
 from redis_history.store.keys import DEFAULT_NAMESPACE, DEFAULT_PREFIX, MemoryKeys, validate_name
 from redis_history.store.scripts import refusal, script
 

@@ -2,17 +2,20 @@
 
 Each operation is a :class:`Call`: which script or command to run, with which
 keys and arguments, and how to turn Redis's reply into a result or a typed
-error. The front ends only execute calls, so no method's logic exists twice.
+error. The front ends (``store/history.py``) only execute calls, so no method's
+logic exists twice. The core sends nothing (``store/_lane.py`` sends a call),
+reads no clock and draws no random bytes (the front ends hand it a
+:data:`Clock` and an :data:`Entropy`), and logs nothing (``maybe_compact``
+yields its warning to the front end). What it reads is configuration: the Lua
+sources, once per process (``store/scripts.py``), and a token counter named by
+a dotted path.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
-import logging
-import os
 import re
-import time
 import uuid
 from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass
@@ -36,7 +39,6 @@ from redis_history.errors import (
     StoreUnavailableError,
 )
 from redis_history.models import MAX_ID_LENGTH, Message
-from redis_history.store._lane import aexecute, aexecute_all, execute, execute_all
 from redis_history.store.codec import (
     Batch,
     Entry,
@@ -58,10 +60,13 @@ __all__ = [
     "NOTHING_TO_SEND",
     "OPS_KEPT",
     "STAGE_BYTES",
+    "UNSTAGED",
     "WAIT_ATTEMPTS",
     "Call",
+    "Clock",
     "CompactionRequest",
     "CompactionStats",
+    "Entropy",
     "HistoryCore",
     "Schedule",
     "Splice",
@@ -73,6 +78,7 @@ __all__ = [
     "op_token",
     "redis_error",
     "rollback_ids",
+    "staged_reply",
     "write_token",
 ]
 
@@ -81,7 +87,10 @@ T = TypeVar("T")
 EVENTS: tuple[str, ...] = get_args(Event)
 """The compaction-state events a write may apply."""
 
-logger = logging.getLogger("redis_history")
+Clock = Callable[[], int]
+"""Milliseconds since the epoch, now."""
+Entropy = Callable[[int], bytes]
+"""``n`` random bytes (``os.urandom``)."""
 
 DEFAULT_MAX_MESSAGE_BYTES = limits.MAX_MESSAGE_BYTES
 
@@ -201,40 +210,14 @@ class Call(NamedTuple, Generic[T]):
         return ("EVAL", self.script.source, *self.command[2:])
 
 
-def send(client: Any, call: Call[Any]) -> Any:
-    """The reply to ``call``; a server that does not know its script (restarted, failed
-    over, ``SCRIPT FLUSH``) is sent the source by ``EVAL``. A staged call is sent as its
-    transaction where the client allows, and as its script where that wrote nothing."""
-    if call.staged is not None:
-        replies = execute_all(client, call.staged)
-        if replies is not None and (reply := _staged_reply(replies)) is not _UNSTAGED:
-            return reply
-    try:
-        return execute(client, call.command)
-    except redis_errors.NoScriptError:
-        return execute(client, call.fallback())
-
-
-async def asend(client: Any, call: Call[Any]) -> Any:
-    """:func:`send` on an asyncio client."""
-    if call.staged is not None:
-        replies = await aexecute_all(client, call.staged)
-        if replies is not None and (reply := _staged_reply(replies)) is not _UNSTAGED:
-            return reply
-    try:
-        return await aexecute(client, call.command)
-    except redis_errors.NoScriptError:
-        return await aexecute(client, call.fallback())
-
-
 _MULTI, _EXEC = ("MULTI",), ("EXEC",)
-_UNSTAGED = object()
+UNSTAGED = object()
 """A staged transaction wrote nothing and the write is to be sent as its script."""
 
 
-def _staged_reply(replies: list[Any]) -> Any:
+def staged_reply(replies: list[Any]) -> Any:
     """The script's reply in a staged transaction's replies (``MULTI``'s, one per queued
-    command, ``EXEC``'s), or ``_UNSTAGED`` when the transaction wrote nothing and the
+    command, ``EXEC``'s), or ``UNSTAGED`` when the transaction wrote nothing and the
     script alone must do the write: ``EXEC`` aborted (a command refused when queued, such
     as an ACL without ``RENAME``), the script is not loaded (``NOSCRIPT``), or the list
     was empty (nothing to rename; the script replies -1). Its error replies are raised, and
@@ -244,10 +227,10 @@ def _staged_reply(replies: list[Any]) -> Any:
         raise replies[1]
     executed = replies[-1]
     if not isinstance(executed, list):
-        return _UNSTAGED
+        return UNSTAGED
     reply = executed[0]
     if isinstance(reply, redis_errors.NoScriptError) or reply == -1:
-        return _UNSTAGED
+        return UNSTAGED
     if isinstance(reply, redis_errors.ResponseError):
         raise reply
     return reply
@@ -297,17 +280,11 @@ def op_token(kind: str, parts: Iterable[str]) -> bytes:
     ).digest()
 
 
-def _fresh_token() -> bytes:
-    return os.urandom(OP_TOKEN_BYTES)
-
-
-def write_token(kind: str, op_id: str | None, natural: Iterable[str] | None = None) -> bytes:
-    """The token a write of ``kind`` is recorded by: the caller's ``op_id``'s, else its
-    natural key's (``natural``), else a fresh one."""
+def write_token(kind: str, op_id: str | None, otherwise: Callable[[], bytes]) -> bytes:
+    """The token a write of ``kind`` is recorded by: the caller's ``op_id``'s, else
+    ``otherwise()`` (a token of the write's natural key, or a fresh one)."""
     named = limits.op_id(op_id)
-    if named is not None:
-        return op_token(kind, ("id", named))
-    return _fresh_token() if natural is None else op_token(kind, natural)
+    return otherwise() if named is None else op_token(kind, ("id", named))
 
 
 def _json_id(message_id: str) -> bytes:
@@ -360,6 +337,8 @@ class HistoryCore:
         wait_replicas: int = 0,
         wait_timeout: float | timedelta = 1.0,
         secrets: tuple[str, ...] = (),
+        clock: Clock,
+        entropy: Entropy,
     ) -> None:
         self.keys = ConversationKeys.build(conversation_id, namespace, prefix)
         self.conversation_id = conversation_id
@@ -390,6 +369,12 @@ class HistoryCore:
         self._append_head = ("EVALSHA", self._append.sha, self._append.nkeys, *keys)
         self.redactor = Redactor.of(*secrets)
         """Masks ``secrets`` (the client's password) in the errors :meth:`wrap` makes."""
+        self._clock = clock
+        self._entropy = entropy
+
+    def _fresh(self) -> bytes:
+        """A random operation token, for a write with no natural key."""
+        return self._entropy(OP_TOKEN_BYTES)
 
     # -- errors -------------------------------------------------------------------------------
 
@@ -510,7 +495,7 @@ class HistoryCore:
         """Replace the whole list, if it still holds ``expected_ids``; resets the baseline."""
         batch = self._batch(batch_of(messages))
         fence = _fence(ids_of(expected_ids, "expected_ids", limits.MAX_BATCH_MESSAGES))
-        head = (write_token("replace", op_id), self.ttl_ms, self._check, *fence)
+        head = (write_token("replace", op_id, self._fresh), self.ttl_ms, self._check, *fence)
         return _call(self._none, "replace", self._data, batch.args(head))
 
     def splice_prefix(
@@ -550,7 +535,7 @@ class HistoryCore:
     def truncate(self, n: int, *, op_id: str | None = None) -> Call[int]:
         """Keep at most ``n`` messages; the reply is the number removed."""
         keep = limits.position(n, "n", low=0)
-        args = (write_token("truncate", op_id), self.ttl_ms, keep, self._check)
+        args = (write_token("truncate", op_id, self._fresh), self.ttl_ms, keep, self._check)
         return _call(self._count, "truncate", self._data, args)
 
     def rollback(
@@ -562,7 +547,8 @@ class HistoryCore:
     ) -> Call[int]:
         """Remove exactly these messages (by id) wherever they are; the reply is how many."""
         ids = rollback_ids(messages)
-        token = write_token("rollback", op_id)  # not the ids: a later rollback of them is stale
+        # Not a token of the ids: a later rollback of the same ids is stale, not a retry.
+        token = write_token("rollback", op_id, self._fresh)
         check = self._check and (2 if reopen_calls else 1)
         args = (token, self.ttl_ms, check, len(ids), *map(_json_id, ids))
         return _call(self._count, "rollback", self._data, args)
@@ -570,7 +556,7 @@ class HistoryCore:
     def record_input_tokens(self, n: int, *, op_id: str | None = None) -> Call[None]:
         """Make ``n`` (the LLM's reported input tokens) the baseline."""
         n = limits.count(n, "input tokens", high=limits.MAX_TOKENS)
-        args = (write_token("record", op_id), self.ttl_ms, n)
+        args = (write_token("record", op_id, self._fresh), self.ttl_ms, n)
         return _call(self._none, "record_tokens", self._data, args)
 
     def set_ttl(self, ttl: float | timedelta | None) -> Call[bool]:
@@ -720,7 +706,7 @@ class HistoryCore:
             raise ValueError(f"event must be one of {', '.join(EVENTS)}, got {event!r}")
         value = limits.count(value, "value", high=MAX_STATE_VALUE)
         freed = limits.count(freed, "freed", high=limits.MAX_TOKENS)
-        args = (write_token("state", op_id), self.ttl_ms, event, value, freed)
+        args = (write_token("state", op_id, self._fresh), self.ttl_ms, event, value, freed)
         return _call(self._state, "compaction_state", self._data, args)
 
     def _state(self, reply: Any) -> CompactionState:
@@ -729,7 +715,7 @@ class HistoryCore:
     def take_warning(self) -> Call[bool]:
         """Move ``Exhausted{warned: false}`` to ``{warned: true}``; True only for the one caller
         that did, so the one-shot warning is given once however many pods race."""
-        args = (_fresh_token(), self.ttl_ms, "warned", 0, 0)
+        args = (self._fresh(), self.ttl_ms, "warned", 0, 0)
         return _call(self._won, "compaction_state", self._data, args)
 
     def _won(self, reply: Any) -> bool:
@@ -770,11 +756,14 @@ class HistoryCore:
 
     def compaction_request(self, policy: CompactionPolicy) -> CompactionRequest:
         """A compaction of this conversation to schedule, under a fresh job id."""
-        return CompactionRequest.new(self.namespace, self.conversation_id, self.prefix, policy)
+        return CompactionRequest.new(
+            self.namespace, self.conversation_id, self.prefix, policy, self._entropy
+        )
 
     def maybe_compact(self, policy: CompactionPolicy) -> Generator[Step, Any, bool]:
         """The steps of ``maybe_compact``, for a front end to run: it sends back each
-        call's result (or throws its error) and hands each request to the scheduler.
+        call's result (or throws its error), hands each request to the scheduler and logs
+        each warning (a ``str``) on the ``redis_history`` logger.
 
         Read the estimate and the state; give the one-shot exhaustion warning if this pod
         wins it; if compaction is due, claim the conversation's one pending compaction and
@@ -782,12 +771,11 @@ class HistoryCore:
         """
         estimate, state = yield self.compaction_status()
         if state.is_exhausted() and not state.warned and (yield self.take_warning()):
-            logger.warning(self.exhausted_warning(estimate, policy))
+            yield self.exhausted_warning(estimate, policy)
         if not policy.should_compact(estimate, state):
             return False
         request = self.compaction_request(policy)
-        now_ms = time.time_ns() // 1_000_000
-        if not (yield self.claim_compaction(request.job_id, now_ms, request.claim_ms)):
+        if not (yield self.claim_compaction(request.job_id, self._clock(), request.claim_ms)):
             return False
         try:
             yield request
@@ -897,7 +885,8 @@ class Splice:
         on: the same summaries over the same prefix are one splice, another summary (even
         under a reused id) another."""
         written = hashlib.blake2b(b"".join(envelopes)).hexdigest()  # JSON objects: unambiguous
-        return write_token("splice", op_id, (str(self.drop), written, *(self.expected or ())))
+        natural = (str(self.drop), written, *(self.expected or ()))
+        return write_token("splice", op_id, lambda: op_token("splice", natural))
 
 
 NOTHING_TO_SEND: Call[None] = Call(lambda _reply: None, ())
@@ -926,10 +915,16 @@ class CompactionRequest:
 
     @classmethod
     def new(
-        cls, namespace: str, conversation_id: str, prefix: str, policy: CompactionPolicy
+        cls,
+        namespace: str,
+        conversation_id: str,
+        prefix: str,
+        policy: CompactionPolicy,
+        entropy: Entropy,
     ) -> CompactionRequest:
-        """A request under a fresh job id."""
-        return cls(f"rh-compact-{uuid.uuid4().hex}", namespace, conversation_id, prefix, policy)
+        """A request under a fresh job id (a random UUID, as ``uuid4`` makes, of ``entropy``)."""
+        job = uuid.UUID(bytes=entropy(16), version=4)
+        return cls(f"rh-compact-{job.hex}", namespace, conversation_id, prefix, policy)
 
     @property
     def claim_ms(self) -> int:
@@ -949,5 +944,6 @@ class CompactionRequest:
 Schedule = Callable[[CompactionRequest], object]
 """Runs a compaction in the background, e.g. by enqueueing it (``jobs.compaction_queue()``)."""
 
-Step = Call[Any] | CompactionRequest
-"""What the ``maybe_compact`` flow asks its front end to do: run a call, or schedule."""
+Step = Call[Any] | CompactionRequest | str
+"""What the ``maybe_compact`` flow asks its front end to do: run a call, schedule, or log a
+warning."""

@@ -32,17 +32,28 @@ from __future__ import annotations
 import os
 import threading
 import weakref
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis
 import redis.asyncio
-from redis.exceptions import AuthenticationError, ConnectionError, ResponseError, TimeoutError
+from redis.exceptions import (
+    AuthenticationError,
+    ConnectionError,
+    NoScriptError,
+    ResponseError,
+    TimeoutError,
+)
 from redis.utils import HIREDIS_AVAILABLE
+
+from redis_history.store._core import UNSTAGED, staged_reply
 
 if HIREDIS_AVAILABLE:
     from hiredis import pack_command
 
-__all__ = ["aexecute", "aexecute_all", "execute", "execute_all", "lane_of"]
+if TYPE_CHECKING:
+    from redis_history.store._core import Call
+
+__all__ = ["aexecute", "aexecute_all", "asend", "execute", "execute_all", "lane_of", "send"]
 
 _ATTRIBUTE = "_redis_history_lane"
 """Where a pool keeps its lane: on the pool itself, so the lane lives and dies with it
@@ -301,3 +312,29 @@ async def _around_trip(client: Any, lane: _Lane, packed: Any, read: Any) -> Any:
     finally:
         if not lane.keeps(conn):
             await pool.release(conn)
+
+
+def send(client: Any, call: Call[Any]) -> Any:
+    """The reply to the core's ``call``; a server that does not know its script (restarted,
+    failed over, ``SCRIPT FLUSH``) is sent the source by ``EVAL``. A staged call is sent as
+    its transaction where the client allows, and as its script where that wrote nothing."""
+    if call.staged is not None:
+        replies = execute_all(client, call.staged)
+        if replies is not None and (reply := staged_reply(replies)) is not UNSTAGED:
+            return reply
+    try:
+        return execute(client, call.command)
+    except NoScriptError:
+        return execute(client, call.fallback())
+
+
+async def asend(client: Any, call: Call[Any]) -> Any:
+    """:func:`send` on an asyncio client."""
+    if call.staged is not None:
+        replies = await aexecute_all(client, call.staged)
+        if replies is not None and (reply := staged_reply(replies)) is not UNSTAGED:
+            return reply
+    try:
+        return await aexecute(client, call.command)
+    except NoScriptError:
+        return await aexecute(client, call.fallback())

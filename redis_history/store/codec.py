@@ -26,15 +26,15 @@ document cost more than the per-call overhead saves) and inside pydantic-core,
 the role rules included: :func:`decode_messages` for ``snapshot``,
 :func:`decode_entries` with the token counts, and :func:`decode_openai`, which
 validates into dicts of the stored fields and renders chat-completions
-messages from them without building models.
+messages from them without building models. Reads leave the process's garbage
+collector to the process (what its collections cost a long read, and what a
+process can do about it: ``docs/benchmarks.md``, ``bench_gc.py``).
 """
 
 from __future__ import annotations
 
-import gc
 import re
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -451,10 +451,9 @@ def decode_messages(
     ``summaries``); raises ``CorruptHistoryError``."""
     one = _ENVELOPE.validate_json
     try:
-        with _gc_paused(len(raw)):
-            if summaries:
-                return [one(item)["m"] for item in raw]
-            return [e["m"] for e in map(one, raw) if not e.get("s")]
+        if summaries:
+            return [one(item)["m"] for item in raw]
+        return [e["m"] for e in map(one, raw) if not e.get("s")]
     except ValidationError as exc:
         raise _corrupt(raw, where) from exc
 
@@ -463,8 +462,7 @@ def decode_entries(raw: Sequence[bytes | str], *, where: str = "") -> list[Entry
     """Stored envelopes as entries (message, token count, flags); raises ``CorruptHistoryError``."""
     one = _ENTRY.validate_json
     try:
-        with _gc_paused(len(raw)):
-            return [one(item) for item in raw]
+        return [one(item) for item in raw]
     except ValidationError as exc:
         raise _corrupt(raw, where) from exc
 
@@ -475,8 +473,7 @@ def decode_openai(raw: Sequence[bytes | str], *, where: str = "") -> list[dict[s
     fields instead of models. Raises ``CorruptHistoryError``."""
     one = _FIELDS.validate_json
     try:
-        with _gc_paused(len(raw)):
-            return [_wire(one(item)["m"]) for item in raw]
+        return [_wire(one(item)["m"]) for item in raw]
     except ValidationError as exc:
         raise _corrupt(raw, where) from exc
 
@@ -493,29 +490,6 @@ def _corrupt(raw: Sequence[bytes | str], where: str) -> CorruptHistoryError:
     return CorruptHistoryError(
         f"stored envelope {where}at index {index} is not a valid message", index=index
     )
-
-
-GC_PAUSE_MIN = 256
-"""Lists at least this long are decoded with the cyclic GC paused (see ``_gc_paused``)."""
-
-
-@contextmanager
-def _gc_paused(count: int) -> Iterator[None]:
-    """Pause the cyclic GC while a long list is decoded.
-
-    Decoding allocates thousands of objects, none of them garbage, and each
-    allocation burst triggers collections that rescan the growing result: a
-    quarter of the time at 5000 messages. The GC is resumed only if this call
-    paused it, so a caller's own ``gc.disable()`` stands.
-    """
-    if count < GC_PAUSE_MIN or not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 def _failing_index(raw: Sequence[bytes | str]) -> int | None:

@@ -2,13 +2,16 @@
 
 Both are thin: every method asks the shared :class:`~redis_history.store._core.HistoryCore`
 for a :class:`~redis_history.store._core.Call` and executes it in one round trip. Keys,
-script arguments and reply decoding live in the core, written once.
+script arguments and reply decoding live in the core, written once; what does I/O is here
+and in ``store/_lane.py``: sending, the clock, random tokens and ids, logging.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
+import os
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from datetime import timedelta
@@ -38,9 +41,8 @@ from redis_history.store._core import (
     Schedule,
     TranscriptPage,
     TranscriptPages,
-    asend,
-    send,
 )
+from redis_history.store._lane import asend, send
 from redis_history.store.codec import Entry
 from redis_history.store.keys import DEFAULT_NAMESPACE, DEFAULT_PREFIX, ConversationKeys
 from redis_history.tokens import TokenCounter
@@ -49,6 +51,13 @@ from redis_history.turns import Turn
 __all__ = ["AsyncRedisHistory", "RedisHistory"]
 
 T = TypeVar("T")
+
+logger = logging.getLogger("redis_history")
+
+
+def _now_ms() -> int:
+    """The clock the core is handed: milliseconds since the epoch."""
+    return time.time_ns() // 1_000_000
 
 
 class _Base:
@@ -103,6 +112,8 @@ class _Base:
             wait_replicas=wait_replicas,
             wait_timeout=wait_timeout,
             secrets=client_secrets(client),
+            clock=_now_ms,
+            entropy=os.urandom,
         )
 
     @property
@@ -483,9 +494,12 @@ class RedisHistory(_Base):
                 return bool(done.value)
             result, error = None, None
             try:
-                result = (
-                    self._run(step) if isinstance(step, Call) else self._schedule(schedule, step)
-                )
+                if isinstance(step, Call):
+                    result = self._run(step)
+                elif isinstance(step, CompactionRequest):
+                    result = self._schedule(schedule, step)
+                else:
+                    logger.warning(step)
             except BaseException as exc:  # handed to the flow, which releases its claim
                 error = exc
 
@@ -733,8 +747,10 @@ class AsyncRedisHistory(_Base):
             try:
                 if isinstance(step, Call):
                     result = await self._run(step)
-                else:
+                elif isinstance(step, CompactionRequest):
                     result = await self._schedule(schedule, step)
+                else:
+                    logger.warning(step)
             except BaseException as exc:  # handed to the flow, which releases its claim
                 error = exc
 

@@ -5,7 +5,9 @@ vLLM, Ollama, LiteLLM, ...). HTTP goes through the standard library: the
 official ``openai`` SDK adds eight packages (about 35 MB, 0.3 s to import) and
 would still need the backoff policy, the reply checks and the key redaction
 written here, which the tests pin down (fixed delays capped by ``max_backoff``,
-no retry on 409, a key echoed by the server never shown).
+no retry on 409, a key echoed by the server never shown). ``urllib.request``
+and what it brings (``http.client``, ``ssl``, ``email``) is imported by the first
+request, not with this module: a process that never sends one never loads it.
 """
 
 from __future__ import annotations
@@ -13,11 +15,8 @@ from __future__ import annotations
 import json
 import os
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Callable, Mapping, Sequence
-from http.client import HTTPException
 from typing import Any, Self
 
 from redis_history import settings
@@ -282,6 +281,10 @@ class OpenAICompatibleSummarizer:
 
     def _post(self, payload: bytes) -> bytes:
         """One attempt: the response body, or ``_Transient`` / ``SummarizerError``."""
+        import urllib.error  # noqa: PLC0415  (HTTP only once a request is sent)
+        import urllib.request  # noqa: PLC0415
+        from http.client import HTTPException  # noqa: PLC0415
+
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
