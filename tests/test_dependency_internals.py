@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import ast
 import copy
+import importlib
 import importlib.metadata
+import importlib.util
 import inspect
 import pkgutil
 import re
@@ -34,7 +36,6 @@ import redis.asyncio.cluster
 import redis.cluster
 import redis.utils
 from hiredis import pack_command
-from redis.cache import CacheConfig
 from redis.credentials import UsernamePasswordCredentialProvider
 from rq.job import Job
 from rq.logutils import setup_loghandlers
@@ -376,7 +377,8 @@ def check_pool_calls(pool_class: Any, asyncio: bool) -> None:
     where = f"{LANE} borrows lane connections with these"
     accepts("redis", pool_class, "get_connection", where, coroutine=asyncio)
     accepts("redis", pool_class, "release", where, object(), coroutine=asyncio)
-    accepts("redis", pool_class, "maint_notifications_enabled", where)
+    if importlib.util.find_spec("redis.maint_notifications"):  # redis-py 7 and later
+        accepts("redis", pool_class, "maint_notifications_enabled", where)
     has_attributes(
         "redis", pool_class(), {"max_connections": int, "connection_kwargs": dict}, where
     )
@@ -399,7 +401,10 @@ def check_client_cache_is_seen(pool_class: Any) -> None:
     where = f"{LANE} gives no lane to a pool whose cache is not None"
     if getattr(pool_class(), "cache", None) is not None:
         raise changed("redis", f"{pool_class.__name__}().cache, no longer None", where)
-    cached = pool_class(protocol=3, cache_config=CacheConfig())
+    if not importlib.util.find_spec("redis.cache"):
+        return  # a redis-py without client-side caching
+    cache_config = importlib.import_module("redis.cache").CacheConfig()
+    cached = pool_class(protocol=3, cache_config=cache_config)
     if getattr(cached, "cache", None) is None:
         raise changed("redis", f"{pool_class.__name__}(cache_config=...).cache, now None", where)
 
@@ -440,7 +445,8 @@ def check_asyncio_connection(conn: Any) -> None:
     accepts("redis", conn, "pack_commands", where, [("GET", "k")])
     accepts("redis", conn, "send_packed_command", where, [b""], coroutine=True)
     accepts("redis", conn, "read_response", where, coroutine=True)
-    accepts("redis", conn, "can_read", where, coroutine=True)
+    can_read = "can_read" if hasattr(conn, "can_read") else "can_read_destructive"  # redis-py < 8
+    accepts("redis", conn, can_read, where, coroutine=True)
     accepts("redis", conn, "disconnect", where, nowait=True, coroutine=True)
     accepts("redis", getattr(conn, "retry", None), "call_with_retry", where, print, print)
 
