@@ -67,16 +67,10 @@ def url_secrets(url: str | None) -> tuple[str, ...]:
 
 def client_secrets(client: Any) -> tuple[str, ...]:
     """The password a redis-py client (sync or asyncio, standalone or cluster) connects with,
-    as far as its connection options tell without asking a credential provider."""
-    options: Any = None
+    as far as its connection options (``get_connection_kwargs()``, which all four client
+    classes have) tell without asking a credential provider; none for another object."""
     get = getattr(client, "get_connection_kwargs", None)
-    if callable(get):
-        options = get()
-    if not isinstance(options, dict):
-        pool = getattr(client, "connection_pool", None)
-        options = getattr(pool, "connection_kwargs", None) or getattr(
-            client, "connection_kwargs", None
-        )
+    options = get() if callable(get) else None
     if not isinstance(options, dict):
         return ()
     provider = options.get("credential_provider")

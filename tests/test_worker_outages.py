@@ -228,21 +228,28 @@ def test_every_hook_rides_out_an_outage(
 
 
 def handled(worker: Worker, error: Exception) -> None:
-    """Hand ``error`` to the command listener's handler the way redis-py's thread does."""
+    """Hand ``error`` to the command listener thread's handler the way redis-py's thread does."""
+    thread = worker.pubsub_thread
+    assert thread is not None
     try:
         raise error
-    except type(error):  # RQ's handler re-raises the exception being handled
-        worker._pubsub_exception_handler(error, None, None)  # type: ignore[arg-type]
+    except type(error):
+        thread.exception_handler(error, worker.pubsub, thread)
 
 
 def test_the_command_listener_survives_outages_and_timeouts(queue: CompactionQueue) -> None:
     """RQ's pubsub thread reconnects after a connection error or a timeout (RQ alone let a
     timeout end it); anything else still ends it."""
     worker = Worker([queue], connection=queue.connection, on_pause=reconnect_after(1))
-    handled(worker, redis.ConnectionError("reset"))
-    handled(worker, redis.TimeoutError("stalled"))
-    with pytest.raises(ResponseError):
-        handled(worker, ResponseError("NOPERM"))
+    worker.subscribe()
+    try:
+        handled(worker, redis.ConnectionError("reset"))
+        handled(worker, redis.TimeoutError("stalled"))
+        handled(worker, AuthenticationError("invalid password"))  # tried again, as in RQ
+        with pytest.raises(ResponseError):
+            handled(worker, ResponseError("NOPERM"))
+    finally:
+        worker.unsubscribe()
 
 
 @pytest.mark.parametrize(

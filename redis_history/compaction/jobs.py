@@ -28,6 +28,7 @@ import contextlib
 import gc
 import logging
 import os
+import pkgutil
 import threading
 import time
 from collections.abc import Iterator
@@ -42,7 +43,6 @@ from rq.job import Job
 from rq.logutils import setup_loghandlers
 from rq.registry import StartedJobRegistry
 from rq.serializers import JSONSerializer, resolve_serializer
-from rq.utils import import_job_class
 from rq.worker import BaseWorker, SimpleWorker, Worker, WorkerStatus
 
 from redis_history._redact import NOTHING, Redactor, client_secrets, redact_url
@@ -337,13 +337,19 @@ class CompactionOnlyJob(Job):
 
     allowed_functions: ClassVar[frozenset[str]] = frozenset({COMPACTION_FUNCTION})
 
-    def _execute(self) -> Any:
+    @property
+    def func(self) -> Any:
+        """The job's function, imported only when it is an allowed one.
+
+        RQ's :meth:`~rq.job.Job.perform` reaches the function through this property
+        alone, so a refusal here fails the job before anything is imported.
+        """
         if self.func_name not in self.allowed_functions or self.instance is not None:
             raise JobRefusedError(
                 f"refused job {self.id}: {self.func_name!r} is not an allowed function "
                 f"(allowed: {', '.join(sorted(self.allowed_functions))})"
             )
-        return super()._execute()
+        return super().func
 
     @property
     def success_callback(self) -> None:
@@ -367,7 +373,7 @@ class CompactionOnlyJob(Job):
 def _job_class(job_class: type[Job] | str | None) -> type[CompactionOnlyJob]:
     """``CompactionOnlyJob`` for RQ's default (``rq worker`` always passes one), else a check."""
     if isinstance(job_class, str):
-        job_class = import_job_class(job_class)
+        job_class = pkgutil.resolve_name(job_class)
     if job_class is None or job_class is Job:
         return CompactionOnlyJob
     if isinstance(job_class, type) and issubclass(job_class, CompactionOnlyJob):
@@ -617,18 +623,33 @@ class _RidesOutOutages(BaseWorker):
             if self.pubsub is not None:
                 self.pubsub.close()
 
-    def _pubsub_exception_handler(
-        self, exc: Exception, pubsub: PubSub, pubsub_thread: PubSubWorkerThread
+    def subscribe(self) -> None:
+        """Start RQ's command listener (``rq`` commands over pubsub) as RQ does, but with
+        :meth:`_listener_failed` as its thread's handler: RQ's own lets a timeout end the
+        listener, and RQ takes no other handler but by overriding a private method."""
+        self.log.info("Worker %s: subscribing to channel %s", self.name, self.pubsub_channel_name)
+        self.pubsub = pubsub = self.connection.pubsub()  # type: ignore[no-untyped-call]
+        pubsub.subscribe(**{self.pubsub_channel_name: self.handle_payload})
+        self.pubsub_thread = pubsub.run_in_thread(
+            sleep_time=60, daemon=True, exception_handler=self._listener_failed
+        )
+
+    def _listener_failed(
+        self, exc: BaseException, pubsub: PubSub, pubsub_thread: PubSubWorkerThread
     ) -> None:
-        """Keep RQ's command listener through outages (timeouts too), reconnecting quietly.
+        """Keep the command listener through outages (timeouts too), reconnecting quietly;
+        refused credentials are logged and tried again, and anything else ends it, as in RQ.
 
         The work loop reports the outage; redis-py resubscribes on reconnection.
         """
-        if isinstance(exc, _OUTAGE) and not isinstance(exc, AuthenticationError):
+        if not isinstance(exc, _OUTAGE):
+            self.log.warning("Worker %s: pubsub thread exiting on %s", self.name, exc)
+            raise exc
+        if isinstance(exc, AuthenticationError):
+            self.log.error("Worker %s: command listener refused by Redis: %s", self.name, exc)
+        else:
             logger.debug("worker %s: command listener: %s; reconnecting", self.name, exc)
-            time.sleep(self.listener_retry_delay)
-            return
-        super()._pubsub_exception_handler(exc, pubsub, pubsub_thread)
+        time.sleep(self.listener_retry_delay)
 
 
 class CompactionWorker(_CompactionOnlyWorker, _RidesOutOutages, Worker):

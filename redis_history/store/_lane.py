@@ -25,6 +25,11 @@ lane keeps at most as many connections as the store ran commands at once, and
 never more than a quarter of the pool's ``max_connections`` (more go back to the
 pool); a forked child starts its own. redis-py's operation metrics
 (OpenTelemetry) do not see these commands.
+
+A write that waits for its replicas on a cluster goes straight to its slot's
+primary (:func:`anode_pipeline`, :func:`refresh_layout`). This is the one module
+that relies on redis-py below its public API: docs/internals.md lists what, and
+tests/test_dependency_internals.py checks each shape on the installed redis-py.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 import redis.asyncio
+from redis.asyncio.cluster import PipelineCommand
 from redis.exceptions import (
     AuthenticationError,
     ConnectionError,
@@ -53,7 +59,18 @@ if HIREDIS_AVAILABLE:
 if TYPE_CHECKING:
     from redis_history.store._core import Call
 
-__all__ = ["aexecute", "aexecute_all", "asend", "execute", "execute_all", "lane_of", "send"]
+__all__ = [
+    "aexecute",
+    "aexecute_all",
+    "anode_pipeline",
+    "arefresh_layout",
+    "asend",
+    "execute",
+    "execute_all",
+    "lane_of",
+    "refresh_layout",
+    "send",
+]
 
 _ATTRIBUTE = "_redis_history_lane"
 """Where a pool keeps its lane: on the pool itself, so the lane lives and dies with it
@@ -338,3 +355,27 @@ async def asend(client: Any, call: Call[Any]) -> Any:
         return await aexecute(client, call.command)
     except NoScriptError:
         return await aexecute(client, call.fallback())
+
+
+# -- a cluster's slot primary, reached directly ----------------------------------------------
+
+
+def refresh_layout(cluster: Any) -> None:
+    """Read ``cluster``'s slot layout again, after a write sent straight to a slot's primary
+    met a moved slot or a failed node (redis-py has no public call for it: its own commands
+    refresh the layout only when they are redirected themselves)."""
+    cluster.nodes_manager.initialize()
+
+
+async def arefresh_layout(cluster: Any) -> None:
+    """:func:`refresh_layout` of an asyncio cluster client."""
+    await cluster.nodes_manager.initialize()
+
+
+async def anode_pipeline(node: Any, commands: tuple[tuple[Any, ...], ...]) -> list[Any]:
+    """The replies to ``commands``, sent together on one connection of an asyncio cluster's
+    ``node``, an error reply as its exception (the sync client's public
+    ``get_redis_connection(node).pipeline()`` has no asyncio counterpart)."""
+    pending = [PipelineCommand(position, *command) for position, command in enumerate(commands)]
+    await node.execute_pipeline(pending)
+    return [command.result for command in pending]

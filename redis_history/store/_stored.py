@@ -15,6 +15,10 @@ schema, so a field added to the model is stored and read without a change here:
   (only an assistant carries tool calls, only a tool result and always a
   ``tool_call_id``), so building a message calls no Python. Only an assistant's
   calls, when present, are checked for unique ids in Python.
+
+This is the one module that takes apart a core schema pydantic generated, whose
+shape is pydantic's to change: tests/test_dependency_internals.py checks that it
+is still the shape walked here (docs/internals.md).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
+from pydantic import BaseModel
 from pydantic_core import CoreSchema, SchemaSerializer, SchemaValidator
 from pydantic_core import core_schema as cs
 
@@ -38,6 +43,7 @@ __all__ = [
     "stamp",
     "stored_serializer",
     "stored_validator",
+    "with_field_schema",
     "with_fields",
 ]
 
@@ -92,6 +98,19 @@ def with_fields(model: Schema, change: Callable[[str, Schema], Schema]) -> Schem
     out = {k: v for k, v in model.items() if k not in ("ref", "metadata")}
     out["schema"] = fields_schema
     return out
+
+
+def with_field_schema(model: type[BaseModel], name: str, schema: CoreSchema) -> CoreSchema:
+    """``model``'s model schema, without its definitions, with ``schema`` for its field
+    ``name`` (a model holding a message validates it as stored)."""
+    core, _ = split(model.__pydantic_core_schema__)
+    return cast(
+        CoreSchema,
+        with_fields(
+            model_of(core),
+            lambda field_name, field: {**field, "schema": schema} if field_name == name else field,
+        ),
+    )
 
 
 def _plain_default(name: str, field: Schema, defaults: Schema) -> Schema:

@@ -61,12 +61,10 @@ from redis_history.models import (
 from redis_history.store._stored import (
     ROLES,
     envelope_schema,
-    model_of,
-    split,
     stamp,
     stored_serializer,
     stored_validator,
-    with_fields,
+    with_field_schema,
 )
 from redis_history.tokens import Pricer, TokenCounter
 
@@ -432,11 +430,7 @@ def encode_batch(
 
 def _entry_schema(message: cs.CoreSchema) -> cs.CoreSchema:
     """``Entry``'s model schema with the stored message's schema for its ``message``."""
-    schema, _ = split(Entry.__pydantic_core_schema__)
-    return with_fields(
-        model_of(schema),
-        lambda name, field: {**field, "schema": message} if name == "message" else field,
-    )
+    return with_field_schema(Entry, "message", message)
 
 
 _ENVELOPE = stored_validator(envelope_schema)

@@ -19,7 +19,6 @@ from typing import Any, Self, TypeVar
 
 import redis
 import redis.asyncio
-from redis.asyncio.cluster import PipelineCommand
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.cluster import RedisCluster
 from redis.exceptions import NoScriptError
@@ -42,7 +41,13 @@ from redis_history.store._core import (
     TranscriptPage,
     TranscriptPages,
 )
-from redis_history.store._lane import asend, send
+from redis_history.store._lane import (
+    anode_pipeline,
+    arefresh_layout,
+    asend,
+    refresh_layout,
+    send,
+)
 from redis_history.store.codec import Entry
 from redis_history.store.keys import DEFAULT_NAMESPACE, DEFAULT_PREFIX, ConversationKeys
 from redis_history.tokens import TokenCounter
@@ -202,7 +207,7 @@ class RedisHistory(_Base):
                 if attempt == WAIT_ATTEMPTS - 1:
                     raise
             time.sleep(0.1 * 2**attempt)  # a failover or a slot migration: read the layout again
-            cluster.nodes_manager.initialize()
+            refresh_layout(cluster)
         return reply, acknowledged
 
     def append(self, message: Message) -> None:
@@ -581,18 +586,17 @@ class AsyncRedisHistory(_Base):
         for attempt in range(WAIT_ATTEMPTS):
             # The cluster client sends WAIT to every primary; a node's own pipeline keeps it
             # on the connection that made the write.
-            commands = [PipelineCommand(0, *command), PipelineCommand(1, *self.core.wait)]
             try:
-                node: Any = self.client.get_node_from_key(self.keys.msgs)
-                await node.execute_pipeline(commands)
-                if not isinstance(commands[0].result, MOVED_ON):
-                    return commands[0].result, commands[1].result
+                node = self.client.get_node_from_key(self.keys.msgs)
+                reply, acknowledged = await anode_pipeline(node, (command, self.core.wait))
+                if not isinstance(reply, MOVED_ON):
+                    return reply, acknowledged
             except MOVED_ON:
                 if attempt == WAIT_ATTEMPTS - 1:
                     raise
             await asyncio.sleep(0.1 * 2**attempt)
-            await self.client.nodes_manager.initialize()
-        return commands[0].result, commands[1].result
+            await arefresh_layout(self.client)
+        return reply, acknowledged
 
     async def append(self, message: Message) -> None:
         """See :meth:`RedisHistory.append`."""
