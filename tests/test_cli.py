@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import io
+import json
 import os
+import pty
+import re
 import subprocess
 import sys
 
@@ -13,6 +16,7 @@ from chat_server import ChatServer
 from commands import SECRET, clean_env, run_cli, url
 
 from redis_history import Message, RedisHistory
+from redis_history.cli import COMMANDS as COMMANDS_BY_NAME
 from redis_history.cli import main
 from redis_history.demo.run import DemoReport, check_conversation, run_demo
 from redis_history.demo.server import RedisServer, free_port
@@ -79,12 +83,20 @@ def test_show_unknown_conversation_is_a_clear_error(
 # -- expected failures: one line, its own exit status, no traceback, no secret -----------------
 
 
+SERVER_LINE = re.compile(r"^redis-history: (Redis|the Redis Cluster) at \S+, namespace \S+$")
+"""The line a command that reaches Redis starts with: which server it used."""
+
+
 def one_line_failure(result: subprocess.CompletedProcess[str], status: int, says: str) -> None:
-    """The command exited ``status``, printing only a line on stderr that ``says`` it, and
-    neither a traceback nor the password."""
+    """The command exited ``status``, printing on stderr only a line that ``says`` it (after
+    the line naming the server, for a command that reaches one), and neither a traceback nor
+    the password."""
     output = result.stdout + result.stderr
     assert result.returncode == status, output
-    (line,) = result.stderr.splitlines()
+    lines = result.stderr.splitlines()
+    if SERVER_LINE.match(lines[0]) and len(lines) > 1:
+        lines = lines[1:]
+    (line,) = lines
     assert line.startswith("redis-history: ")
     assert says in line
     assert "Traceback" not in output
@@ -111,6 +123,10 @@ COMMANDS = {
     "worker": ["worker", "--burst", "--redis-url"],
     "show": ["show", "c", "--redis-url"],
     "demo": ["demo", "--workers", "0", "--redis-url"],
+    "ls": ["ls", "--redis-url"],
+    "stats": ["stats", "c", "--redis-url"],
+    "export": ["export", "c", "--redis-url"],
+    "delete": ["delete", "c", "--yes", "--redis-url"],
 }
 
 
@@ -166,8 +182,76 @@ def test_bad_arguments_are_argparse_usage_errors() -> None:
 
 def test_help_lists_the_exit_statuses() -> None:
     """Every command's --help ends with the exit statuses."""
-    for command in ([], ["demo"], ["show"], ["worker"]):
+    for command in ([], *([name] for name in COMMANDS_BY_NAME)):
         result = run_cli(*command, "--help")
         assert result.returncode == 0, result.stderr
         for code, meaning in ((3, "no such conversation"), (4, "Redis unreachable")):
             assert f"  {code}   {meaning}" in result.stdout
+
+
+def test_version() -> None:
+    """--version names the installed version and exits 0."""
+    result = run_cli("--version")
+    assert result.returncode == 0, result.stderr
+    assert re.fullmatch(r"redis-history \d+\.\d+\.\d+\S*\n", result.stdout)
+
+
+def test_every_command_says_which_server_it_used_password_masked(guarded: RedisServer) -> None:
+    """The URL comes from REDIS_HISTORY_URL when not given, and the command says it on stderr,
+    its password masked; the rest of stderr is the command's own."""
+    RedisHistory(guarded.client(password=SECRET), "c").append(Message.user("hi"))
+    result = run_cli("ls", env=clean_env(REDIS_HISTORY_URL=url(guarded.port)))
+    assert result.returncode == 0, result.stderr
+    first = result.stderr.splitlines()[0]
+    assert SERVER_LINE.match(first)
+    assert f"redis://:***@127.0.0.1:{guarded.port}/0, namespace default" in first
+    assert SECRET not in result.stdout + result.stderr
+    assert result.stdout.splitlines()[1].startswith("c ")
+
+
+def test_show_formats(
+    redis_url: str, real_redis: redis.Redis, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--format raw prints one stored entry per line, ids, timestamps, metadata and tokens
+    kept; a wire format prints the request of a model call in it."""
+    history = RedisHistory(real_redis, "c1")
+    history.append_many([Message.system("be brief"), Message.user("hi", metadata={"k": 1})])
+    assert main(["show", "c1", "--redis-url", redis_url, "--format", "raw"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    entries = history.entries()
+    assert [row["tokens"] for row in rows] == [entry.tokens for entry in entries]
+    assert [Message.model_validate(row["message"]) for row in rows] == history.snapshot()
+    assert main(["show", "c1", "--redis-url", redis_url, "--format", "anthropic"]) == 0
+    request = json.loads(capsys.readouterr().out)
+    assert request["system"] == [{"type": "text", "text": "be brief"}]
+    assert main(["show", "c1", "--redis-url", redis_url, "--format", "openai_responses"]) == 0
+    assert "input" in json.loads(capsys.readouterr().out)
+    assert main(["show", "c1", "--redis-url", redis_url, "--format", "raw", "--transcript"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 2
+
+
+def test_delete_asks_unless_told_and_refuses_without_a_terminal(
+    redis_url: str, real_redis: redis.Redis
+) -> None:
+    """Without --yes and without a terminal on stdin, delete refuses (exit 2); on a terminal it
+    asks, and only "y" deletes (a "no" is exit 1); --yes deletes; unknown is exit 3."""
+    history = RedisHistory(real_redis, "c")
+    history.append(Message.user("hi"))
+    refused = run_cli("delete", "c", "--redis-url", redis_url)
+    one_line_failure(refused, 2, "pass --yes (stdin is not a terminal)")
+    for answer, status in (("n\n", 1), ("y\n", 0)):
+        controller, terminal = pty.openpty()
+        os.write(controller, answer.encode())
+        done = subprocess.run(
+            [sys.executable, "-m", "redis_history", "delete", "c", "--redis-url", redis_url],
+            stdin=terminal, capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        os.close(controller)
+        os.close(terminal)
+        assert done.returncode == status, done.stderr
+        assert "delete default/c, 1 messages? [y/N]" in done.stderr
+        assert real_redis.exists(*history.keys.data) == (2 if status else 0)
+    history.append(Message.user("again"))
+    assert run_cli("delete", "c", "--yes", "--redis-url", redis_url).returncode == 0
+    assert not real_redis.exists(*history.keys.all)
+    assert run_cli("delete", "c", "--yes", "--redis-url", redis_url).returncode == 3
