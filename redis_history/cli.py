@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from redis_history import settings
+from redis_history._redact import redact_url
+from redis_history.admin.doctor import doctor
 from redis_history.admin.dump import export_conversation, load_dump, read_dump, restore
 from redis_history.admin.listing import (
     ConversationInfo,
@@ -87,22 +89,6 @@ def _parser() -> argparse.ArgumentParser:
         "epilog": _epilog(),
         "formatter_class": argparse.RawDescriptionHelpFormatter,
     }
-    store = argparse.ArgumentParser(add_help=False)
-    where = store.add_argument_group("where")
-    where.add_argument(
-        "--redis-url", help=f"the history store (default: ${URL_ENV}, else {settings.URL.default})"
-    )
-    where.add_argument(
-        "--cluster",
-        action="store_true",
-        default=None,
-        help=f"the store is a Redis Cluster (default: ${settings.CLUSTER.name})",
-    )
-    where.add_argument("--namespace", help=f"the tenant (default: {DEFAULT_NAMESPACE})")
-    where.add_argument("--prefix", default=DEFAULT_PREFIX, help="the key prefix (%(default)s)")
-    listing = argparse.ArgumentParser(add_help=False)
-    listing.add_argument("--json", action="store_true", help="JSON instead of a table")
-
     parser = argparse.ArgumentParser(
         prog="redis-history", description="LLM agent conversation history in Redis.", **layout
     )
@@ -114,6 +100,41 @@ def _parser() -> argparse.ArgumentParser:
             name, help=summary, description=summary, parents=parents, **layout
         )
 
+    _conversation_commands(command)
+    _deployment_commands(command)
+    _demo_and_worker(commands, layout)
+    return parser
+
+
+def _server(*, prefix: bool = True) -> argparse.ArgumentParser:
+    """The options that name the store (and the key prefix)."""
+    server = argparse.ArgumentParser(add_help=False)
+    where = server.add_argument_group("the store")
+    where.add_argument(
+        "--redis-url", help=f"the history store (default: ${URL_ENV}, else {settings.URL.default})"
+    )
+    where.add_argument(
+        "--cluster",
+        action="store_true",
+        default=None,
+        help=f"the store is a Redis Cluster (default: ${settings.CLUSTER.name})",
+    )
+    if prefix:
+        where.add_argument("--prefix", default=DEFAULT_PREFIX, help="the key prefix (%(default)s)")
+    return server
+
+
+def _json_option() -> argparse.ArgumentParser:
+    listing = argparse.ArgumentParser(add_help=False)
+    listing.add_argument("--json", action="store_true", help="JSON instead of a table")
+    return listing
+
+
+def _conversation_commands(command: Callable[..., Any]) -> None:
+    """``ls``, ``stats``, ``show``, ``export``, ``import``, ``delete``."""
+    store = _server()
+    store.add_argument("--namespace", help=f"the tenant (default: {DEFAULT_NAMESPACE})")
+    listing = _json_option()
     ls = command("ls", "the namespace's conversations (SCAN on every primary)", store, listing)
     ls.add_argument("--match", default="*", help="a glob their ids match (default: %(default)s)")
     ls.add_argument("--limit", type=int, help="at most this many (the first the scan finds)")
@@ -142,6 +163,24 @@ def _parser() -> argparse.ArgumentParser:
     delete.add_argument("conversation_id")
     delete.add_argument("--yes", action="store_true", help="do not ask")
 
+
+def _deployment_commands(command: Callable[..., Any]) -> None:
+    """``doctor`` and ``acl``."""
+    doctor_ = command(
+        "doctor",
+        "check the deployment: the store, its settings, the queue and its workers (exit 0 "
+        "healthy, warnings allowed; 1 a problem; 4 the store unreachable)",
+        _server(prefix=False),
+        _json_option(),
+    )
+    doctor_.add_argument(
+        "--queue-url",
+        help=f"the queue's Redis (default: ${settings.QUEUE_URL.name}, else the store)",
+    )
+    doctor_.add_argument("--queue", help=f"the queue's name (default: ${settings.QUEUE.name})")
+
+
+def _demo_and_worker(commands: Any, layout: dict[str, Any]) -> None:
     demo = commands.add_parser(
         "demo",
         help="simulated agent pods sharing conversations, with the invariants checked",
@@ -181,7 +220,6 @@ def _parser() -> argparse.ArgumentParser:
     worker.add_argument(
         "--no-fork", action="store_true", help="run jobs in this process instead of a fork each"
     )
-    return parser
 
 
 # -- the store's commands -----------------------------------------------------------------------
@@ -351,6 +389,26 @@ def _delete(args: argparse.Namespace) -> int:
     return 0
 
 
+def _doctor(args: argparse.Namespace) -> int:
+    cluster = settings.CLUSTER.read() if args.cluster is None else args.cluster
+    url = args.redis_url or settings.URL.read()
+    _say(f"{'the Redis Cluster at' if cluster else 'Redis at'} {redact_url(url)}")
+    report = doctor(url, cluster=cluster, queue_url=args.queue_url, queue=args.queue)
+    if args.json:
+        _print_json(report.to_json())
+    else:
+        width = max(len(check.name) for check in report.checks)
+        for check in report.checks:
+            print(f"{check.status:<8} {check.name:<{width}}  {check.detail}")
+        problems = sum(check.status == "problem" for check in report.checks)
+        warnings = sum(check.status == "warning" for check in report.checks)
+        verdict = "healthy" if report.healthy else f"{problems} problem{'s' * (problems != 1)}"
+        print(f"{verdict}, {warnings} warning{'s' * (warnings != 1)}")
+    if report.error is not None:
+        return next(code for kind, code, _ in EXIT_STATUSES if isinstance(report.error, kind))
+    return 0 if report.healthy else _FAILED
+
+
 # -- the demo and the worker --------------------------------------------------------------------
 
 
@@ -397,6 +455,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "export": _export,
     "import": _import,
     "delete": _delete,
+    "doctor": _doctor,
     "demo": _demo,
     "worker": _worker,
 }

@@ -3,7 +3,7 @@ the key prefix, with the clients of its primaries for what runs on every node.""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import redis
@@ -34,6 +34,8 @@ class Target:
     namespace: str = DEFAULT_NAMESPACE
     prefix: str = DEFAULT_PREFIX
     url: str | None = None
+    _nodes: list[redis.Redis] = field(default_factory=list, init=False, repr=False)
+    """The primaries' clients handed out, closed with the target's."""
 
     def __post_init__(self) -> None:
         validate_name(self.namespace, "namespace", allow_colon=False)
@@ -81,7 +83,9 @@ class Target:
         """A client of each primary: the store's own client when it is not a cluster."""
         if not self.cluster:
             return [self.client]
-        return [self.client.get_redis_connection(node) for node in self.client.get_primaries()]
+        nodes = [self.client.get_redis_connection(node) for node in self.client.get_primaries()]
+        self._nodes += nodes
+        return nodes
 
     def history(self, conversation_id: str) -> RedisHistory:
         """The history of ``conversation_id`` in the target's namespace."""
@@ -107,7 +111,11 @@ class Target:
         return history
 
     def close(self) -> None:
-        """Close the client's connections."""
+        """Close the client's connections, and those of the primaries' clients handed out
+        (a cluster client that refreshed its layout no longer knows them)."""
+        for node in self._nodes:
+            node.close()
+            node.connection_pool.disconnect()
         self.client.close()
 
 
