@@ -23,6 +23,7 @@ from typing import IO, Any
 
 from redis_history import settings
 from redis_history._redact import redact_url
+from redis_history.admin.acl import setuser_command, tenant_rule
 from redis_history.admin.doctor import doctor
 from redis_history.admin.dump import export_conversation, load_dump, read_dump, restore
 from redis_history.admin.listing import (
@@ -178,6 +179,15 @@ def _deployment_commands(command: Callable[..., Any]) -> None:
         help=f"the queue's Redis (default: ${settings.QUEUE_URL.name}, else the store)",
     )
     doctor_.add_argument("--queue", help=f"the queue's name (default: ${settings.QUEUE.name})")
+    acl = command(
+        "acl",
+        "print the ACL SETUSER rule that confines a tenant's user to its namespace's keys and "
+        "the commands and scripts the store and workers use",
+    )
+    acl.add_argument("namespace", help="the tenant's namespace (no * ? [ ] or \\)")
+    acl.add_argument("--user", required=True, help="the ACL user to create or reset")
+    acl.add_argument("--password", required=True, help="its password (printed as its SHA-256)")
+    acl.add_argument("--prefix", default=DEFAULT_PREFIX, help="the key prefix (%(default)s)")
 
 
 def _demo_and_worker(commands: Any, layout: dict[str, Any]) -> None:
@@ -409,6 +419,16 @@ def _doctor(args: argparse.Namespace) -> int:
     return 0 if report.healthy else _FAILED
 
 
+def _acl(args: argparse.Namespace) -> int:
+    rule = tenant_rule(args.namespace, user=args.user, password=args.password, prefix=args.prefix)
+    print(setuser_command(rule))
+    _say(
+        "apply it with redis-cli (on a cluster, on every node: ACLs are per node), then "
+        "ACL SAVE where an aclfile is used"
+    )
+    return 0
+
+
 # -- the demo and the worker --------------------------------------------------------------------
 
 
@@ -456,6 +476,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "import": _import,
     "delete": _delete,
     "doctor": _doctor,
+    "acl": _acl,
     "demo": _demo,
     "worker": _worker,
 }

@@ -7,10 +7,12 @@ return; each is usable from Python too.
 - :mod:`~redis_history.admin.listing`: ``ls`` and ``stats``.
 - :mod:`~redis_history.admin.dump`: ``export`` and ``import``.
 - :mod:`~redis_history.admin.doctor`: ``doctor``.
+- :mod:`~redis_history.admin.acl`: ``acl``.
 """
 
 from __future__ import annotations
 
+from redis_history.admin.acl import setuser_command, tenant_rule
 from redis_history.admin.doctor import Check, Report, diagnose, doctor
 from redis_history.admin.dump import (
     Dump,
@@ -49,5 +51,7 @@ __all__ = [
     "load_dump",
     "read_dump",
     "restore",
+    "setuser_command",
+    "tenant_rule",
     "write_dump",
 ]
