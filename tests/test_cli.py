@@ -7,17 +7,22 @@ import json
 import os
 import pty
 import re
+import shlex
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import redis
 from chat_server import ChatServer
-from commands import SECRET, clean_env, run_cli, url
+from commands import ROOT, SECRET, clean_env, run_cli, url
+from samples import turns
+from test_docs import blocks
 
-from redis_history import Message, RedisHistory
+from redis_history import CompactionPolicy, ExtractiveSummarizer, Message, RedisHistory
 from redis_history.cli import COMMANDS as COMMANDS_BY_NAME
 from redis_history.cli import main
+from redis_history.compaction.run import run_compaction
 from redis_history.demo.run import DemoReport, check_conversation, run_demo
 from redis_history.demo.server import RedisServer, free_port
 
@@ -255,3 +260,56 @@ def test_delete_asks_unless_told_and_refuses_without_a_terminal(
     assert run_cli("delete", "c", "--yes", "--redis-url", redis_url).returncode == 0
     assert not real_redis.exists(*history.keys.all)
     assert run_cli("delete", "c", "--yes", "--redis-url", redis_url).returncode == 3
+
+
+# -- the operations page's walk-through ---------------------------------------------------------
+
+
+def walk_through() -> list[str]:
+    """The command lines of the first bash block under the operations page's "A day in an
+    operator's life"."""
+    page = ROOT / "docs" / "operations.md"
+    lines = page.read_text(encoding="utf-8").splitlines()
+    heading = lines.index("### A day in an operator's life") + 1
+    block = next(b for b in blocks(page) if b.lang == "bash" and b.line > heading)
+    return [line for line in block.code.splitlines() if line.strip()]
+
+
+def test_a_day_in_an_operators_life_runs_as_written(
+    redis_url: str, real_redis: redis.Redis, tmp_path: Path
+) -> None:
+    """Every command of the walk-through exits 0 against a Redis holding a compacted support
+    conversation, and each shows what the page says it does."""
+    ticket = RedisHistory(real_redis, "ticket-4711", namespace="support", ttl=86_400)
+    ticket.append_many(turns(6))
+    policy = CompactionPolicy(soft_tokens=50, keep_last_turns=1, min_messages=2)
+    assert run_compaction(ticket, ExtractiveSummarizer(), policy).status == "compacted"
+    RedisHistory(real_redis, "ticket-4712", namespace="support").append(Message.user("hi"))
+    RedisHistory(real_redis, "ticket-1000", namespace="support").append(Message.user("hi"))
+    lines = walk_through()
+    assert lines[0] == "export REDIS_HISTORY_URL=redis://localhost:6379/0"
+    env = clean_env(REDIS_HISTORY_URL=redis_url)
+    out: dict[str, str] = {}
+    for line in lines[1:]:
+        program, command, *args = shlex.split(line, comments=True)
+        assert program == "redis-history"
+        done = subprocess.run(
+            [sys.executable, "-m", "redis_history", command, *args],
+            capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120, check=False,
+            stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+        assert done.returncode == 0, f"{line}\n{done.stdout}{done.stderr}"
+        out[command] = out.get(command, "") + done.stdout
+    assert "ticket-4711" in out["ls"]
+    assert "ticket-4712" in out["ls"]
+    assert "ticket-1000" not in out["ls"]
+    assert "compactions         1" in out["stats"]
+    shown = [json.loads(row)["message"]["content"] for row in out["show"].splitlines()]
+    assert shown == [m.content for m in ticket.transcript()]
+    replay = json.loads(out["stats"].splitlines()[-1])
+    assert replay["tokens"] == ticket.token_estimate()
+    assert replay["state"] == str(ticket.compaction_state())
+    assert (tmp_path / "ticket-4711.jsonl").is_file()
+    assert not real_redis.exists(
+        *RedisHistory(real_redis, "ticket-4711-replay", namespace="staging").keys.all
+    )
