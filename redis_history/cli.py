@@ -1,9 +1,12 @@
-"""The ``redis-history`` command line: ``demo``, ``show`` and ``worker``.
+"""The ``redis-history`` command line: the operator's commands (``ls``, ``stats``, ``show``,
+``export``, ``import``, ``delete``, ``doctor``, ``acl``), the ``demo`` and the ``worker``.
 
-An expected failure (Redis unreachable or not Redis, refused credentials, an ACL
-refusal, bad arguments or settings, an unknown conversation) prints one line to
-stderr, secrets masked, and exits with its own status (:data:`EXIT_STATUSES`);
-only a bug prints a traceback.
+It only parses arguments and prints: what each command does is in
+:mod:`redis_history.admin`. A command that reaches Redis says on stderr which server it
+used (its password masked). An expected failure (Redis unreachable or not Redis, refused
+credentials, an ACL refusal, bad arguments, settings or input, an unknown conversation)
+prints one line to stderr, secrets masked, and exits with its own status
+(:data:`EXIT_STATUSES`); only a bug prints a traceback.
 """
 
 from __future__ import annotations
@@ -12,10 +15,24 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from importlib import metadata
+from pathlib import Path
+from typing import IO, Any
 
 from redis_history import settings
+from redis_history._redact import redact_url
+from redis_history.admin.acl import setuser_command, tenant_rule
+from redis_history.admin.doctor import doctor
+from redis_history.admin.dump import export_conversation, load_dump, read_dump, restore
+from redis_history.admin.listing import (
+    ConversationInfo,
+    conversation_stats,
+    list_conversations,
+)
+from redis_history.admin.target import Target
+from redis_history.context.formats import WIRE_FORMATS, render
 from redis_history.demo.run import DemoError, redis_for_demo, run_demo
 from redis_history.demo.server import RedisServerError
 from redis_history.errors import (
@@ -26,8 +43,8 @@ from redis_history.errors import (
 )
 from redis_history.settings import WorkerSettings
 from redis_history.store._core import RedisFailure, redis_error
-from redis_history.store.history import RedisHistory
-from redis_history.store.keys import DEFAULT_NAMESPACE
+from redis_history.store.codec import Entry
+from redis_history.store.keys import DEFAULT_NAMESPACE, DEFAULT_PREFIX
 
 __all__ = ["EXIT_STATUSES", "main"]
 
@@ -37,10 +54,11 @@ EXIT_STATUSES: tuple[tuple[type[BaseException], int, str], ...] = (
     (AccessDeniedError, 5, "Redis refused the credentials, or its ACL denied a key or command"),
     (StoreUnavailableError, 4, "Redis unreachable, or not a Redis server"),
     (ConversationNotFoundError, 3, "no such conversation"),
-    (ValueError, 2, "bad arguments, environment variables or setup"),
-    (DemoError, 2, "bad arguments, environment variables or setup"),
-    (RedisServerError, 2, "bad arguments, environment variables or setup"),
-    (HistoryError, 1, "the demo found a broken invariant, or Redis refused an operation"),
+    (ValueError, 2, "bad arguments, environment variables, input or setup"),
+    (OSError, 2, "bad arguments, environment variables, input or setup"),
+    (DemoError, 2, "bad arguments, environment variables, input or setup"),
+    (RedisServerError, 2, "bad arguments, environment variables, input or setup"),
+    (HistoryError, 1, "a check or an operation failed"),
     (KeyboardInterrupt, 130, "interrupted"),
 )
 """The exit status of each expected failure, first match first, and what it means."""
@@ -49,6 +67,15 @@ _EXPECTED: tuple[type[BaseException], ...] = (
     *(kind for kind, _, _ in EXIT_STATUSES),
 )
 """What the command line reports in one line: those, and redis-py's errors left untyped."""
+_FAILED = 1
+"""The status of a check or an operation that failed."""
+
+
+def _version() -> str:
+    try:
+        return metadata.version("redis-history")
+    except metadata.PackageNotFoundError:  # run from a source tree, not installed
+        return "unknown (not installed)"
 
 
 def _epilog() -> str:
@@ -66,7 +93,104 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="redis-history", description="LLM agent conversation history in Redis.", **layout
     )
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("--version", action="version", version=f"redis-history {_version()}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, summary: str, *parents: argparse.ArgumentParser) -> Any:
+        return commands.add_parser(
+            name, help=summary, description=summary, parents=parents, **layout
+        )
+
+    _conversation_commands(command)
+    _deployment_commands(command)
+    _demo_and_worker(commands, layout)
+    return parser
+
+
+def _server(*, prefix: bool = True) -> argparse.ArgumentParser:
+    """The options that name the store (and the key prefix)."""
+    server = argparse.ArgumentParser(add_help=False)
+    where = server.add_argument_group("the store")
+    where.add_argument(
+        "--redis-url", help=f"the history store (default: ${URL_ENV}, else {settings.URL.default})"
+    )
+    where.add_argument(
+        "--cluster",
+        action="store_true",
+        default=None,
+        help=f"the store is a Redis Cluster (default: ${settings.CLUSTER.name})",
+    )
+    if prefix:
+        where.add_argument("--prefix", default=DEFAULT_PREFIX, help="the key prefix (%(default)s)")
+    return server
+
+
+def _json_option() -> argparse.ArgumentParser:
+    listing = argparse.ArgumentParser(add_help=False)
+    listing.add_argument("--json", action="store_true", help="JSON instead of a table")
+    return listing
+
+
+def _conversation_commands(command: Callable[..., Any]) -> None:
+    """``ls``, ``stats``, ``show``, ``export``, ``import``, ``delete``."""
+    store = _server()
+    store.add_argument("--namespace", help=f"the tenant (default: {DEFAULT_NAMESPACE})")
+    listing = _json_option()
+    ls = command("ls", "the namespace's conversations (SCAN on every primary)", store, listing)
+    ls.add_argument("--match", default="*", help="a glob their ids match (default: %(default)s)")
+    ls.add_argument("--limit", type=int, help="at most this many (the first the scan finds)")
+    stats = command("stats", "one conversation's state and accounting", store, listing)
+    stats.add_argument("conversation_id")
+    show = command("show", "print a conversation: its entries, or a model request", store)
+    show.add_argument("conversation_id")
+    show.add_argument(
+        "--format",
+        choices=("raw", *WIRE_FORMATS),
+        default="openai_chat",
+        help="raw: one stored entry per line (ids, timestamps, metadata, tokens); else the "
+        "request of a model call in that wire format, as one JSON object (default: %(default)s)",
+    )
+    show.add_argument("--transcript", action="store_true", help="archived originals, no summaries")
+    export = command("export", "write a conversation as a JSON Lines dump", store)
+    export.add_argument("conversation_id")
+    export.add_argument("-o", "--output", help="the file to write (default: stdout)")
+    restore_ = command(
+        "import", "restore a dump (into its own namespace unless --namespace is given)", store
+    )
+    restore_.add_argument("file", help="the dump ('-' for stdin)")
+    restore_.add_argument("--as", dest="as_id", help="the conversation id to import as")
+    restore_.add_argument("--replace", action="store_true", help="overwrite one that exists")
+    delete = command("delete", "delete a conversation (asks first, unless --yes)", store)
+    delete.add_argument("conversation_id")
+    delete.add_argument("--yes", action="store_true", help="do not ask")
+
+
+def _deployment_commands(command: Callable[..., Any]) -> None:
+    """``doctor`` and ``acl``."""
+    doctor_ = command(
+        "doctor",
+        "check the deployment: the store, its settings, the queue and its workers (exit 0 "
+        "healthy, warnings allowed; 1 a problem; 4 the store unreachable)",
+        _server(prefix=False),
+        _json_option(),
+    )
+    doctor_.add_argument(
+        "--queue-url",
+        help=f"the queue's Redis (default: ${settings.QUEUE_URL.name}, else the store)",
+    )
+    doctor_.add_argument("--queue", help=f"the queue's name (default: ${settings.QUEUE.name})")
+    acl = command(
+        "acl",
+        "print the ACL SETUSER rule that confines a tenant's user to its namespace's keys and "
+        "the commands and scripts the store and workers use",
+    )
+    acl.add_argument("namespace", help="the tenant's namespace (no * ? [ ] or \\)")
+    acl.add_argument("--user", required=True, help="the ACL user to create or reset")
+    acl.add_argument("--password", required=True, help="its password (printed as its SHA-256)")
+    acl.add_argument("--prefix", default=DEFAULT_PREFIX, help="the key prefix (%(default)s)")
+
+
+def _demo_and_worker(commands: Any, layout: dict[str, Any]) -> None:
     demo = commands.add_parser(
         "demo",
         help="simulated agent pods sharing conversations, with the invariants checked",
@@ -85,13 +209,6 @@ def _parser() -> argparse.ArgumentParser:
         default=settings.QUEUE.read(),
         help="the compaction queue (default: $REDIS_HISTORY_QUEUE, else %(default)s)",
     )
-    show = commands.add_parser(
-        "show", help="print a conversation's messages as JSON lines", **layout
-    )
-    show.add_argument("conversation_id")
-    show.add_argument("--namespace", default=DEFAULT_NAMESPACE)
-    show.add_argument("--redis-url", help=f"Redis to read (default: ${URL_ENV})")
-    show.add_argument("--transcript", action="store_true", help="include archived originals")
     worker = commands.add_parser(
         "worker",
         help="an RQ worker that compacts conversations (only compaction jobs, JSON only)",
@@ -113,7 +230,206 @@ def _parser() -> argparse.ArgumentParser:
     worker.add_argument(
         "--no-fork", action="store_true", help="run jobs in this process instead of a fork each"
     )
-    return parser
+
+
+# -- the store's commands -----------------------------------------------------------------------
+
+
+@contextmanager
+def _target(args: argparse.Namespace, namespace: str | None = None) -> Iterator[Target]:
+    """The store the command works on, said on stderr, closed afterwards."""
+    cluster = settings.CLUSTER.read() if args.cluster is None else args.cluster
+    target = Target.connect(
+        args.redis_url,
+        cluster=cluster,
+        namespace=args.namespace or namespace or DEFAULT_NAMESPACE,
+        prefix=args.prefix,
+    )
+    kind = "the Redis Cluster at" if cluster else "Redis at"
+    _say(f"{kind} {target.shown}, namespace {target.namespace}")
+    try:
+        yield target
+    finally:
+        target.close()
+
+
+def _say(text: str) -> None:
+    print(f"redis-history: {text}", file=sys.stderr)
+
+
+def _print_json(value: Any) -> None:
+    print(json.dumps(value, ensure_ascii=False))
+
+
+def _ls(args: argparse.Namespace) -> int:
+    with _target(args) as target:
+        infos = list_conversations(target, args.match, args.limit)
+    if args.json:
+        _print_json([info.to_json() for info in infos])
+    else:
+        _table(infos)
+    return _FAILED if any(info.error for info in infos) else 0
+
+
+def _table(infos: Sequence[ConversationInfo]) -> None:
+    head = ("CONVERSATION", "MESSAGES", "TOKENS", "STATE", "TTL", "ARCHIVED")
+    rows = [head] + [
+        (
+            info.conversation_id,
+            str(info.messages),
+            "-" if info.tokens is None else str(info.tokens),
+            info.state if info.error is None else f"{info.state}: {info.error}",
+            "-" if info.ttl is None else f"{info.ttl:g}s",
+            str(info.archived),
+        )
+        for info in infos
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(head) - 1)]
+    for row in rows:
+        print("  ".join([*(cell.ljust(w) for cell, w in zip(row, widths, strict=False)), row[-1]]))
+
+
+def _stats(args: argparse.Namespace) -> int:
+    with _target(args) as target:
+        stats = conversation_stats(target, args.conversation_id)
+    data = stats.to_json()
+    if args.json:
+        _print_json(data)
+        return 0
+    width = max(map(len, data))
+    for name, value in data.items():
+        shown = json.dumps(value, ensure_ascii=False) if isinstance(value, dict) else value
+        print(f"{name.replace('_', ' '):<{width}}  {'-' if value is None else shown}")
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    with _target(args) as target:
+        history = target.existing(args.conversation_id)
+        if args.format == "raw":
+            entries = _entries(history, transcript=args.transcript)
+            for entry in entries:
+                _print_json(_raw(entry))
+            count = len(entries)
+        else:
+            messages = history.transcript() if args.transcript else history.snapshot()
+            _print_json(render(messages, args.format))
+            count = len(messages)
+        estimate = history.token_estimate()
+    _say(f"{count} messages, token estimate {estimate}")
+    return 0
+
+
+def _entries(history: Any, *, transcript: bool) -> list[Entry]:
+    """The live entries; with ``transcript``, the archived then the live ones, no summaries."""
+    if not transcript:
+        entries: list[Entry] = history.entries()
+        return entries
+    dump = read_dump(history)
+    return [entry for entry in (*dump.archive, *dump.live) if not entry.summary]
+
+
+def _raw(entry: Entry) -> dict[str, Any]:
+    """An entry as it is stored: the message whole, its token count and flags."""
+    return {
+        "tokens": entry.tokens,
+        "exact": entry.exact,
+        "summary": entry.summary,
+        "message": entry.message.model_dump(mode="json"),
+    }
+
+
+def _export(args: argparse.Namespace) -> int:
+    with _target(args) as target, _output(args.output) as stream:
+        dump = export_conversation(target, args.conversation_id, stream)
+    _say(
+        f"exported {target.namespace}/{args.conversation_id}: {len(dump.live)} messages, "
+        f"{len(dump.archive)} archived, token estimate {dump.token_estimate}"
+        + (f", to {args.output}" if args.output else "")
+    )
+    return 0
+
+
+@contextmanager
+def _output(path: str | None) -> Iterator[IO[bytes]]:
+    """The file to write (replaced only once the export is whole), or stdout."""
+    if path is None or path == "-":
+        yield sys.stdout.buffer
+        sys.stdout.flush()
+        return
+    final = Path(path)
+    partial = final.with_name(f".{final.name}.partial")
+    try:
+        with partial.open("wb") as stream:
+            yield stream
+        partial.replace(final)
+    finally:
+        partial.unlink(missing_ok=True)
+
+
+def _import(args: argparse.Namespace) -> int:
+    if args.file == "-":
+        dump = load_dump(sys.stdin.buffer)
+    else:
+        with Path(args.file).open("rb") as stream:
+            dump = load_dump(stream)
+    with _target(args, namespace=dump.namespace) as target:
+        history = restore(target, dump, args.as_id, replace=args.replace)
+    _say(
+        f"imported {history.namespace}/{history.conversation_id}: {len(dump.live)} messages, "
+        f"{len(dump.archive)} archived, token estimate {dump.token_estimate}"
+    )
+    return 0
+
+
+def _delete(args: argparse.Namespace) -> int:
+    with _target(args) as target:
+        history = target.existing(args.conversation_id)
+        name = f"{history.namespace}/{history.conversation_id}"
+        if not args.yes:
+            if not sys.stdin.isatty():
+                raise ValueError(f"not deleting {name}: pass --yes (stdin is not a terminal)")
+            print(f"delete {name}, {history.len()} messages? [y/N] ", end="", file=sys.stderr)
+            sys.stderr.flush()
+            if sys.stdin.readline().strip().lower() not in ("y", "yes"):
+                _say(f"{name} was not deleted")
+                return _FAILED
+        history.delete()
+    _say(f"deleted {name}")
+    return 0
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    cluster = settings.CLUSTER.read() if args.cluster is None else args.cluster
+    url = args.redis_url or settings.URL.read()
+    _say(f"{'the Redis Cluster at' if cluster else 'Redis at'} {redact_url(url)}")
+    report = doctor(url, cluster=cluster, queue_url=args.queue_url, queue=args.queue)
+    if args.json:
+        _print_json(report.to_json())
+    else:
+        width = max(len(check.name) for check in report.checks)
+        for check in report.checks:
+            print(f"{check.status:<8} {check.name:<{width}}  {check.detail}")
+        problems = sum(check.status == "problem" for check in report.checks)
+        warnings = sum(check.status == "warning" for check in report.checks)
+        verdict = "healthy" if report.healthy else f"{problems} problem{'s' * (problems != 1)}"
+        print(f"{verdict}, {warnings} warning{'s' * (warnings != 1)}")
+    if report.error is not None:
+        return next(code for kind, code, _ in EXIT_STATUSES if isinstance(report.error, kind))
+    return 0 if report.healthy else _FAILED
+
+
+def _acl(args: argparse.Namespace) -> int:
+    rule = tenant_rule(args.namespace, user=args.user, password=args.password, prefix=args.prefix)
+    print(setuser_command(rule))
+    _say(
+        "apply it with redis-cli (on a cluster, on every node: ACLs are per node), then "
+        "ACL SAVE where an aclfile is used"
+    )
+    return 0
+
+
+# -- the demo and the worker --------------------------------------------------------------------
 
 
 def _worker(args: argparse.Namespace) -> int:
@@ -139,52 +455,45 @@ def _worker(args: argparse.Namespace) -> int:
     return 0
 
 
-def _show(args: argparse.Namespace) -> int:
-    url = args.redis_url or settings.URL.read()
-    history = RedisHistory.from_url(url, args.conversation_id, namespace=args.namespace)
-    messages = history.transcript() if args.transcript else history.snapshot()
-    if not messages and not history.client.exists(*history.keys.data):
-        raise ConversationNotFoundError(
-            "no such conversation",
-            conversation_id=args.conversation_id,
-            namespace=args.namespace,
+def _demo(args: argparse.Namespace) -> int:
+    with redis_for_demo(args.redis_url) as url:
+        report = run_demo(
+            url,
+            pods=args.pods,
+            conversations=args.conversations,
+            turns=args.turns,
+            workers=args.workers,
+            queue_name=args.queue,
         )
-    for message in messages:
-        print(json.dumps(message.to_openai(), ensure_ascii=False))
-    estimate = history.token_estimate()
-    print(f"# {len(messages)} messages, token estimate {estimate}", file=sys.stderr)
-    return 0
+    return 0 if report.ok else _FAILED
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "ls": _ls,
+    "stats": _stats,
+    "show": _show,
+    "export": _export,
+    "import": _import,
+    "delete": _delete,
+    "doctor": _doctor,
+    "acl": _acl,
+    "demo": _demo,
+    "worker": _worker,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status (:data:`EXIT_STATUSES`)."""
     args = _parser().parse_args(argv)
     try:
-        return _run(args)
+        return COMMANDS[args.command](args)
     except _EXPECTED as exc:
         error = redis_error(exc) if isinstance(exc, RedisFailure) else exc
-        code = next(code for kind, code, _ in EXIT_STATUSES if isinstance(error, kind))
+        code = next((code for kind, code, _ in EXIT_STATUSES if isinstance(error, kind)), _FAILED)
         urls = (getattr(args, "redis_url", None), getattr(args, "queue_url", None))
         text = " ".join(settings.redactor(urls)(str(error) or type(error).__name__).split())
         print(f"redis-history: {text}", file=sys.stderr)
         return code
-
-
-def _run(args: argparse.Namespace) -> int:
-    if args.command == "demo":
-        with redis_for_demo(args.redis_url) as url:
-            report = run_demo(
-                url,
-                pods=args.pods,
-                conversations=args.conversations,
-                turns=args.turns,
-                workers=args.workers,
-                queue_name=args.queue,
-            )
-        return 0 if report.ok else 1
-    if args.command == "worker":
-        return _worker(args)
-    return _show(args)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,9 @@ redis-py's exceptions::
     ├── InvalidTransitionError (ValueError)       a compaction-state event its state does not allow
     ├── BudgetExceededError (ValueError)     the parts a request must keep do not fit its budget
     ├── ConversationNotFoundError (KeyError)      no such conversation
+    ├── ConversationExistsError              an import would overwrite a conversation
+    ├── DumpError (ValueError)               a dump that is not what export writes; nothing written
+    │   └── DumpVersionError                 a dump from a newer format version
     ├── CorruptHistoryError                  stored data that is not a valid envelope or meta hash
     ├── EncodingUnavailableError (RuntimeError)  packaged tokenizer data missing or corrupt
     ├── SummarizerError                      a summarizer failed: HTTP error, timeout, bad reply
@@ -31,8 +34,11 @@ __all__ = [
     "AccessDeniedError",
     "BudgetExceededError",
     "CompactorError",
+    "ConversationExistsError",
     "ConversationNotFoundError",
     "CorruptHistoryError",
+    "DumpError",
+    "DumpVersionError",
     "EncodingUnavailableError",
     "HistoryError",
     "InvalidMessageError",
@@ -146,6 +152,25 @@ class ConversationNotFoundError(HistoryError, KeyError):
 
     def __str__(self) -> str:
         return HistoryError.__str__(self)
+
+
+class ConversationExistsError(HistoryError):
+    """An import would overwrite a conversation that exists, and was not told to replace it;
+    nothing was written."""
+
+
+class DumpError(HistoryError, ValueError):
+    """A dump that is not what an export writes (not JSON Lines, a line that is not an entry,
+    fewer entries than its header counts, a message the store would refuse); nothing was
+    written. ``line`` is the dump's line it is about (1-based), when there is one."""
+
+    def __init__(self, message: str, *, line: int | None = None) -> None:
+        super().__init__(f"line {line}: {message}" if line is not None else message)
+        self.line = line
+
+
+class DumpVersionError(DumpError):
+    """A dump written in a newer format version than this redis-history reads."""
 
 
 class CorruptHistoryError(HistoryError):

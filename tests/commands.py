@@ -29,13 +29,18 @@ def clean_env(**variables: str) -> dict[str, str]:
 
 
 def run_cli(
-    *args: str, env: dict[str, str] | None = None, module: str = "redis_history"
+    *args: str,
+    env: dict[str, str] | None = None,
+    module: str = "redis_history",
+    stdin: str | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """``python -m <module> <args>`` from the repository's root, to its end."""
+    """``python -m <module> <args>`` from the repository's root, to its end (``stdin`` its
+    input; none by default)."""
     return subprocess.run(
         [sys.executable, "-m", module, *args],
         capture_output=True, text=True, env=clean_env() if env is None else env, cwd=ROOT,
-        timeout=120, check=False,
+        timeout=120, check=False, input=stdin,
+        stdin=None if stdin is not None else subprocess.DEVNULL,
     )  # fmt: skip
 
 

@@ -3,17 +3,26 @@
 from __future__ import annotations
 
 import io
+import json
 import os
+import pty
+import re
+import shlex
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import redis
 from chat_server import ChatServer
-from commands import SECRET, clean_env, run_cli, url
+from commands import ROOT, SECRET, clean_env, run_cli, url
+from samples import turns
+from test_docs import blocks
 
-from redis_history import Message, RedisHistory
+from redis_history import CompactionPolicy, ExtractiveSummarizer, Message, RedisHistory
+from redis_history.cli import COMMANDS as COMMANDS_BY_NAME
 from redis_history.cli import main
+from redis_history.compaction.run import run_compaction
 from redis_history.demo.run import DemoReport, check_conversation, run_demo
 from redis_history.demo.server import RedisServer, free_port
 
@@ -79,12 +88,20 @@ def test_show_unknown_conversation_is_a_clear_error(
 # -- expected failures: one line, its own exit status, no traceback, no secret -----------------
 
 
+SERVER_LINE = re.compile(r"^redis-history: (Redis|the Redis Cluster) at \S+, namespace \S+$")
+"""The line a command that reaches Redis starts with: which server it used."""
+
+
 def one_line_failure(result: subprocess.CompletedProcess[str], status: int, says: str) -> None:
-    """The command exited ``status``, printing only a line on stderr that ``says`` it, and
-    neither a traceback nor the password."""
+    """The command exited ``status``, printing on stderr only a line that ``says`` it (after
+    the line naming the server, for a command that reaches one), and neither a traceback nor
+    the password."""
     output = result.stdout + result.stderr
     assert result.returncode == status, output
-    (line,) = result.stderr.splitlines()
+    lines = result.stderr.splitlines()
+    if SERVER_LINE.match(lines[0]) and len(lines) > 1:
+        lines = lines[1:]
+    (line,) = lines
     assert line.startswith("redis-history: ")
     assert says in line
     assert "Traceback" not in output
@@ -111,6 +128,10 @@ COMMANDS = {
     "worker": ["worker", "--burst", "--redis-url"],
     "show": ["show", "c", "--redis-url"],
     "demo": ["demo", "--workers", "0", "--redis-url"],
+    "ls": ["ls", "--redis-url"],
+    "stats": ["stats", "c", "--redis-url"],
+    "export": ["export", "c", "--redis-url"],
+    "delete": ["delete", "c", "--yes", "--redis-url"],
 }
 
 
@@ -166,8 +187,129 @@ def test_bad_arguments_are_argparse_usage_errors() -> None:
 
 def test_help_lists_the_exit_statuses() -> None:
     """Every command's --help ends with the exit statuses."""
-    for command in ([], ["demo"], ["show"], ["worker"]):
+    for command in ([], *([name] for name in COMMANDS_BY_NAME)):
         result = run_cli(*command, "--help")
         assert result.returncode == 0, result.stderr
         for code, meaning in ((3, "no such conversation"), (4, "Redis unreachable")):
             assert f"  {code}   {meaning}" in result.stdout
+
+
+def test_version() -> None:
+    """--version names the installed version and exits 0."""
+    result = run_cli("--version")
+    assert result.returncode == 0, result.stderr
+    assert re.fullmatch(r"redis-history \d+\.\d+\.\d+\S*\n", result.stdout)
+
+
+def test_every_command_says_which_server_it_used_password_masked(guarded: RedisServer) -> None:
+    """The URL comes from REDIS_HISTORY_URL when not given, and the command says it on stderr,
+    its password masked; the rest of stderr is the command's own."""
+    RedisHistory(guarded.client(password=SECRET), "c").append(Message.user("hi"))
+    result = run_cli("ls", env=clean_env(REDIS_HISTORY_URL=url(guarded.port)))
+    assert result.returncode == 0, result.stderr
+    first = result.stderr.splitlines()[0]
+    assert SERVER_LINE.match(first)
+    assert f"redis://:***@127.0.0.1:{guarded.port}/0, namespace default" in first
+    assert SECRET not in result.stdout + result.stderr
+    assert result.stdout.splitlines()[1].startswith("c ")
+
+
+def test_show_formats(
+    redis_url: str, real_redis: redis.Redis, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--format raw prints one stored entry per line, ids, timestamps, metadata and tokens
+    kept; a wire format prints the request of a model call in it."""
+    history = RedisHistory(real_redis, "c1")
+    history.append_many([Message.system("be brief"), Message.user("hi", metadata={"k": 1})])
+    assert main(["show", "c1", "--redis-url", redis_url, "--format", "raw"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    entries = history.entries()
+    assert [row["tokens"] for row in rows] == [entry.tokens for entry in entries]
+    assert [Message.model_validate(row["message"]) for row in rows] == history.snapshot()
+    assert main(["show", "c1", "--redis-url", redis_url, "--format", "anthropic"]) == 0
+    request = json.loads(capsys.readouterr().out)
+    assert request["system"] == [{"type": "text", "text": "be brief"}]
+    assert main(["show", "c1", "--redis-url", redis_url, "--format", "openai_responses"]) == 0
+    assert "input" in json.loads(capsys.readouterr().out)
+    assert main(["show", "c1", "--redis-url", redis_url, "--format", "raw", "--transcript"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 2
+
+
+def test_delete_asks_unless_told_and_refuses_without_a_terminal(
+    redis_url: str, real_redis: redis.Redis
+) -> None:
+    """Without --yes and without a terminal on stdin, delete refuses (exit 2); on a terminal it
+    asks, and only "y" deletes (a "no" is exit 1); --yes deletes; unknown is exit 3."""
+    history = RedisHistory(real_redis, "c")
+    history.append(Message.user("hi"))
+    refused = run_cli("delete", "c", "--redis-url", redis_url)
+    one_line_failure(refused, 2, "pass --yes (stdin is not a terminal)")
+    for answer, status in (("n\n", 1), ("y\n", 0)):
+        controller, terminal = pty.openpty()
+        os.write(controller, answer.encode())
+        done = subprocess.run(
+            [sys.executable, "-m", "redis_history", "delete", "c", "--redis-url", redis_url],
+            stdin=terminal, capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        os.close(controller)
+        os.close(terminal)
+        assert done.returncode == status, done.stderr
+        assert "delete default/c, 1 messages? [y/N]" in done.stderr
+        assert real_redis.exists(*history.keys.data) == (2 if status else 0)
+    history.append(Message.user("again"))
+    assert run_cli("delete", "c", "--yes", "--redis-url", redis_url).returncode == 0
+    assert not real_redis.exists(*history.keys.all)
+    assert run_cli("delete", "c", "--yes", "--redis-url", redis_url).returncode == 3
+
+
+# -- the operations page's walk-through ---------------------------------------------------------
+
+
+def walk_through() -> list[str]:
+    """The command lines of the first bash block under the operations page's "A day in an
+    operator's life"."""
+    page = ROOT / "docs" / "operations.md"
+    lines = page.read_text(encoding="utf-8").splitlines()
+    heading = lines.index("### A day in an operator's life") + 1
+    block = next(b for b in blocks(page) if b.lang == "bash" and b.line > heading)
+    return [line for line in block.code.splitlines() if line.strip()]
+
+
+def test_a_day_in_an_operators_life_runs_as_written(
+    redis_url: str, real_redis: redis.Redis, tmp_path: Path
+) -> None:
+    """Every command of the walk-through exits 0 against a Redis holding a compacted support
+    conversation, and each shows what the page says it does."""
+    ticket = RedisHistory(real_redis, "ticket-4711", namespace="support", ttl=86_400)
+    ticket.append_many(turns(6))
+    policy = CompactionPolicy(soft_tokens=50, keep_last_turns=1, min_messages=2)
+    assert run_compaction(ticket, ExtractiveSummarizer(), policy).status == "compacted"
+    RedisHistory(real_redis, "ticket-4712", namespace="support").append(Message.user("hi"))
+    RedisHistory(real_redis, "ticket-1000", namespace="support").append(Message.user("hi"))
+    lines = walk_through()
+    assert lines[0] == "export REDIS_HISTORY_URL=redis://localhost:6379/0"
+    env = clean_env(REDIS_HISTORY_URL=redis_url)
+    out: dict[str, str] = {}
+    for line in lines[1:]:
+        program, command, *args = shlex.split(line, comments=True)
+        assert program == "redis-history"
+        done = subprocess.run(
+            [sys.executable, "-m", "redis_history", command, *args],
+            capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120, check=False,
+            stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+        assert done.returncode == 0, f"{line}\n{done.stdout}{done.stderr}"
+        out[command] = out.get(command, "") + done.stdout
+    assert "ticket-4711" in out["ls"]
+    assert "ticket-4712" in out["ls"]
+    assert "ticket-1000" not in out["ls"]
+    assert "compactions         1" in out["stats"]
+    shown = [json.loads(row)["message"]["content"] for row in out["show"].splitlines()]
+    assert shown == [m.content for m in ticket.transcript()]
+    replay = json.loads(out["stats"].splitlines()[-1])
+    assert replay["tokens"] == ticket.token_estimate()
+    assert replay["state"] == str(ticket.compaction_state())
+    assert (tmp_path / "ticket-4711.jsonl").is_file()
+    assert not real_redis.exists(
+        *RedisHistory(real_redis, "ticket-4711-replay", namespace="staging").keys.all
+    )

@@ -7,7 +7,12 @@ import pytest
 import redis
 
 from redis_history import Message, RedisHistory, ToolCall
-from redis_history.store.keys import ConversationKeys
+from redis_history.store.keys import (
+    ConversationKeys,
+    conversation_of,
+    conversation_pattern,
+    namespace_pattern,
+)
 
 
 def test_keys_share_the_conversation_hash_tag() -> None:
@@ -104,3 +109,26 @@ def test_lone_surrogates_in_names_are_refused_up_front(
         ConversationKeys.build(conversation, namespace, prefix)
     with pytest.raises(ValueError, match=f"{what} .* lone surrogate"):
         RedisHistory(fakeredis.FakeRedis(), conversation, namespace=namespace, prefix=prefix)
+
+
+def test_the_scan_pattern_takes_the_namespace_literally() -> None:
+    """A namespace or prefix holding glob characters matches only itself; the glob applies to
+    the conversation id; conversation_of keeps only the data keys of the namespace."""
+    assert conversation_pattern("t*", "rh", "a?") == r"rh:t\*:{a?}:*"
+    assert conversation_pattern("[x]") == r"rh:\[x\]:{*}:*"
+    with pytest.raises(ValueError, match="braces"):
+        conversation_pattern("t", match="{a}")
+    keys = ConversationKeys.build("a:b", "t")
+    assert {conversation_of(key, "t") for key in keys.data} == {"a:b"}
+    assert conversation_of(keys.lock, "t") is None
+    assert all(conversation_of(key, "t") is None for key in keys.restoring("f00"))
+    assert conversation_of(keys.msgs, "u") is None
+    assert conversation_of("rh:t:mem:{agent}:stats", "t") is None
+
+
+def test_a_namespace_pattern_refuses_what_would_widen_it() -> None:
+    """An ACL key pattern is built only from names without glob characters."""
+    assert namespace_pattern("tenant-a") == "rh:tenant-a:*"
+    for namespace in ("a*", "a?", "a[b]", "a\\b"):
+        with pytest.raises(ValueError, match="wildcard"):
+            namespace_pattern(namespace)

@@ -76,6 +76,7 @@ __all__ = [
     "decode_messages",
     "decode_openai",
     "encode_batch",
+    "encode_entry",
     "encode_message",
     "role_item",
 ]
@@ -156,6 +157,27 @@ def encode_message(
             index=index,
         )
     return envelope, tokens
+
+
+def encode_entry(entry: Entry, max_bytes: int, *, index: int = 0) -> bytes:
+    """The envelope of a stored entry, its token count and flags kept (an import writes
+    what an export read: the tokens were priced when the message was first written).
+
+    Raises:
+        InvalidMessageError: what :func:`encode_message` refuses.
+        MessageTooLargeError: the envelope is longer than ``max_bytes``.
+    """
+    message = entry.message
+    body = _plain_body(message)
+    if body is None:
+        body = _general_body(message, index)
+    envelope = _HEADS[entry.exact, entry.summary] % (entry.tokens, body)
+    if len(envelope) > max_bytes:
+        raise MessageTooLargeError(
+            f"message {message.id} is {len(envelope)} bytes stored; the limit is {max_bytes}",
+            index=index,
+        )
+    return envelope
 
 
 def _general_body(message: Message, index: int) -> bytes:

@@ -9,6 +9,9 @@ With prefix ``rh``, namespace ``NS`` and conversation ``C``::
     rh:NS:{C}:stage    LIST    msgs, renamed for the moment a large append lands (inside
                                one MULTI/EXEC: never seen outside it; one left there by
                                anything else is deleted by the next staged append)
+    rh:NS:{C}:restore:T:msgs  an import's staged list, meta hash (``:meta``) and archive
+                              (``:archive``), renamed over the three data keys at once by
+                              ``lua/restore-7.lua``; they expire if the import never ends
 
 The meta hash's fields: ``total`` (tokens of the live messages), ``baseline`` and
 ``mark`` (the LLM's reported input tokens and the total when it was recorded),
@@ -33,13 +36,30 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["DEFAULT_NAMESPACE", "DEFAULT_PREFIX", "ConversationKeys", "MemoryKeys", "validate_name"]
+__all__ = [
+    "DATA_KINDS",
+    "DEFAULT_NAMESPACE",
+    "DEFAULT_PREFIX",
+    "GLOB_CHARACTERS",
+    "ConversationKeys",
+    "MemoryKeys",
+    "conversation_of",
+    "conversation_pattern",
+    "glob_escape",
+    "namespace_pattern",
+    "validate_name",
+]
 
 DEFAULT_PREFIX = "rh"
 DEFAULT_NAMESPACE = "default"
 MAX_NAME_LENGTH = 200
 
 _FORBIDDEN = re.compile(r"[{}\x00-\x1f\x7f]")
+GLOB_CHARACTERS = "*?[]\\"
+"""What Redis's glob patterns (``SCAN MATCH``, ACL key patterns) read as more than itself."""
+_GLOB = re.compile(r"([*?\[\]\\])")
+DATA_KINDS = ("msgs", "meta", "archive")
+"""The suffixes of a conversation's data keys (:attr:`ConversationKeys.data`)."""
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -65,6 +85,59 @@ def validate_name(value: str, what: str, *, allow_colon: bool = True) -> str:
     if not allow_colon and ":" in value:
         raise ValueError(f"{what} {value!r} may not contain ':'")
     return value
+
+
+def glob_escape(text: str) -> str:
+    """``text`` as a literal inside a Redis glob pattern: each of :data:`GLOB_CHARACTERS`
+    behind a backslash."""
+    return _GLOB.sub(r"\\\1", text)
+
+
+def conversation_pattern(
+    namespace: str = DEFAULT_NAMESPACE, prefix: str = DEFAULT_PREFIX, match: str = "*"
+) -> str:
+    """The ``SCAN MATCH`` pattern of the keys of a namespace's conversations whose id
+    matches the glob ``match`` (the prefix and namespace taken literally).
+
+    It also matches keys that are not a conversation's data (its lock, an import's
+    staging keys): :func:`conversation_of` tells them apart.
+    """
+    validate_name(namespace, "namespace", allow_colon=False)
+    validate_name(prefix, "key prefix", allow_colon=False)
+    if not match or "{" in match or "}" in match:
+        raise ValueError(f"a conversation glob must be non-empty, without braces: {match!r}")
+    return f"{glob_escape(prefix)}:{glob_escape(namespace)}:{{{match}}}:*"
+
+
+def conversation_of(
+    key: str | bytes, namespace: str = DEFAULT_NAMESPACE, prefix: str = DEFAULT_PREFIX
+) -> str | None:
+    """The conversation whose data key (``msgs``, ``meta``, ``archive``) ``key`` is in the
+    namespace, or ``None`` for any other key."""
+    text = key.decode("utf-8", "surrogateescape") if isinstance(key, bytes) else key
+    head = f"{prefix}:{namespace}:{{"
+    if not text.startswith(head):
+        return None
+    conversation, brace, kind = text[len(head) :].partition("}:")
+    return conversation if brace and conversation and kind in DATA_KINDS else None
+
+
+def namespace_pattern(namespace: str, prefix: str = DEFAULT_PREFIX) -> str:
+    """The key pattern of everything a namespace holds (conversations and memories), for an
+    ACL rule (``~rh:tenant-a:*``).
+
+    Raises:
+        ValueError: an unusable name, or one holding a glob character, which would widen
+            the pattern to other namespaces' keys.
+    """
+    for value, what in ((namespace, "namespace"), (prefix, "key prefix")):
+        validate_name(value, what, allow_colon=False)
+        if found := _GLOB.search(value):
+            raise ValueError(
+                f"{what} {value!r} holds {found.group()!r}, which an ACL key pattern reads "
+                "as a wildcard: the rule would reach other namespaces' keys"
+            )
+    return f"{prefix}:{namespace}:*"
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +175,15 @@ class ConversationKeys:
     def data(self) -> tuple[str, str, str]:
         """The keys holding the conversation (the lock is not data); a sliding TTL covers these."""
         return (self.msgs, self.meta, self.archive)
+
+    def restoring(self, token: str) -> tuple[str, str, str]:
+        """Where an import named ``token`` stages the list, the meta hash and the archive
+        before ``lua/restore-7.lua`` renames them over the conversation's keys (same hash
+        tag, so one slot)."""
+        if not token.isalnum():
+            raise ValueError(f"an import token is letters and digits, got {token!r}")
+        staged = f"{self.msgs.removesuffix(':msgs')}:restore:{token}"
+        return f"{staged}:msgs", f"{staged}:meta", f"{staged}:archive"
 
     @property
     def all(self) -> tuple[str, str, str, str, str]:

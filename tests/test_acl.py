@@ -1,0 +1,201 @@
+"""``redis-history acl``: the printed ``ACL SETUSER`` rule, applied on real Redis 7 and on the
+embedded Redis 6.2, lets a tenant run a whole pod turn, a compaction claim and a compaction in
+its namespace, and denies it another tenant's conversation (read or write: AccessDeniedError,
+exit 5), the key names of others, and everything dangerous; namespaces that would widen the
+key pattern are refused."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import redis
+from commands import run_cli
+
+from redis_history import (
+    AccessDeniedError,
+    CompactionPolicy,
+    CompactionRequest,
+    ExtractiveSummarizer,
+    Message,
+    RedisHistory,
+    ToolCall,
+)
+from redis_history.admin.acl import tenant_rule
+from redis_history.compaction.run import run_compaction
+from redis_history.context import into_request
+from redis_history.demo.server import RedisServer
+from redis_history.memory import MemoryFilters, RedisLongTermMemory
+from redis_history.store import _core
+
+pytestmark = pytest.mark.real_redis
+
+PASSWORD = "tenant a's pw"
+BIG = "x" * _core.STAGE_BYTES
+"""A tool result large enough for its append to be staged (MULTI, RPUSHX, RENAME, EXEC)."""
+
+
+@pytest.fixture(params=["redis-7", "redis-6.2"])
+def server(request: pytest.FixtureRequest) -> RedisServer:
+    """The session's Redis 7, and the embedded Redis 6.2."""
+    name = "redis_server" if request.param == "redis-7" else "embedded_server"
+    running: RedisServer = request.getfixturevalue(name)
+    return running
+
+
+@pytest.fixture
+def admin(server: RedisServer) -> Iterator[redis.Redis]:
+    """The default user, every key flushed; the tenant's user removed afterwards."""
+    client = server.client()
+    client.flushall()
+    yield client
+    client.acl_deluser("tenant-a")
+    client.close()
+
+
+def applied(admin: redis.Redis, *args: str) -> None:
+    """Run ``redis-history acl`` and apply the line it prints, as an operator would."""
+    result = run_cli("acl", *args)
+    assert result.returncode == 0, result.stderr
+    command = shlex.split(result.stdout)
+    assert command[:2] == ["ACL", "SETUSER"]
+    assert PASSWORD not in result.stdout, "the password is printed as its SHA-256 only"
+    admin.execute_command(*command)  # type: ignore[no-untyped-call]
+
+
+@pytest.fixture
+def tenant(server: RedisServer, admin: redis.Redis) -> Iterator[redis.Redis]:
+    """A client of tenant-a's user, made by the printed rule."""
+    applied(admin, "tenant-a", "--user", "tenant-a", "--password", PASSWORD)
+    client = server.client(username="tenant-a", password=PASSWORD)
+    yield client
+    client.close()
+
+
+def test_the_tenant_runs_a_whole_pod_turn_and_a_compaction(tenant: redis.Redis) -> None:
+    """In its namespace the tenant appends (staged too), renders, records tokens, rolls back,
+    claims a compaction, compacts under the lock as a worker does, reads the transcript,
+    expires and deletes, and keeps long-term memories."""
+    history = RedisHistory(tenant, "c", namespace="tenant-a", ttl=3600)
+    history.append(Message.system("You are a travel agent."))
+    for turn in range(4):
+        history.advance_turn()
+        history.append(Message.user(f"Weather in city {turn}?"))
+        request = into_request(history, format="openai_chat")
+        call = ToolCall(id=f"t{turn}", name="weather", arguments={"city": turn})
+        history.append_many(
+            [
+                Message.assistant("", tool_calls=[call]),
+                Message.tool(BIG, tool_call_id=call.id),
+                Message.assistant("Sunny."),
+            ]
+        )
+        history.record_input_tokens(20 + 10 * len(request["messages"]))
+    failed = Message.user("a turn that fails")
+    history.append(failed)
+    assert history.rollback([failed]) == 1
+    scheduled: list[CompactionRequest] = []
+    policy = CompactionPolicy(soft_tokens=100, keep_last_turns=1, min_messages=2)
+    assert history.maybe_compact(scheduled.append, policy)
+    assert run_compaction(history, ExtractiveSummarizer(), policy).status == "compacted"
+    assert history.release_compaction_claim(scheduled[0].job_id)
+    assert len(history.transcript()) == 17
+    assert history.compaction_stats().compactions == 1
+    memory = RedisLongTermMemory(tenant, namespace="tenant-a")
+    memory.store("likes the sea", {"agent_id": "agent"})
+    assert memory.recall("sea", MemoryFilters("agent"), 5)
+    assert history.set_ttl(60)
+    assert history.delete()
+
+
+DENIED: dict[str, Callable[[RedisHistory], Any]] = {
+    "read": lambda history: history.snapshot(),
+    "estimate": lambda history: history.token_estimate(),
+    "append": lambda history: history.append(Message.assistant("mine now")),
+    "staged-append": lambda history: history.append_many([Message.assistant(BIG)]),
+    "delete": lambda history: history.delete(),
+}
+
+
+@pytest.mark.parametrize("action", DENIED)
+def test_another_tenants_conversation_is_denied(
+    tenant: redis.Redis, admin: redis.Redis, action: str
+) -> None:
+    """Reading or writing tenant-b's conversation is AccessDeniedError; it is left as it was."""
+    theirs = RedisHistory(admin, "c", namespace="tenant-b")
+    theirs.append(Message.user("secret plans"))
+    before = theirs.entries()
+    with pytest.raises(AccessDeniedError):
+        DENIED[action](RedisHistory(tenant, "c", namespace="tenant-b"))
+    assert theirs.entries() == before
+
+
+def test_the_commands_exit_5_on_another_tenants_conversation(
+    tenant: redis.Redis, admin: redis.Redis, server: RedisServer
+) -> None:
+    """The command line with the tenant's credentials: its own conversation is shown, another
+    tenant's is exit 5 (permission), and so is a listing (SCAN is not the tenant's)."""
+    RedisHistory(admin, "c", namespace="tenant-b").append(Message.user("secret plans"))
+    RedisHistory(tenant, "c", namespace="tenant-a").append(Message.user("mine"))
+    address = f"redis://tenant-a:{PASSWORD.replace(' ', '%20')}@127.0.0.1:{server.port}/0"
+    mine = run_cli("show", "c", "--namespace", "tenant-a", "--redis-url", address)
+    assert mine.returncode == 0, mine.stderr
+    for command in (["show", "c"], ["stats", "c"], ["export", "c"], ["ls"]):
+        refused = run_cli(*command, "--namespace", "tenant-b", "--redis-url", address)
+        assert refused.returncode == 5, (command, refused.stderr)
+        assert "secret plans" not in refused.stdout
+        assert PASSWORD not in refused.stderr
+
+
+def test_nothing_dangerous_and_no_other_key_names(tenant: redis.Redis) -> None:
+    """The tenant cannot list keys (SCAN, KEYS, RANDOMKEY), flush data or scripts, change the
+    server's configuration, see other clients, or publish."""
+    refused: list[Callable[[], Any]] = [
+        tenant.scan,
+        lambda: tenant.keys("*"),
+        tenant.randomkey,
+        tenant.flushall,
+        tenant.script_flush,
+        lambda: tenant.config_set("maxmemory-policy", "allkeys-lru"),
+        lambda: tenant.publish("channel", "hi"),
+        tenant.client_list,
+    ]
+    for attempt in refused:
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            attempt()
+
+
+def test_the_rule_on_redis_7_keeps_functions_out(admin: redis.Redis, tenant: redis.Redis) -> None:
+    """Redis 7 puts FUNCTION LOAD and FLUSH in @write; the rule removes all of scripting but
+    the store's four commands."""
+    if int(str(admin.info("server")["redis_version"]).split(".")[0]) < 7:
+        pytest.skip("Redis 6.2 has no functions")
+    with pytest.raises(redis.exceptions.NoPermissionError):
+        tenant.execute_command("FUNCTION", "FLUSH")  # type: ignore[no-untyped-call]
+
+
+@pytest.mark.parametrize("namespace", ["tenant*", "tenant?", "tenant[ab]", "ten\\ant", "a{b}"])
+def test_namespaces_that_would_widen_the_pattern_are_refused(namespace: str) -> None:
+    """A namespace whose pattern would reach other namespaces' keys is a usage error (exit 2),
+    and no rule is printed."""
+    result = run_cli("acl", namespace, "--user", "u", "--password", "pw")
+    assert result.returncode == 2
+    assert result.stdout == ""
+    with pytest.raises(ValueError, match="namespace"):
+        tenant_rule(namespace, user="u", password="pw")
+
+
+def test_the_rule_resets_the_user_and_hides_the_password() -> None:
+    """The rule starts from nothing (reset), names the password by its SHA-256, and confines
+    the keys to the namespace."""
+    rule = tenant_rule("tenant-a", user="u", password="pw")
+    assert rule[:3] == ["u", "reset", "on"]
+    assert rule[3] == "#30c952fab122c3f9759f02a6d95c3758b246b4fee239957b2d4fee46e26170c4"
+    assert "~rh:tenant-a:*" in rule
+    assert "pw" not in rule
+    with pytest.raises(ValueError, match="user name"):
+        tenant_rule("tenant-a", user="a b", password="pw")
+    with pytest.raises(ValueError, match="password"):
+        tenant_rule("tenant-a", user="u", password="")
