@@ -23,7 +23,8 @@ from redis_history.errors import (
     HistoryError,
     StoreUnavailableError,
 )
-from redis_history.store._core import Call, RedisFailure, send
+from redis_history.store._core import Call, RedisFailure
+from redis_history.store._lane import send
 from redis_history.store.codec import Entry
 from redis_history.store.history import RedisHistory
 from redis_history.store.keys import conversation_of, conversation_pattern

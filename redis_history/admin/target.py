@@ -12,7 +12,8 @@ from redis.cluster import RedisCluster
 from redis_history._redact import redact_url
 from redis_history.errors import ConversationNotFoundError
 from redis_history.settings import URL
-from redis_history.store._core import Call, RedisFailure, redis_error, send
+from redis_history.store._core import Call, RedisFailure, redis_error
+from redis_history.store._lane import send
 from redis_history.store.history import RedisHistory
 from redis_history.store.keys import DEFAULT_NAMESPACE, DEFAULT_PREFIX, validate_name
 
