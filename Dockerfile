@@ -11,7 +11,7 @@ WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY lua ./lua
 COPY redis_history ./redis_history
-RUN pip install . && useradd --system --no-create-home --uid 10001 app
+RUN pip install ".[metrics]" && useradd --system --no-create-home --uid 10001 app
 COPY worker ./worker
 
 USER app

@@ -230,6 +230,11 @@ def _demo_and_worker(commands: Any, layout: dict[str, Any]) -> None:
     worker.add_argument(
         "--no-fork", action="store_true", help="run jobs in this process instead of a fork each"
     )
+    worker.add_argument(
+        "--metrics-port",
+        type=int,
+        help="serve Prometheus metrics at /metrics on this port ($REDIS_HISTORY_METRICS_PORT)",
+    )
 
 
 # -- the store's commands -----------------------------------------------------------------------
@@ -448,6 +453,7 @@ def _worker(args: argparse.Namespace) -> int:
         settings.QUEUE.name: args.queue,
         settings.SUMMARIZER.name: args.summarizer,
         settings.COMPACTOR.name: args.compactor,
+        settings.METRICS_PORT.name: None if args.metrics_port is None else str(args.metrics_port),
     }
     env.update({key: value for key, value in overrides.items() if value is not None})
     worker_class = SimpleCompactionWorker if args.no_fork else CompactionWorker
