@@ -100,10 +100,11 @@ def test_compose_runs_redis_with_aof_two_workers_and_the_demo() -> None:
 
 
 def test_the_dockerfile_copies_what_exists_and_installs_the_package() -> None:
-    """The Dockerfile builds on python:3.11-slim, pip-installs the project, and COPYs real paths."""
+    """The Dockerfile builds on python:3.11-slim, pip-installs the project with the metrics
+    extra its workers serve /metrics with, and COPYs real paths."""
     lines = (ROOT / "Dockerfile").read_text().splitlines()
     assert "FROM python:3.11-slim" in lines
-    assert any(line.startswith("RUN pip install .") for line in lines)
+    assert any(line.startswith('RUN pip install ".[metrics]"') for line in lines)
     assert any(line.startswith("ENTRYPOINT") and "redis-history" in line for line in lines)
     copies = [shlex.split(line)[1:-1] for line in lines if line.startswith("COPY ")]
     assert copies
@@ -198,3 +199,14 @@ def test_python_dash_m_worker_is_the_worker_command() -> None:
     assert result.returncode == 0, result.stderr
     for option in ("--burst", "--queue", "--name", "--redis-url", "--queue-url", "--summarizer"):
         assert option in result.stdout
+
+
+def test_the_worker_command_runs_from_any_directory(tmp_path: Path) -> None:
+    """`python -m redis_history worker` needs no working directory (`python -m worker` is the
+    deployment's module beside worker/, as docs/operations.md says)."""
+    result = subprocess.run(
+        [sys.executable, "-m", "redis_history", "worker", "--help"],
+        capture_output=True, text=True, timeout=60, check=False, cwd=tmp_path, env=clean_env(),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "--metrics-port" in result.stdout
