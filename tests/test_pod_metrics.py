@@ -84,7 +84,8 @@ def expected() -> Readings:
 
     return {
         key("redis_history.appends"): float(len(turns(6)) + 2),  # in messages
-        key("redis_history.write.duration", operation="append"): 3.0,
+        key("redis_history.append.replays"): 1.0,
+        key("redis_history.write.duration", operation="append"): 4.0,
         key("redis_history.append.refusals", kind="RoleOrderError"): 1.0,
         key("redis_history.append.refusals", kind="ToolPairingError"): 1.0,
         key("redis_history.append.refusals", kind="MessageTooLargeError"): 1.0,
@@ -96,6 +97,7 @@ def expected() -> Readings:
 
 POLICY = CompactionPolicy(soft_tokens=50, hard_tokens=10_000, min_messages=2)
 TOO_LARGE = Message.user("x" * 2_000)
+SYSTEM = Message.system("be brief", id="system-1")
 
 
 def refuse(call: Callable[[], object]) -> None:
@@ -105,9 +107,10 @@ def refuse(call: Callable[[], object]) -> None:
 
 
 def scripted(history: RedisHistory) -> None:
-    """Three appends, three refusals, a replace, three reads, and one compaction scheduled
-    (a second ``maybe_compact`` finds it pending)."""
-    history.append(Message.system("be brief"))
+    """Three appends and a retry of the first (a replay), three refusals, a replace, three
+    reads, and one compaction scheduled (a second ``maybe_compact`` finds it pending)."""
+    history.append(SYSTEM)
+    history.append(SYSTEM)
     history.append_many(turns(6)[1:])
     history.append_many([Message.user("one more"), Message.assistant("sure")])
     refuse(lambda: history.append(Message.system("late")))
@@ -123,7 +126,8 @@ def scripted(history: RedisHistory) -> None:
 
 async def scripted_async(history: AsyncRedisHistory) -> None:
     """:func:`scripted` through the asyncio front end."""
-    await history.append(Message.system("be brief"))
+    await history.append(SYSTEM)
+    await history.append(SYSTEM)
     await history.append_many(turns(6)[1:])
     await history.append_many([Message.user("one more"), Message.assistant("sure")])
     for message in (Message.system("late"), Message.tool("r", tool_call_id="zz"), TOO_LARGE):
@@ -143,15 +147,31 @@ def server() -> fakeredis.FakeServer:
     return fakeredis.FakeServer()
 
 
-def test_the_sync_front_end_counts_its_calls(
-    reader: InMemoryMetricReader, server: fakeredis.FakeServer
-) -> None:
-    """Appends (in messages), refusals by kind, write and snapshot latencies, and scheduled
-    compactions, for a scripted sequence of calls."""
-    history = RedisHistory(
-        fakeredis.FakeRedis(server=server), "c", token_counter="heuristic", max_message_bytes=1024
-    )
+def test_the_sync_front_end_counts_its_calls(reader: InMemoryMetricReader, client: Any) -> None:
+    """Appends (in messages), replays, refusals by kind, write and snapshot latencies, and
+    scheduled compactions, for a scripted sequence of calls."""
+    history = RedisHistory(client, "c", token_counter="heuristic", max_message_bytes=1024)
     assert counted(reader, lambda: scripted(history)) == expected()
+
+
+def test_a_replayed_staged_append_is_counted_as_a_replay(
+    reader: InMemoryMetricReader, client: Any
+) -> None:
+    """A retried append of a large message (its envelope pushed outside the script) is a
+    replay too: one message appended, one replay."""
+    history = RedisHistory(client, "big", token_counter="heuristic")
+    big = Message.user("y" * 8_000, id="big-1")
+
+    def twice() -> None:
+        history.append(big)
+        history.append(big)  # as redis-py resends it after a lost reply
+
+    assert counted(reader, twice) == {
+        ("redis_history.appends", frozenset()): 1.0,
+        ("redis_history.append.replays", frozenset()): 1.0,
+        ("redis_history.write.duration", frozenset({("operation", "append")})): 2.0,
+    }
+    assert len(history) == 1
 
 
 def test_the_async_front_end_counts_the_same(

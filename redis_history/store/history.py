@@ -227,11 +227,11 @@ class RedisHistory(_Base):
         """
         started = metrics.clock()
         try:
-            self._run(self.core.append([message]))
+            replayed = self._run(self.core.append([message]))
         except HistoryError as exc:
             metrics.refused(exc)
             raise
-        metrics.appended(1, metrics.clock() - started)
+        metrics.appended(1, metrics.clock() - started, replayed)
 
     def append_many(self, messages: Sequence[Message]) -> None:
         """Add a whole turn, checked as a batch: all of it is written or none of it.
@@ -240,11 +240,11 @@ class RedisHistory(_Base):
         """
         started = metrics.clock()
         try:
-            self._run(self.core.append(messages))
+            replayed = self._run(self.core.append(messages))
         except HistoryError as exc:
             metrics.refused(exc)
             raise
-        metrics.appended(len(messages), metrics.clock() - started)
+        metrics.appended(len(messages), metrics.clock() - started, replayed)
 
     def replace(
         self,
@@ -629,21 +629,21 @@ class AsyncRedisHistory(_Base):
         """See :meth:`RedisHistory.append`."""
         started = metrics.clock()
         try:
-            await self._run(self.core.append([message]))
+            replayed = await self._run(self.core.append([message]))
         except HistoryError as exc:
             metrics.refused(exc)
             raise
-        metrics.appended(1, metrics.clock() - started)
+        metrics.appended(1, metrics.clock() - started, replayed)
 
     async def append_many(self, messages: Sequence[Message]) -> None:
         """See :meth:`RedisHistory.append_many`."""
         started = metrics.clock()
         try:
-            await self._run(self.core.append(messages))
+            replayed = await self._run(self.core.append(messages))
         except HistoryError as exc:
             metrics.refused(exc)
             raise
-        metrics.appended(len(messages), metrics.clock() - started)
+        metrics.appended(len(messages), metrics.clock() - started, replayed)
 
     async def replace(
         self,

@@ -41,6 +41,11 @@ class _Instruments:
         self.appends = meter.create_counter(
             "redis_history.appends", unit="{message}", description="Messages appended."
         )
+        self.replays = meter.create_counter(
+            "redis_history.append.replays",
+            unit="{call}",
+            description="Appends the store had applied before (a retry): nothing was written.",
+        )
         self.refusals = meter.create_counter(
             "redis_history.append.refusals",
             unit="{call}",
@@ -87,11 +92,14 @@ def _operation(name: str) -> dict[str, str]:
     return attributes
 
 
-def appended(messages: int, seconds: float) -> None:
-    """An append of ``messages`` that took ``seconds``."""
+def appended(messages: int, seconds: float, replayed: bool | None) -> None:
+    """An append of ``messages`` that took ``seconds``; a ``replayed`` one wrote nothing."""
     instruments = _state[0] if _state else _instruments()
     if instruments is not None:
-        instruments.appends.add(messages)
+        if replayed:
+            instruments.replays.add(1)
+        else:
+            instruments.appends.add(messages)
         instruments.write_duration.record(seconds, _operation("append"))
 
 
