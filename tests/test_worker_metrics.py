@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,6 +13,7 @@ import pytest
 import redis
 from prometheus_client.parser import text_string_to_metric_families
 from samples import turns
+from test_docs import ROOT, blocks
 from worker_doubles import InProcessWorker
 from worker_processes import Workers, wait_for
 
@@ -153,3 +156,46 @@ def test_a_forking_worker_counts_the_jobs_its_work_horses_ran(
         assert "process_resident_memory_bytes" in {name for name, _ in samples}
     finally:
         workers.stop_all()
+
+
+def documented_scrape() -> str:
+    """The metrics line of the operations page's walk-through (the bash block after "Last,
+    read the workers' metrics")."""
+    page = ROOT / "docs" / "operations.md"
+    lines = page.read_text(encoding="utf-8").splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("Last, read the workers'"))
+    block = next(b for b in blocks(page) if b.lang == "bash" and b.line > start)
+    (line,) = block.code.splitlines()
+    return line
+
+
+@pytest.mark.real_redis
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("curl") is None, reason="the documented line uses curl")
+def test_the_documented_scrape_reads_a_real_workers_counts(
+    redis_url: str, real_redis: redis.Redis, tmp_path: Path
+) -> None:
+    """The walk-through's curl line, pointed at a real worker's port, prints its compaction
+    counts by outcome."""
+    line = documented_scrape()
+    assert "localhost:9121/metrics" in line
+    port = free_port()
+    env = {"REDIS_HISTORY_SUMMARIZER": "extractive", "REDIS_HISTORY_METRICS_PORT": str(port)}
+    workers = Workers(real_redis, redis_url, tmp_path, env=env)
+    scripted_jobs(real_redis, compaction_queue(real_redis, "redis-history"))
+    try:
+        workers.start("Recording")
+
+        def scraped() -> str | None:
+            done = subprocess.run(
+                ["bash", "-c", line.replace("localhost:9121", f"127.0.0.1:{port}")],
+                capture_output=True, text=True, timeout=30, check=False,
+            )  # fmt: skip
+            return done.stdout if 'outcome="failed"} 1.0' in done.stdout else None
+
+        printed = wait_for(scraped, "the worker's counts").splitlines()
+    finally:
+        workers.stop_all()
+    assert 'redis_history_compactions_total{outcome="compacted"} 1.0' in printed
+    assert all(row.startswith("redis_history_compactions_total{") for row in printed)
+    assert len(printed) == len(OUTCOMES)
