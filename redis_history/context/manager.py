@@ -13,16 +13,18 @@ The strategies (``HistoryManagerConfig.strategy``):
 - ``sliding_window``: the last ``window_turns`` whole turns (the current one included), fewer
   if the budget says so.
 - ``token_budget``: as many recent whole turns as fit.
-- ``summary_and_tail``: the manager's summaries (:meth:`~HistoryManager.with_summaries`, and
-  what :meth:`~HistoryManager.on_turn_complete` summarized) in the system message, plus as
-  many recent whole turns as fit.
+- ``summary_and_tail``: as many recent whole turns as fit, as ``token_budget`` does (the name
+  seed 003 gives the loop that summarizes what it leaves out).
 
-Whatever the strategy, the history's lead is kept: its system prompt (unless the same text is
-given as ``system_message``) and the summaries compaction stored in its place (system messages
-whose ``metadata["summary"]`` is true; the prompt they repeat is left out of them).
+Whatever the strategy, the system message is built first and holds the summaries: the ones
+compaction stored at the head of the history (system messages whose ``metadata["summary"]``
+is true; the prompt they repeat is left out of them), then the manager's own
+(:meth:`~HistoryManager.with_summaries`, and what :meth:`~HistoryManager.on_turn_complete`
+summarized). The history's system prompt is kept too, unless the same text is given as
+``system_message``.
 
 After the turn, :meth:`HistoryManager.on_turn_complete` summarizes what the request left out
-(``PreparedRequest.dropped``), once per message, keeps the summary for ``summary_and_tail``,
+(``PreparedRequest.dropped``), once per message, keeps the summary for the next requests,
 and stores it in long-term memory, when those are enabled.
 
 ``prepare_messages`` takes messages already read (``history.snapshot()``, or ``await
@@ -253,9 +255,7 @@ class HistoryManager:
         prompts, stored_summaries = self._lead(system_message, split.lead)
         query = next((m.content for m in split.current if m.role == "user"), "")
         memory_block, recalled, kept_memories = self._recall(query, memory_filters)
-        summaries = stored_summaries
-        if self.config.strategy == "summary_and_tail":
-            summaries = [*stored_summaries, *self._summaries]
+        summaries = [*stored_summaries, *self._summaries]
         system_text = _join([*prompts, memory_block, *summaries])
         system_message_price = (
             price(Message.system(system_text), framing, count) if system_text else 0
