@@ -263,3 +263,36 @@ def test_four_pods_completing_one_turn_summarize_it_once(redis_server: RedisServ
     [summary] = [r for r in results if r is not None]
     for history, manager in pods:
         assert turn_request(manager, history).messages[0].content == f"{PROMPT}\n\n{summary}"
+
+
+def test_a_summary_compaction_replaced_in_part_is_not_sent_and_its_live_part_is_redone(
+    client: redis.Redis,
+) -> None:
+    """Once compaction splices a summary over some of the messages a manager summary covers,
+    requests carry compaction's summary and not the manager's; the next ``on_turn_complete``
+    drops the manager's and summarizes its messages still live, so no message is covered by
+    two summaries of one request."""
+    summarizer = Counting()
+    history, manager = pod(client, summarizer)
+    fill(history, 6)
+    first = turn_request(manager, history)
+    manager_summary = manager.on_turn_complete(first.dropped, "agent-1")
+    assert manager_summary is not None
+    assert len(first.dropped) > 3
+    compacted = Message.system(
+        f"{PROMPT}\n\nCompacted: the first two questions.",
+        metadata={"summary": True, "system_prompt": PROMPT},
+    )
+    history.splice_prefix(5, compacted)  # the prompt and the first two turns
+    request = turn_request(manager, history)
+    system = request.messages[0].content
+    assert "Compacted: the first two questions." in system
+    assert manager_summary not in system
+    redone = manager.on_turn_complete(request.dropped, "agent-1")
+    assert redone is not None
+    live = {m.id for m in history.snapshot()}
+    assert set(summarizer.calls[-1]) <= live
+    assert set(summarizer.calls[-1]) >= {m.id for m in first.dropped[4:]}  # after the cut
+    assert manager.summaries() == [redone]
+    final = turn_request(manager, history).messages[0].content
+    assert final == f"{PROMPT}\n\nCompacted: the first two questions.\n\n{redone}"
