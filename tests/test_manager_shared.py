@@ -97,7 +97,7 @@ def test_each_summary_records_the_ids_it_covers(client: redis.Redis) -> None:
     history.append_many(fill_more)
     second = turn_request(manager, history)
     manager.on_turn_complete(second.dropped, "agent-1")
-    stored = history._run(SummaryCore(history.keys, "conv-1", "tenant-a").read())
+    stored = history.execute(SummaryCore(history.keys, "conv-1", "tenant-a").read())
     assert [s.ids for s in stored] == [
         tuple(m.id for m in first.dropped),
         tuple(m.id for m in second.dropped if m not in first.dropped),
@@ -174,10 +174,10 @@ def test_a_crashed_pods_claim_expires(client: redis.Redis) -> None:
     fill(history, 1)
     core = SummaryCore(history.keys, "conv-1", "tenant-a")
     ids = [m.id for m in history.snapshot()]
-    assert history._run(core.claim(ids, token="a", now_ms=1_000, claim_ms=5_000)) == [0, 1, 2]
-    assert history._run(core.claim(ids, token="a", now_ms=1_001, claim_ms=5_000)) == [0, 1, 2]
-    assert history._run(core.claim(ids, token="b", now_ms=6_000, claim_ms=5_000)) == []
-    assert history._run(core.claim(ids, token="b", now_ms=6_001, claim_ms=5_000)) == [0, 1, 2]
+    assert history.execute(core.claim(ids, token="a", now_ms=1_000, claim_ms=5_000)) == [0, 1, 2]
+    assert history.execute(core.claim(ids, token="a", now_ms=1_001, claim_ms=5_000)) == [0, 1, 2]
+    assert history.execute(core.claim(ids, token="b", now_ms=6_000, claim_ms=5_000)) == []
+    assert history.execute(core.claim(ids, token="b", now_ms=6_001, claim_ms=5_000)) == [0, 1, 2]
 
 
 def test_a_retried_store_is_applied_once(client: redis.Redis) -> None:
@@ -186,10 +186,10 @@ def test_a_retried_store_is_applied_once(client: redis.Redis) -> None:
     fill(history, 1)
     core = SummaryCore(history.keys, "conv-1", "tenant-a")
     ids = [m.id for m in history.snapshot()]
-    history._run(core.claim(ids, token="a", now_ms=0, claim_ms=5_000))
-    first = history._run(core.store("Previously: hello.", ids, token="a", kept=4))
-    assert history._run(core.store("Previously: hello.", ids, token="a", kept=4)) == first
-    assert [s.text for s in history._run(core.read())] == ["Previously: hello."]
+    history.execute(core.claim(ids, token="a", now_ms=0, claim_ms=5_000))
+    first = history.execute(core.store("Previously: hello.", ids, token="a", kept=4))
+    assert history.execute(core.store("Previously: hello.", ids, token="a", kept=4)) == first
+    assert [s.text for s in history.execute(core.read())] == ["Previously: hello."]
 
 
 def test_past_the_cap_the_oldest_summary_goes_and_its_messages_stay_summarized(

@@ -259,7 +259,7 @@ class HistoryManager:
     def _read_shared(self) -> list[StoredSummary]:
         if self._history is None or self._shared is None:
             return []
-        return self._history._run(self._shared.read())
+        return self._history.execute(self._shared.read())
 
     def strategy_name(self) -> Strategy:
         """The configured strategy."""
@@ -436,7 +436,7 @@ class HistoryManager:
             claim_ms=round(self.config.summary_claim_seconds * 1000),
             stale=self._stale[: limits.MAX_SUMMARIES],
         )
-        positions = self._history._run(claim)
+        positions = self._history.execute(claim)
         self._stale = []
         if not positions:  # another pod's, or no conversation to keep them in
             return None
@@ -445,7 +445,7 @@ class HistoryManager:
         store = self._shared.store(
             summary, [m.id for m in fresh], token=token, kept=self.config.max_summaries
         )
-        self._history._run(store)
+        self._history.execute(store)
         return summary
 
     def _cost(self, messages: Sequence[Message], framing: Framing) -> int:
