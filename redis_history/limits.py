@@ -27,6 +27,10 @@ __all__ = [
     "MAX_READ_BYTES",
     "MAX_REWRITE",
     "MAX_ROLLBACK",
+    "MAX_SUMMARIES",
+    "MAX_SUMMARY_BYTES",
+    "MAX_SUMMARY_CANDIDATES",
+    "MAX_SUMMARY_MESSAGES",
     "MAX_TOKENS",
     "MAX_TOOL_CALLS",
     "MAX_TTL_SECONDS",
@@ -65,6 +69,20 @@ or the page ends."""
 
 MAX_PAGE = 1_000
 """The most entries a transcript page asks for (``transcript()`` reads pages this size)."""
+
+MAX_SUMMARIES = 64
+"""The most shared summaries a ``HistoryManager`` keeps per conversation
+(``HistoryManagerConfig.max_summaries``, 32 by default); past it the oldest is dropped."""
+
+MAX_SUMMARY_BYTES = 16 << 10
+"""The most UTF-8 bytes of one shared summary; so a read of them all stays under 1 MiB."""
+
+MAX_SUMMARY_MESSAGES = 1_000
+"""The most messages one shared summary covers; more evicted at once are summarized over
+the next turns, oldest first."""
+
+MAX_SUMMARY_CANDIDATES = 10_000
+"""The most evicted messages one ``on_turn_complete`` offers to summarize (the newest)."""
 
 MAX_TTL_SECONDS = 10 * 365 * 86_400
 """The longest TTL a conversation takes: ten years."""

@@ -166,8 +166,8 @@ def test_a_round_trip_on_a_cluster(cluster_client: RedisCluster) -> None:
 
 def test_import_refuses_to_overwrite_without_replace(real_redis: redis.Redis) -> None:
     """An existing conversation is left alone unless the import replaces it; a replacing
-    import takes its place whole, drops its compaction lock and claim, and moves its version
-    past the replaced one's."""
+    import takes its place whole, drops its compaction lock, claim and shared summaries, and
+    moves its version past the replaced one's."""
     source = rich(real_redis, "src")
     data = exported(source)
     target = Target(real_redis, "t")
@@ -177,13 +177,16 @@ def test_import_refuses_to_overwrite_without_replace(real_redis: redis.Redis) ->
     existing.replace(turns(2))
     existing.replace(turns(2))
     real_redis.set(existing.keys.lock, "a-worker's-token")
+    real_redis.hset(existing.keys.summaries, "live", "[1]")
     before = existing.snapshot()
     with pytest.raises(ConversationExistsError, match="import with replace"):
         import_conversation(target, io.BytesIO(data), "dst")
     assert existing.snapshot() == before
+    assert real_redis.exists(existing.keys.summaries)
     _, copy = import_conversation(target, io.BytesIO(data), "dst", replace=True)
     assert_equal_conversations(copy, source, replaced=True)
     assert not real_redis.exists(existing.keys.lock)
+    assert not real_redis.exists(existing.keys.summaries)
     assert int(real_redis.hget(existing.keys.meta, "version") or 0) == 4
 
 

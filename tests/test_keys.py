@@ -24,8 +24,10 @@ def test_keys_share_the_conversation_hash_tag() -> None:
         "rh:tenant-a:{conv-1}:archive",
         "rh:tenant-a:{conv-1}:lock",
         "rh:tenant-a:{conv-1}:stage",
+        "rh:tenant-a:{conv-1}:summaries",
     )
     assert keys.lock not in keys.data
+    assert keys.summaries not in keys.data
     assert keys.stage not in keys.data
 
 

@@ -206,21 +206,26 @@ def test_the_reserve_stays_free() -> None:
     assert prepared.diagnostics.total + prepared.diagnostics.reserve == three + 10
 
 
-def test_summary_and_tail_sends_the_managers_summaries_and_the_others_do_not() -> None:
-    """The manager's summaries go into the system message after the prompt with
-    ``summary_and_tail`` only, and their tokens are counted."""
+def test_every_strategy_sends_the_managers_summaries_after_the_prompt() -> None:
+    """The manager's summaries go into the one system message after the prompt and the
+    memories, whatever the strategy, after compaction's own, and their tokens are counted."""
+    stored = Message.system(
+        f"{PROMPT}\n\nPreviously: booked TAP 1711.",
+        metadata={"summary": True, "system_prompt": PROMPT},
+    )
     turns = conversation(3)
     summaries = ["Previously: the user flies to Osaka on Friday."]
     for strategy in STRATEGIES:
         chosen = manager(strategy).with_summaries(summaries)
         prepared = chosen.prepare_messages(10_000, PROMPT, flat(turns))
-        text = system_text(prepared.messages)
-        if strategy == "summary_and_tail":
-            assert text == f"{PROMPT}\n\n{summaries[0]}"
-            assert prepared.diagnostics.summaries > 0
-        else:
-            assert text == PROMPT
-            assert prepared.diagnostics.summaries == 0
+        assert system_text(prepared.messages) == f"{PROMPT}\n\n{summaries[0]}"
+        assert prepared.diagnostics.summaries == request_tokens(
+            [Message.system(summaries[0])], counter=EXACT
+        ) - request_tokens([Message.system("")], counter=EXACT)
+        both = chosen.prepare_messages(10_000, PROMPT, [stored, *flat(turns)])
+        assert system_text(both.messages) == (
+            f"{PROMPT}\n\nPreviously: booked TAP 1711.\n\n{summaries[0]}"
+        )
 
 
 def test_a_stored_summary_is_sent_once_without_the_prompt_it_repeats() -> None:

@@ -260,7 +260,7 @@ def test_a_lost_release_reply_answers_as_the_release_did(
     client = redis.Redis(host=fault_proxy.host, port=fault_proxy.port)
     history = RedisHistory(client, "c", token_counter="heuristic")
     history.append_many(SEED)
-    assert history._run(history.core.claim_compaction("job-1", 0, 60_000))
+    assert history.execute(history.core.claim_compaction("job-1", 0, 60_000))
     fault_proxy.drop_reply(b"EVALSHA")
     assert history.release_compaction_claim("job-1") is True
     assert fault_proxy.dropped == 1

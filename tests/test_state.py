@@ -102,7 +102,7 @@ def test_the_script_implements_the_same_map(client: Any) -> None:
         except InvalidTransitionError:
             expected = InvalidTransitionError
         try:
-            got: object = history._run(history.core.compaction_event(event, value))  # type: ignore[arg-type]
+            got: object = history.execute(history.core.compaction_event(event, value))  # type: ignore[arg-type]
         except InvalidTransitionError:
             got = InvalidTransitionError
         assert got == expected, (state, event, value)
@@ -115,7 +115,7 @@ def test_history_reads_and_advances_the_stored_state(client: Any) -> None:
     history = RedisHistory(client, "c", token_counter="heuristic")
     assert history.compaction_state() == READY
     history.append(Message.user("hello"))
-    history._run(history.core.compaction_event("compacted", 1, 500))
+    history.execute(history.core.compaction_event("compacted", 1, 500))
     assert history.compaction_state().is_compacted_this_turn()
     assert history.advance_turn() == CompactionState.cooling(1)
     assert history.advance_turn() == READY

@@ -122,7 +122,7 @@ def test_nothing_brings_a_deleted_conversation_back(real_redis: redis.Redis) -> 
         lambda: history.compaction_event("compacted", 2, 100),
         lambda: history.compaction_event("exhausted"),
         lambda: history.record_input_tokens(10),
-        lambda: history._run(history.core.claim_compaction("job", 0, 1000)),
+        lambda: history.execute(history.core.claim_compaction("job", 0, 1000)),
         lambda: history.release_compaction_claim("job"),
         lambda: history.splice_prefix(3, Message.system("s")),
         lambda: history.truncate(1),

@@ -22,8 +22,10 @@ so no reader sees part of an import, on a Redis Cluster too.
 
 What is not carried: the records of recent writes (a retry of a write made before the export
 is not recognised after the import), a pending compaction claim and the compaction lock (both
-belong to the deployment the conversation came from), and the long-term memories stored from
-the conversation (``redis_history.memory``).
+belong to the deployment the conversation came from), the long-term memories stored from
+the conversation (``redis_history.memory``), and the ``HistoryManager``'s shared summaries
+(a replaced conversation's are deleted; the managers summarize again what their requests
+leave out).
 """
 
 from __future__ import annotations
@@ -458,6 +460,8 @@ def restore(
             command = ("EVALSHA", lua.sha, lua.nkeys, *keys.data, keys.lock, *staged, *args)
             call: Call[int] = Call(int, command, lua)
             done = run_call(history, call)
+            if done > 0 and replace:  # the replaced conversation's; its managers summarize anew
+                client.delete(keys.summaries)
         except BaseException:
             with contextlib.suppress(*RedisFailure):  # else they expire by themselves
                 client.delete(*staged)

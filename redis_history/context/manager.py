@@ -13,32 +13,47 @@ The strategies (``HistoryManagerConfig.strategy``):
 - ``sliding_window``: the last ``window_turns`` whole turns (the current one included), fewer
   if the budget says so.
 - ``token_budget``: as many recent whole turns as fit.
-- ``summary_and_tail``: the manager's summaries (:meth:`~HistoryManager.with_summaries`, and
-  what :meth:`~HistoryManager.on_turn_complete` summarized) in the system message, plus as
-  many recent whole turns as fit.
+- ``summary_and_tail``: as many recent whole turns as fit, as ``token_budget`` does (the name
+  seed 003 gives the loop that summarizes what it leaves out).
 
-Whatever the strategy, the history's lead is kept: its system prompt (unless the same text is
-given as ``system_message``) and the summaries compaction stored in its place (system messages
-whose ``metadata["summary"]`` is true; the prompt they repeat is left out of them).
+Whatever the strategy, the system message is built first and holds the summaries: the ones
+compaction stored at the head of the history (system messages whose ``metadata["summary"]``
+is true; the prompt they repeat is left out of them), then the manager's own
+(:meth:`~HistoryManager.with_summaries`, and what :meth:`~HistoryManager.on_turn_complete`
+summarized). The history's system prompt is kept too, unless the same text is given as
+``system_message``.
 
 After the turn, :meth:`HistoryManager.on_turn_complete` summarizes what the request left out
-(``PreparedRequest.dropped``), once per message, keeps the summary for ``summary_and_tail``,
+(``PreparedRequest.dropped``), once per message, keeps the summary for the next requests,
 and stores it in long-term memory, when those are enabled.
 
+Where the summaries are kept: in the process, or, given ``history=`` (a
+:class:`~redis_history.RedisHistory`), in that conversation's ``summaries`` hash in Redis, so
+every pod's next ``prepare_messages`` sends what any pod summarized. There each summary
+records the ids of the messages it covers; the pods that complete one turn at once claim
+its evicted messages in one script (``lua/claim_summary-2.lua``), so one of them summarizes
+them and the others go on without waiting (the summary is in their next request); a summary
+some of whose messages are no longer live (compaction replaced them by its own summary) is
+not sent, and the next ``on_turn_complete`` drops it and summarizes its live messages anew.
+
 ``prepare_messages`` takes messages already read (``history.snapshot()``, or ``await
-history.snapshot()`` with an :class:`~redis_history.AsyncRedisHistory`) and does no I/O, so one
-function serves sync and async pods alike; long-term memory is the only call out, and an
-in-process one is what ships here.
+history.snapshot()`` with an :class:`~redis_history.AsyncRedisHistory`); without ``history=``
+it does no I/O, so one function serves sync and async pods alike; long-term memory is the
+only call out, and an in-process one is what ships here. With ``history=`` it reads the
+shared summaries: one script call.
 """
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from redis_history import limits
 from redis_history.compaction.summarizers import Summarizer, resolve_summarizer
 from redis_history.context.budget import (
     Framing,
@@ -50,6 +65,8 @@ from redis_history.context.budget import (
 from redis_history.context.formats import WireFormat, render
 from redis_history.memory.base import LongTermMemory, MemoryFilters, resolve_memory
 from redis_history.models import Message
+from redis_history.store._summaries import StoredSummary, SummaryCore
+from redis_history.store.history import RedisHistory
 from redis_history.tokens import TokenCounter, price, resolve_counter
 
 __all__ = [
@@ -87,6 +104,12 @@ class HistoryManagerConfig(BaseModel):
     out, the nearest kept first."""
     reserve_tokens: int = Field(default=0, ge=0)
     """Tokens of the budget kept free for the reply."""
+    max_summaries: int = Field(default=32, ge=1, le=limits.MAX_SUMMARIES)
+    """With ``history=``: the most summaries kept for the conversation; past it the oldest
+    is dropped (its messages are not summarized again)."""
+    summary_claim_seconds: float = Field(default=120.0, gt=0, le=3600)
+    """With ``history=``: how long a pod's claim on the messages it summarizes holds; a pod
+    that crashed meanwhile leaves them to be claimed again after it."""
     token_counter: str = "estimate"
     """The counter that prices requests (:func:`~redis_history.tokens.resolve_counter`):
     ``"estimate"`` (fast, within a few percent), ``"o200k_base"`` (exact), a model name…"""
@@ -166,11 +189,21 @@ class HistoryManager:
     for chaining.
     """
 
-    def __init__(self, config: HistoryManagerConfig | None = None) -> None:
+    def __init__(
+        self, config: HistoryManagerConfig | None = None, *, history: RedisHistory | None = None
+    ) -> None:
         """Start with ``config`` (the defaults otherwise), no summaries and no memory.
+
+        Args:
+            config: How requests are built.
+            history: The conversation whose ``summaries`` hash keeps the summaries, shared
+                by every pod's manager given the same conversation; ``None`` keeps them in
+                this process.
 
         Raises:
             ValueError: ``config.token_counter`` names no counter.
+            TypeError: ``history`` is not a ``RedisHistory`` (an ``AsyncRedisHistory`` is
+                not supported yet).
         """
         self.config = config or HistoryManagerConfig()
         self._counter: TokenCounter = resolve_counter(self.config.token_counter)
@@ -178,6 +211,18 @@ class HistoryManager:
         self._memory: LongTermMemory | None = None
         self._summaries: list[str] = []
         self._summarized: set[str] = set()
+        if history is not None and not isinstance(history, RedisHistory):
+            raise TypeError(
+                f"history must be a RedisHistory, got {type(history).__name__} "
+                "(an AsyncRedisHistory is not supported yet)"
+            )
+        self._history = history
+        self._shared = (
+            None
+            if history is None
+            else SummaryCore(history.keys, history.conversation_id, history.namespace)
+        )
+        self._stale: list[int] = []
 
     def with_summarizer(self, summarizer: Summarizer | str) -> HistoryManager:
         """Summarize with ``summarizer`` (an object, an alias or a dotted path); by default
@@ -200,13 +245,21 @@ class HistoryManager:
         return self
 
     def with_summaries(self, summaries: Sequence[str]) -> HistoryManager:
-        """Start from ``summaries`` (e.g. loaded from storage), oldest first, replacing any."""
+        """Start from ``summaries`` (e.g. loaded from storage), oldest first, replacing any
+        given before. With ``history=`` they stay in this process, sent before the shared
+        ones."""
         self._summaries = list(summaries)
         return self
 
     def summaries(self) -> list[str]:
-        """The summaries kept so far, oldest first."""
-        return list(self._summaries)
+        """The summaries kept so far, oldest first: the seeded ones, then (with ``history=``,
+        read from Redis) the shared ones."""
+        return [*self._summaries, *(s.text for s in self._read_shared())]
+
+    def _read_shared(self) -> list[StoredSummary]:
+        if self._history is None or self._shared is None:
+            return []
+        return self._history.execute(self._shared.read())
 
     def strategy_name(self) -> Strategy:
         """The configured strategy."""
@@ -253,9 +306,7 @@ class HistoryManager:
         prompts, stored_summaries = self._lead(system_message, split.lead)
         query = next((m.content for m in split.current if m.role == "user"), "")
         memory_block, recalled, kept_memories = self._recall(query, memory_filters)
-        summaries = stored_summaries
-        if self.config.strategy == "summary_and_tail":
-            summaries = [*stored_summaries, *self._summaries]
+        summaries = [*stored_summaries, *self._summaries, *self._live_shared(history)]
         system_text = _join([*prompts, memory_block, *summaries])
         system_message_price = (
             price(Message.system(system_text), framing, count) if system_text else 0
@@ -335,17 +386,66 @@ class HistoryManager:
         """
         if not self.config.enable_summarization:
             return None
-        fresh = [m for m in evicted if m.id not in self._summarized]
-        if not fresh:
-            return None
         if self._summarizer is None:
             self._summarizer = resolve_summarizer(None)
-        summary = self._summarizer.summarize(fresh)
+        if self._shared is not None:
+            summary = self._on_turn_shared(evicted, self._summarizer)
+            if summary is None:
+                return None
+        else:
+            fresh = [m for m in evicted if m.id not in self._summarized]
+            if not fresh:
+                return None
+            summary = self._summarizer.summarize(fresh)
         if self.config.enable_long_term_memory:
             filters = MemoryFilters(agent_id, user_id, conversation_id)
             self._require_memory().store(summary, {**filters.metadata(), "kind": "summary"})
-        self._summaries.append(summary)
-        self._summarized.update(m.id for m in fresh)
+        if self._shared is None:
+            self._summaries.append(summary)
+            self._summarized.update(m.id for m in evicted)
+        return summary
+
+    def _live_shared(self, history: Sequence[Message]) -> list[str]:
+        """The shared summaries whose messages are all still in ``history``; the others
+        (compaction's summary stands for some of their messages) are noted as stale, for the
+        next ``on_turn_complete`` to drop."""
+        if self._shared is None:
+            return []
+        live = {m.id for m in history}
+        texts: list[str] = []
+        stale: list[int] = []
+        for summary in self._read_shared():
+            if live.issuperset(summary.ids):
+                texts.append(summary.text)
+            else:
+                stale.append(summary.seq)
+        self._stale = stale
+        return texts
+
+    def _on_turn_shared(self, evicted: Sequence[Message], summarizer: Summarizer) -> str | None:
+        """Claim the evicted messages no pod summarized or is summarizing, summarize them and
+        store the summary; ``None`` when another pod has them all."""
+        assert self._history is not None
+        assert self._shared is not None
+        offered = list(evicted)[-limits.MAX_SUMMARY_CANDIDATES :]
+        token = os.urandom(8).hex()
+        claim = self._shared.claim(
+            [m.id for m in offered],
+            token=token,
+            now_ms=time.time_ns() // 1_000_000,
+            claim_ms=round(self.config.summary_claim_seconds * 1000),
+            stale=self._stale[: limits.MAX_SUMMARIES],
+        )
+        positions = self._history.execute(claim)
+        self._stale = []
+        if not positions:  # another pod's, or no conversation to keep them in
+            return None
+        fresh = [offered[i] for i in positions]
+        summary = summarizer.summarize(fresh)
+        store = self._shared.store(
+            summary, [m.id for m in fresh], token=token, kept=self.config.max_summaries
+        )
+        self._history.execute(store)
         return summary
 
     def _cost(self, messages: Sequence[Message], framing: Framing) -> int:

@@ -163,7 +163,10 @@ class RedisHistory(_Base):
         """A history on a new client for ``url`` (``redis://``, ``rediss://``, ``unix://``)."""
         return cls(redis.Redis.from_url(url), conversation_id, **options)
 
-    def _run(self, call: Call[T]) -> T:
+    def execute(self, call: Call[T]) -> T:
+        """Send ``call``, built by one of the store's sans-IO cores (this history's, or the
+        shared summaries' the context layer keeps in the conversation's keys), with this
+        history's ``WAIT`` and error wrapping, and parse its reply."""
         if not call.command:  # nothing to send (an empty append)
             return call.parse(None)
         if call.waits and self.core.wait is not None:
@@ -227,7 +230,7 @@ class RedisHistory(_Base):
         """
         started = metrics.clock()
         try:
-            replayed = self._run(self.core.append([message]))
+            replayed = self.execute(self.core.append([message]))
         except HistoryError as exc:
             metrics.refused(exc)
             raise
@@ -240,7 +243,7 @@ class RedisHistory(_Base):
         """
         started = metrics.clock()
         try:
-            replayed = self._run(self.core.append(messages))
+            replayed = self.execute(self.core.append(messages))
         except HistoryError as exc:
             metrics.refused(exc)
             raise
@@ -266,7 +269,7 @@ class RedisHistory(_Base):
             StaleSnapshotError: the conversation no longer holds ``expected_ids``.
         """
         started = metrics.clock()
-        self._run(self.core.replace(messages, expected_ids=expected_ids, op_id=op_id))
+        self.execute(self.core.replace(messages, expected_ids=expected_ids, op_id=op_id))
         metrics.written("replace", metrics.clock() - started)
 
     def splice_prefix(
@@ -305,7 +308,7 @@ class RedisHistory(_Base):
             StaleSnapshotError: the prefix is no longer ``expected_ids``.
             LockLostError: ``lock_token`` does not hold the conversation's lock.
         """
-        return self._run(
+        return self.execute(
             self.core.splice_prefix(
                 drop_count,
                 summary,
@@ -323,7 +326,7 @@ class RedisHistory(_Base):
         Positional, so for a single writer: with several pods, roll back a failed
         turn with :meth:`rollback`, which names the messages instead.
         """
-        return self._run(self.core.truncate(n, op_id=op_id))
+        return self.execute(self.core.truncate(n, op_id=op_id))
 
     def rollback(
         self,
@@ -358,7 +361,7 @@ class RedisHistory(_Base):
             LimitExceededError: one of them is further back than a rollback reaches.
         """
         started = metrics.clock()
-        removed = self._run(self.core.rollback(messages, op_id=op_id, reopen_calls=reopen_calls))
+        removed = self.execute(self.core.rollback(messages, op_id=op_id, reopen_calls=reopen_calls))
         metrics.written("rollback", metrics.clock() - started)
         return removed
 
@@ -367,7 +370,7 @@ class RedisHistory(_Base):
 
         A conversation that does not exist yet is left alone.
         """
-        self._run(self.core.record_input_tokens(n, op_id=op_id))
+        self.execute(self.core.record_input_tokens(n, op_id=op_id))
 
     def set_ttl(self, ttl: float | timedelta | None) -> bool:
         """Give the conversation a TTL that every writer applies, or take it away (``None``).
@@ -375,20 +378,20 @@ class RedisHistory(_Base):
         Returns:
             Whether the conversation exists (nothing is set on one that does not).
         """
-        return self._run(self.core.set_ttl(ttl))
+        return self.execute(self.core.set_ttl(ttl))
 
     def ttl(self) -> float | None:
         """The conversation's TTL in seconds, as stored with it; ``None`` for none."""
-        return self._run(self.core.ttl())
+        return self.execute(self.core.ttl())
 
     def token_estimate(self) -> int | None:
         """Baseline plus tokens since, else the stored total; ``None`` when empty. O(1)."""
-        return self._run(self.core.token_estimate())
+        return self.execute(self.core.token_estimate())
 
     def snapshot(self) -> list[Message]:
         """Every live message, in order."""
         started = metrics.clock()
-        messages = self._run(self.core.messages())
+        messages = self.execute(self.core.messages())
         metrics.snapshot_read(metrics.clock() - started)
         return messages
 
@@ -403,13 +406,13 @@ class RedisHistory(_Base):
             CorruptHistoryError: a stored envelope is not a valid message.
         """
         started = metrics.clock()
-        messages = self._run(self.core.openai_messages())
+        messages = self.execute(self.core.openai_messages())
         metrics.snapshot_read(metrics.clock() - started)
         return messages
 
     def entries(self) -> list[Entry]:
         """Every live message with its stored token count and summary flag."""
-        return self._run(self.core.entries())
+        return self.execute(self.core.entries())
 
     def turns(self, *, allow_open: bool = True) -> list[Turn]:
         """Every live message grouped into turns, tool calls paired with their results.
@@ -427,15 +430,15 @@ class RedisHistory(_Base):
                 written with ``validate=False``, or spliced inside a turn).
             RoleOrderError: roles the store's rules refuse, likewise.
         """
-        return self._run(self.core.turns(allow_open=allow_open))
+        return self.execute(self.core.turns(allow_open=allow_open))
 
     def tail(self, n: int) -> list[Message]:
         """The last ``n`` messages."""
-        return self._run(self.core.tail(n))
+        return self.execute(self.core.tail(n))
 
     def range(self, start: int = 0, stop: int | None = None) -> list[Message]:
         """Messages ``[start:stop]``, with Python slice bounds."""
-        return self._run(self.core.range(start, stop))
+        return self.execute(self.core.range(start, stop))
 
     def transcript(self) -> list[Message]:
         """The full record: archived originals, then live messages, without summaries.
@@ -452,7 +455,7 @@ class RedisHistory(_Base):
         each summary written meanwhile shifts the live part by one (which
         :meth:`iter_transcript` takes care of).
         """
-        return self._run(self.core.transcript_page(start, count))
+        return self.execute(self.core.transcript_page(start, count))
 
     def iter_transcript(self, page_size: int = 500) -> Iterator[Message]:
         """The full record, read ``page_size`` entries per round trip."""
@@ -465,11 +468,11 @@ class RedisHistory(_Base):
 
     def compaction_state(self) -> CompactionState:
         """The conversation's compaction state (``Ready`` when never set)."""
-        return self._run(self.core.compaction_state())
+        return self.execute(self.core.compaction_state())
 
     def advance_turn(self, *, op_id: str | None = None) -> CompactionState:
         """Move the compaction state to the next turn; call once at the start of a user turn."""
-        return self._run(self.core.compaction_event("advance_turn", op_id=op_id))
+        return self.execute(self.core.compaction_event("advance_turn", op_id=op_id))
 
     def compaction_status(self) -> tuple[int | None, CompactionState]:
         """:meth:`token_estimate` and :meth:`compaction_state` read together, in one round trip.
@@ -477,11 +480,11 @@ class RedisHistory(_Base):
         Raises:
             CorruptHistoryError: the stored state or counters are not ones redis-history writes.
         """
-        return self._run(self.core.compaction_status())
+        return self.execute(self.core.compaction_status())
 
     def compaction_stats(self) -> CompactionStats:
         """How many compactions this conversation has had, and the tokens they freed."""
-        return self._run(self.core.compaction_stats())
+        return self.execute(self.core.compaction_stats())
 
     def compaction_event(
         self, event: Event, value: int = 0, freed: int = 0, *, op_id: str | None = None
@@ -491,7 +494,7 @@ class RedisHistory(_Base):
         Raises:
             InvalidTransitionError: the stored state does not allow ``event``; nothing changed.
         """
-        return self._run(self.core.compaction_event(event, value, freed, op_id=op_id))
+        return self.execute(self.core.compaction_event(event, value, freed, op_id=op_id))
 
     def maybe_compact(self, schedule: Schedule, policy: CompactionPolicy | None = None) -> bool:
         """Schedule a background compaction if one is due and none is pending.
@@ -527,7 +530,7 @@ class RedisHistory(_Base):
             result, error = None, None
             try:
                 if isinstance(step, Call):
-                    result = self._run(step)
+                    result = self.execute(step)
                 elif isinstance(step, CompactionRequest):
                     result = self._schedule(schedule, step)
                 else:
@@ -552,11 +555,11 @@ class RedisHistory(_Base):
         Returns:
             Whether the claim was ``job_id``'s and is now released.
         """
-        return self._run(self.core.release_claim(job_id))
+        return self.execute(self.core.release_claim(job_id))
 
     def len(self) -> int:
         """Number of live messages."""
-        return self._run(self.core.length())
+        return self.execute(self.core.length())
 
     def __len__(self) -> int:
         return self.len()
@@ -567,7 +570,7 @@ class RedisHistory(_Base):
 
     def delete(self) -> bool:
         """Remove the conversation (messages, archive, meta, lock); whether it existed."""
-        return self._run(self.core.delete())
+        return self.execute(self.core.delete())
 
 
 class AsyncRedisHistory(_Base):
@@ -580,7 +583,8 @@ class AsyncRedisHistory(_Base):
         """A history on a new asyncio client for ``url``."""
         return cls(redis.asyncio.Redis.from_url(url), conversation_id, **options)
 
-    async def _run(self, call: Call[T]) -> T:
+    async def execute(self, call: Call[T]) -> T:
+        """:meth:`RedisHistory.execute`, awaited."""
         if not call.command:  # nothing to send (an empty append)
             return call.parse(None)
         if call.waits and self.core.wait is not None:
@@ -629,7 +633,7 @@ class AsyncRedisHistory(_Base):
         """See :meth:`RedisHistory.append`."""
         started = metrics.clock()
         try:
-            replayed = await self._run(self.core.append([message]))
+            replayed = await self.execute(self.core.append([message]))
         except HistoryError as exc:
             metrics.refused(exc)
             raise
@@ -639,7 +643,7 @@ class AsyncRedisHistory(_Base):
         """See :meth:`RedisHistory.append_many`."""
         started = metrics.clock()
         try:
-            replayed = await self._run(self.core.append(messages))
+            replayed = await self.execute(self.core.append(messages))
         except HistoryError as exc:
             metrics.refused(exc)
             raise
@@ -654,7 +658,7 @@ class AsyncRedisHistory(_Base):
     ) -> None:
         """See :meth:`RedisHistory.replace`."""
         started = metrics.clock()
-        await self._run(self.core.replace(messages, expected_ids=expected_ids, op_id=op_id))
+        await self.execute(self.core.replace(messages, expected_ids=expected_ids, op_id=op_id))
         metrics.written("replace", metrics.clock() - started)
 
     async def splice_prefix(
@@ -669,7 +673,7 @@ class AsyncRedisHistory(_Base):
         op_id: str | None = None,
     ) -> int:
         """See :meth:`RedisHistory.splice_prefix`."""
-        return await self._run(
+        return await self.execute(
             self.core.splice_prefix(
                 drop_count,
                 summary,
@@ -683,7 +687,7 @@ class AsyncRedisHistory(_Base):
 
     async def truncate(self, n: int, *, op_id: str | None = None) -> int:
         """See :meth:`RedisHistory.truncate`."""
-        return await self._run(self.core.truncate(n, op_id=op_id))
+        return await self.execute(self.core.truncate(n, op_id=op_id))
 
     async def rollback(
         self,
@@ -695,55 +699,55 @@ class AsyncRedisHistory(_Base):
         """See :meth:`RedisHistory.rollback`."""
         started = metrics.clock()
         call = self.core.rollback(messages, op_id=op_id, reopen_calls=reopen_calls)
-        removed = await self._run(call)
+        removed = await self.execute(call)
         metrics.written("rollback", metrics.clock() - started)
         return removed
 
     async def record_input_tokens(self, n: int, *, op_id: str | None = None) -> None:
         """See :meth:`RedisHistory.record_input_tokens`."""
-        await self._run(self.core.record_input_tokens(n, op_id=op_id))
+        await self.execute(self.core.record_input_tokens(n, op_id=op_id))
 
     async def set_ttl(self, ttl: float | timedelta | None) -> bool:
         """See :meth:`RedisHistory.set_ttl`."""
-        return await self._run(self.core.set_ttl(ttl))
+        return await self.execute(self.core.set_ttl(ttl))
 
     async def ttl(self) -> float | None:
         """See :meth:`RedisHistory.ttl`."""
-        return await self._run(self.core.ttl())
+        return await self.execute(self.core.ttl())
 
     async def token_estimate(self) -> int | None:
         """See :meth:`RedisHistory.token_estimate`."""
-        return await self._run(self.core.token_estimate())
+        return await self.execute(self.core.token_estimate())
 
     async def snapshot(self) -> list[Message]:
         """See :meth:`RedisHistory.snapshot`."""
         started = metrics.clock()
-        messages = await self._run(self.core.messages())
+        messages = await self.execute(self.core.messages())
         metrics.snapshot_read(metrics.clock() - started)
         return messages
 
     async def snapshot_openai(self) -> list[dict[str, Any]]:
         """See :meth:`RedisHistory.snapshot_openai`."""
         started = metrics.clock()
-        messages = await self._run(self.core.openai_messages())
+        messages = await self.execute(self.core.openai_messages())
         metrics.snapshot_read(metrics.clock() - started)
         return messages
 
     async def entries(self) -> list[Entry]:
         """See :meth:`RedisHistory.entries`."""
-        return await self._run(self.core.entries())
+        return await self.execute(self.core.entries())
 
     async def turns(self, *, allow_open: bool = True) -> list[Turn]:
         """See :meth:`RedisHistory.turns`."""
-        return await self._run(self.core.turns(allow_open=allow_open))
+        return await self.execute(self.core.turns(allow_open=allow_open))
 
     async def tail(self, n: int) -> list[Message]:
         """See :meth:`RedisHistory.tail`."""
-        return await self._run(self.core.tail(n))
+        return await self.execute(self.core.tail(n))
 
     async def range(self, start: int = 0, stop: int | None = None) -> list[Message]:
         """See :meth:`RedisHistory.range`."""
-        return await self._run(self.core.range(start, stop))
+        return await self.execute(self.core.range(start, stop))
 
     async def transcript(self) -> list[Message]:
         """See :meth:`RedisHistory.transcript`."""
@@ -751,7 +755,7 @@ class AsyncRedisHistory(_Base):
 
     async def transcript_page(self, start: int = 0, count: int = 500) -> TranscriptPage:
         """See :meth:`RedisHistory.transcript_page`."""
-        return await self._run(self.core.transcript_page(start, count))
+        return await self.execute(self.core.transcript_page(start, count))
 
     async def iter_transcript(self, page_size: int = 500) -> AsyncIterator[Message]:
         """See :meth:`RedisHistory.iter_transcript`."""
@@ -765,25 +769,25 @@ class AsyncRedisHistory(_Base):
 
     async def compaction_state(self) -> CompactionState:
         """See :meth:`RedisHistory.compaction_state`."""
-        return await self._run(self.core.compaction_state())
+        return await self.execute(self.core.compaction_state())
 
     async def advance_turn(self, *, op_id: str | None = None) -> CompactionState:
         """See :meth:`RedisHistory.advance_turn`."""
-        return await self._run(self.core.compaction_event("advance_turn", op_id=op_id))
+        return await self.execute(self.core.compaction_event("advance_turn", op_id=op_id))
 
     async def compaction_status(self) -> tuple[int | None, CompactionState]:
         """See :meth:`RedisHistory.compaction_status`."""
-        return await self._run(self.core.compaction_status())
+        return await self.execute(self.core.compaction_status())
 
     async def compaction_stats(self) -> CompactionStats:
         """See :meth:`RedisHistory.compaction_stats`."""
-        return await self._run(self.core.compaction_stats())
+        return await self.execute(self.core.compaction_stats())
 
     async def compaction_event(
         self, event: Event, value: int = 0, freed: int = 0, *, op_id: str | None = None
     ) -> CompactionState:
         """See :meth:`RedisHistory.compaction_event`."""
-        return await self._run(self.core.compaction_event(event, value, freed, op_id=op_id))
+        return await self.execute(self.core.compaction_event(event, value, freed, op_id=op_id))
 
     async def maybe_compact(
         self, schedule: Schedule, policy: CompactionPolicy | None = None
@@ -803,7 +807,7 @@ class AsyncRedisHistory(_Base):
             result, error = None, None
             try:
                 if isinstance(step, Call):
-                    result = await self._run(step)
+                    result = await self.execute(step)
                 elif isinstance(step, CompactionRequest):
                     result = await self._schedule(schedule, step)
                 else:
@@ -820,11 +824,11 @@ class AsyncRedisHistory(_Base):
 
     async def release_compaction_claim(self, job_id: str) -> bool:
         """See :meth:`RedisHistory.release_compaction_claim`."""
-        return await self._run(self.core.release_claim(job_id))
+        return await self.execute(self.core.release_claim(job_id))
 
     async def len(self) -> int:
         """See :meth:`RedisHistory.len`."""
-        return await self._run(self.core.length())
+        return await self.execute(self.core.length())
 
     async def is_empty(self) -> bool:
         """See :meth:`RedisHistory.is_empty`."""
@@ -832,4 +836,4 @@ class AsyncRedisHistory(_Base):
 
     async def delete(self) -> bool:
         """See :meth:`RedisHistory.delete`."""
-        return await self._run(self.core.delete())
+        return await self.execute(self.core.delete())

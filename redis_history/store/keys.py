@@ -6,6 +6,10 @@ With prefix ``rh``, namespace ``NS`` and conversation ``C``::
     rh:NS:{C}:meta     HASH    token accounting, role state, version, compaction state
     rh:NS:{C}:archive  LIST    originals replaced by summaries
     rh:NS:{C}:lock     STRING  compaction lock
+    rh:NS:{C}:summaries HASH   a HistoryManager's shared summaries, the message ids each
+                               covers and the claims of pods summarizing
+                               (``lua/includes/summaries.lua``); it follows the TTL and
+                               is deleted with the conversation, not exported
     rh:NS:{C}:stage    LIST    msgs, renamed for the moment a large append lands (inside
                                one MULTI/EXEC: never seen outside it; one left there by
                                anything else is deleted by the next staged append)
@@ -150,6 +154,8 @@ class ConversationKeys:
     lock: str
     stage: str
     """What ``msgs`` is renamed to while a staged append's envelopes land (``lua/append-4.lua``)."""
+    summaries: str
+    """A ``HistoryManager``'s shared summaries (``redis_history/store/_summaries.py``)."""
 
     @classmethod
     def build(
@@ -169,6 +175,7 @@ class ConversationKeys:
             archive=f"{base}:archive",
             lock=f"{base}:lock",
             stage=f"{base}:stage",
+            summaries=f"{base}:summaries",
         )
 
     @property
@@ -186,10 +193,10 @@ class ConversationKeys:
         return f"{staged}:msgs", f"{staged}:meta", f"{staged}:archive"
 
     @property
-    def all(self) -> tuple[str, str, str, str, str]:
+    def all(self) -> tuple[str, str, str, str, str, str]:
         """Every key, for ``delete()`` (``stage`` never outlives a transaction, but a
         conversation deleted is deleted whole)."""
-        return (self.msgs, self.meta, self.archive, self.lock, self.stage)
+        return (self.msgs, self.meta, self.archive, self.lock, self.stage, self.summaries)
 
 
 @dataclass(frozen=True, slots=True)
