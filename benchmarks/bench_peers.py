@@ -3,7 +3,7 @@
 Run from the repository root (the peers come with the ``bench`` extra)::
 
     python -m pip install -e ".[bench]"
-    python benchmarks/bench_peers.py [--rounds N] [--repeat K] [--quick] [--only PEER]
+    python benchmarks/bench_peers.py [--rounds N] [--repeat K] [--quick] [--only PEER] [--otel]
                                      [--markdown] [--json PATH] [--profile]
 
 One ``redis-server`` (the newest on the machine) is started for the run. Every
@@ -675,7 +675,23 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         action="store_true",
         help="also run redis-history never staged and always staged (see _core.STAGE_BYTES)",
     )
+    parser.add_argument(
+        "--otel",
+        action="store_true",
+        help="configure an OpenTelemetry SDK meter provider first (needs opentelemetry-sdk), "
+        "so redis-history's pod metrics are recorded, not dropped",
+    )
     return parser.parse_args(argv)
+
+
+def configure_meter_provider() -> None:
+    """What an application does to collect the pods' metrics: a global SDK meter provider,
+    read in memory here so no exporter's I/O is timed."""
+    from opentelemetry import metrics  # noqa: PLC0415  (only with --otel)
+    from opentelemetry.sdk.metrics import MeterProvider  # noqa: PLC0415
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader  # noqa: PLC0415
+
+    metrics.set_meter_provider(MeterProvider(metric_readers=[InMemoryMetricReader()]))
 
 
 METHOD = (
@@ -733,6 +749,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
     argv = list(sys.argv[1:] if argv is None else argv)
     s = settings(args)
+    if args.otel:
+        configure_meter_provider()
     contestants, skipped = select(args.only)
     if args.staging:
         contestants += STAGING_VARIANTS

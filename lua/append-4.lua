@@ -22,7 +22,8 @@ ARGV[3] check    1 to check role order and tool pairing, 0 to only track them
 ARGV[4] staged   1 when the envelopes are pushed by the transaction's next command
 ARGV[5..] batch  tokens, n, n envelopes unless staged, n role items (see read_batch)
 
-Returns the list's length after the batch; -1 when staged and the list is empty
+Returns the list's length after the batch; {0, length} when the op was applied before
+(a replay: nothing written, and the caller is told so); -1 when staged and the list is empty
 (nothing to rename: nothing was written, send the envelopes with the script); or
 {code, index, reason} having written nothing: 1 role order, 2 tool pairing,
 5 corrupt meta, or a conversation whose meta hash or list was lost (evicted).
@@ -43,7 +44,7 @@ if staged then redis.call('DEL', stage) end
 local tokens, n, first = read_batch(5)
 local total, role, open, ttl, records, exists = read_meta(meta, APPENDS)
 if not total then return role end  -- read_meta's refusal
-if replayed(meta, APPENDS, records, op) then return redis.call('LLEN', msgs) end
+if replayed(meta, APPENDS, records, op) then return {0, redis.call('LLEN', msgs)} end
 local new_ttl
 ttl, new_ttl = effective_ttl(ttl, tonumber(ARGV[2]))
 

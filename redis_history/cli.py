@@ -33,7 +33,7 @@ from redis_history.admin.listing import (
 )
 from redis_history.admin.target import Target
 from redis_history.context.formats import WIRE_FORMATS, render
-from redis_history.demo.run import DemoError, redis_for_demo, run_demo
+from redis_history.demo.run import DemoError, redis_for_demo, run_demo, starts_its_own_redis
 from redis_history.demo.server import RedisServerError
 from redis_history.errors import (
     AccessDeniedError,
@@ -190,6 +190,22 @@ def _deployment_commands(command: Callable[..., Any]) -> None:
     acl.add_argument("--prefix", default=DEFAULT_PREFIX, help="the key prefix (%(default)s)")
 
 
+def _at_least(low: int) -> Callable[[str], int]:
+    """An argparse type: a whole number >= ``low`` (argparse reports anything else as usage)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}, got {value}")
+        return value
+
+    parse.__name__ = f"a whole number >= {low}"  # what argparse names in its message
+    return parse
+
+
 def _demo_and_worker(commands: Any, layout: dict[str, Any]) -> None:
     demo = commands.add_parser(
         "demo",
@@ -198,11 +214,14 @@ def _demo_and_worker(commands: Any, layout: dict[str, Any]) -> None:
         **layout,
     )
     demo.add_argument("--redis-url", help=f"Redis to use (default: ${URL_ENV}, else embedded)")
-    demo.add_argument("--pods", type=int, default=4, help="simulated agent processes")
-    demo.add_argument("--conversations", type=int, default=3)
-    demo.add_argument("--turns", type=int, default=30, help="turns per pod")
+    demo.add_argument("--pods", type=_at_least(1), default=4, help="simulated agent processes")
+    demo.add_argument("--conversations", type=_at_least(1), default=3)
+    demo.add_argument("--turns", type=_at_least(1), default=30, help="turns per pod")
     demo.add_argument(
-        "--workers", type=int, default=2, help="compaction workers to start (0: use running ones)"
+        "--workers",
+        type=_at_least(0),
+        default=2,
+        help="compaction workers to start (0: use running ones; not with the embedded Redis)",
     )
     demo.add_argument(
         "--queue",
@@ -229,6 +248,11 @@ def _demo_and_worker(commands: Any, layout: dict[str, Any]) -> None:
     worker.add_argument("--compactor", help="alias or dotted path ($REDIS_HISTORY_COMPACTOR)")
     worker.add_argument(
         "--no-fork", action="store_true", help="run jobs in this process instead of a fork each"
+    )
+    worker.add_argument(
+        "--metrics-port",
+        type=int,
+        help="serve Prometheus metrics at /metrics on this port ($REDIS_HISTORY_METRICS_PORT)",
     )
 
 
@@ -448,6 +472,7 @@ def _worker(args: argparse.Namespace) -> int:
         settings.QUEUE.name: args.queue,
         settings.SUMMARIZER.name: args.summarizer,
         settings.COMPACTOR.name: args.compactor,
+        settings.METRICS_PORT.name: None if args.metrics_port is None else str(args.metrics_port),
     }
     env.update({key: value for key, value in overrides.items() if value is not None})
     worker_class = SimpleCompactionWorker if args.no_fork else CompactionWorker
@@ -456,6 +481,11 @@ def _worker(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
+    if args.workers == 0 and starts_its_own_redis(args.redis_url):
+        raise DemoError(
+            "--workers 0 needs workers already running on a Redis of yours: the embedded one "
+            "the demo starts has none, so nothing would ever compact (give --redis-url)"
+        )
     with redis_for_demo(args.redis_url) as url:
         report = run_demo(
             url,

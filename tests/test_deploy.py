@@ -17,10 +17,12 @@ from typing import Any
 import pytest
 import redis
 from commands import clean_env
+from worker_processes import wait_for
 
 from redis_history import Message, RedisHistory
 from redis_history.compaction.jobs import compaction_queue
 from redis_history.compaction.policy import CompactionPolicy
+from redis_history.demo.server import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 SETTINGS = ROOT / "worker" / "settings.py"
@@ -79,17 +81,30 @@ def test_a_broken_compose_file_is_rejected(tmp_path: Path) -> None:
     assert "replicas" in result.stderr
 
 
-def test_compose_runs_redis_with_aof_two_workers_and_the_demo() -> None:
-    """Redis keeps an everysec AOF on a volume; two workers and the demo share one image."""
-    result = compose(ROOT / "docker-compose.yml", "config", "--format", "json")
+def services(env: dict[str, str] | None = None) -> dict[str, Any]:
+    """docker-compose.yml's services as compose resolves them (``env`` set for it)."""
+    result = subprocess.run(
+        [str(compose_binary()), "-f", "docker-compose.yml", "config", "--format", "json"],
+        capture_output=True, text=True, timeout=60, check=False, cwd=ROOT,
+        env={**clean_env(), **(env or {})},
+    )  # fmt: skip
     assert result.returncode == 0, result.stderr
-    services: dict[str, Any] = json.loads(result.stdout)["services"]
-    redis_command = services["redis"]["command"]
+    found: dict[str, Any] = json.loads(result.stdout)["services"]
+    return found
+
+
+def test_compose_runs_redis_with_aof_two_workers_and_the_demo() -> None:
+    """Redis keeps an everysec AOF on a volume and never evicts; two workers and the demo share
+    one image."""
+    services_ = services()
+    redis_command = services_["redis"]["command"]
     assert redis_command[:1] == ["redis-server"]
-    assert " ".join(redis_command[1:]) == "--appendonly yes --appendfsync everysec"
-    (volume,) = services["redis"]["volumes"]
+    assert " ".join(redis_command[1:]) == (
+        "--appendonly yes --appendfsync everysec --maxmemory-policy noeviction"
+    )
+    (volume,) = services_["redis"]["volumes"]
     assert (volume["type"], volume["target"]) == ("volume", "/data")
-    worker, demo = services["worker"], services["demo"]
+    worker, demo = services_["worker"], services_["demo"]
     assert worker["command"] == ["worker"]
     assert worker["deploy"]["replicas"] == 2
     assert demo["command"][:3] == ["demo", "--redis-url", "redis://redis:6379/0"]
@@ -99,11 +114,75 @@ def test_compose_runs_redis_with_aof_two_workers_and_the_demo() -> None:
         assert service["depends_on"]["redis"]["condition"] == "service_healthy"
 
 
+def test_redis_is_published_on_loopback_only_at_a_port_one_can_choose() -> None:
+    """Pods on the host reach Redis on 127.0.0.1:6379, or REDIS_PORT; never on every interface."""
+    for env, port in (({}, "6379"), ({"REDIS_PORT": "6380"}, "6380")):
+        (published,) = services(env)["redis"]["ports"]
+        assert (published["host_ip"], published["published"]) == ("127.0.0.1", port)
+        assert published["target"] == 6379
+
+
+def version_tuple(text: str) -> tuple[int, ...]:
+    """``"7.2"`` as ``(7, 2)``."""
+    return tuple(map(int, text.split(".")))
+
+
+def test_the_readme_and_the_docs_name_the_redis_the_compose_file_runs() -> None:
+    """The image's Redis version is the one README.md and docs/operations.md state, and it is
+    at least the minimum the README states."""
+    image = services()["redis"]["image"]
+    name, _, version = image.partition(":")
+    assert name == "redis"
+    assert re.fullmatch(r"\d+\.\d+", version), image
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    minimum = re.search(r"Redis (\d+\.\d+)\+", readme)
+    assert minimum, "the README states a minimum Redis version"
+    assert version_tuple(version) >= version_tuple(minimum.group(1))
+    assert f"`docker-compose.yml` runs Redis {version}" in " ".join(readme.split())
+    operations = " ".join((ROOT / "docs" / "operations.md").read_text(encoding="utf-8").split())
+    assert f"`docker-compose.yml` runs Redis {version}" in operations
+    assert f"`docker-compose.yml` runs Redis {version} with" in operations
+
+
+def healthcheck(port: int) -> subprocess.CompletedProcess[str]:
+    """The workers' compose healthcheck command, run here against ``port``."""
+    worker = services()["worker"]
+    assert worker["environment"]["REDIS_HISTORY_METRICS_PORT"] == "9121"
+    test = worker["healthcheck"]["test"]
+    assert test[:2] == ["CMD", "python"]
+    command = [sys.executable, *test[2:]]
+    command[-1] = command[-1].replace(":9121/", f":{port}/")
+    assert f":{port}/metrics" in command[-1]
+    return subprocess.run(command, capture_output=True, text=True, timeout=30, check=False)
+
+
+@pytest.mark.real_redis
+def test_the_workers_healthcheck_passes_on_a_running_worker_only(
+    redis_url: str, real_redis: redis.Redis
+) -> None:
+    """The compose healthcheck fails while no worker serves metrics, and passes against a real
+    `redis-history worker` started with the metrics port."""
+    port = free_port()
+    assert healthcheck(port).returncode != 0
+    env = clean_env(REDIS_HISTORY_URL=redis_url, REDIS_HISTORY_METRICS_PORT=str(port))
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "redis_history", "worker"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT, env=env,
+    )  # fmt: skip
+    try:
+        wait_for(lambda: healthcheck(port).returncode == 0, "the worker to pass its healthcheck")
+        assert worker.poll() is None
+    finally:
+        worker.terminate()
+        worker.wait(60)
+
+
 def test_the_dockerfile_copies_what_exists_and_installs_the_package() -> None:
-    """The Dockerfile builds on python:3.11-slim, pip-installs the project, and COPYs real paths."""
+    """The Dockerfile builds on python:3.11-slim, pip-installs the project with the metrics
+    extra its workers serve /metrics with, and COPYs real paths."""
     lines = (ROOT / "Dockerfile").read_text().splitlines()
     assert "FROM python:3.11-slim" in lines
-    assert any(line.startswith("RUN pip install .") for line in lines)
+    assert any(line.startswith('RUN pip install ".[metrics]"') for line in lines)
     assert any(line.startswith("ENTRYPOINT") and "redis-history" in line for line in lines)
     copies = [shlex.split(line)[1:-1] for line in lines if line.startswith("COPY ")]
     assert copies
@@ -198,3 +277,14 @@ def test_python_dash_m_worker_is_the_worker_command() -> None:
     assert result.returncode == 0, result.stderr
     for option in ("--burst", "--queue", "--name", "--redis-url", "--queue-url", "--summarizer"):
         assert option in result.stdout
+
+
+def test_the_worker_command_runs_from_any_directory(tmp_path: Path) -> None:
+    """`python -m redis_history worker` needs no working directory (`python -m worker` is the
+    deployment's module beside worker/, as docs/operations.md says)."""
+    result = subprocess.run(
+        [sys.executable, "-m", "redis_history", "worker", "--help"],
+        capture_output=True, text=True, timeout=60, check=False, cwd=tmp_path, env=clean_env(),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "--metrics-port" in result.stdout

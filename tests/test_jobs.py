@@ -15,7 +15,7 @@ import pytest
 import redis
 import rq
 from chat_server import ChatServer, Reply, completion
-from commands import run_cli
+from commands import clean_env, run_cli
 from rq import Callback, Queue, SimpleWorker
 from rq.job import Job, JobStatus
 from rq.serializers import DefaultSerializer, JSONSerializer
@@ -490,6 +490,23 @@ def test_a_bad_summarizer_stops_the_worker_before_any_job(
     code = main(["worker", "--burst", "--summarizer", "no-such-summarizer"])
     assert code == 2
     assert "unknown summarizer 'no-such-summarizer'" in capsys.readouterr().err
+
+
+def test_a_worker_whose_summarizer_cannot_work_refuses_to_start() -> None:
+    """`redis-history worker` with the openai summarizer and neither an API key nor a base URL
+    exits 2 with one line naming what to set, before it reaches Redis or takes a job."""
+    env = clean_env(
+        REDIS_HISTORY_SUMMARIZER="openai",
+        REDIS_HISTORY_URL=f"redis://127.0.0.1:{free_port()}/0",  # nothing listens: not reached
+    )
+    env.pop("OPENAI_API_KEY", None)
+    for module in ("redis_history", "worker"):
+        result = run_cli(*(["worker"] if module == "redis_history" else []), env=env, module=module)
+        assert result.returncode == 2, result.stderr
+        assert result.stderr.splitlines() == [
+            "redis-history: the openai summarizer has no API key for https://api.openai.com/v1: "
+            "set OPENAI_API_KEY, or REDIS_HISTORY_SUMMARIZER_BASE_URL to a server that needs none"
+        ]
 
 
 @pytest.mark.real_redis

@@ -71,6 +71,8 @@ def test_the_operations_page_lists_every_variable_in_order_with_its_default() ->
             default = WorkerSettings().token_counter or "o200k_base"  # None: the exact counter
         if isinstance(default, bool):
             assert shown == ("on" if default else "off"), name
+        elif name == "REDIS_HISTORY_METRICS_PORT":
+            assert shown == "none", name
         elif default is None:
             assert shown == "the store", name  # the queue's Redis is the store's
         else:
@@ -97,6 +99,7 @@ def test_the_default_url_is_written_once() -> None:
         (settings.SUMMARIZER_TIMEOUT, "7.5", 7.5),
         (settings.SUMMARIZER_MAX_RETRIES, "0", 0),
         (settings.QUEUE_URL, "redis://queue:6379/1", "redis://queue:6379/1"),
+        (settings.METRICS_PORT, "9121", 9121),
     ],
 )
 def test_values_are_parsed(variable: Variable[object], raw: str, value: object) -> None:
@@ -111,6 +114,8 @@ def test_values_are_parsed(variable: Variable[object], raw: str, value: object) 
         (settings.SUMMARIZER_TIMEOUT, "soon", "must be a number of seconds"),
         (settings.SUMMARIZER_MAX_RETRIES, "-1", "must be a whole number >= 0"),
         (settings.SUMMARIZER_MAX_RETRIES, "two", "must be a whole number >= 0"),
+        (settings.METRICS_PORT, "0", "must be a TCP port, 1 to 65535"),
+        (settings.METRICS_PORT, "http", "must be a TCP port, 1 to 65535"),
     ],
 )
 def test_a_bad_value_names_its_variable(

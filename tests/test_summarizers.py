@@ -312,6 +312,7 @@ def test_resolve_defaults_to_extractive() -> None:
 def test_resolve_aliases(monkeypatch: pytest.MonkeyPatch) -> None:
     """ "extractive" and "openai" are aliases; "openai" reads the environment."""
     monkeypatch.setenv("REDIS_HISTORY_SUMMARIZER_MODEL", "my-model")
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     assert sorted(ALIASES) == ["extractive", "openai"]
     assert isinstance(resolve_summarizer("extractive"), ExtractiveSummarizer)
     openai = resolve_summarizer("openai")
@@ -343,8 +344,9 @@ def test_resolve_imports_dotted_paths(plugins: str, separator: str, attr: str, k
         assert summarizer is sys.modules[plugins].INSTANCE
 
 
-def test_resolve_path_to_a_classmethod_factory() -> None:
+def test_resolve_path_to_a_classmethod_factory(monkeypatch: pytest.MonkeyPatch) -> None:
     """After the colon a dotted attribute such as Class.factory is allowed."""
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     spec = "redis_history.compaction.summarizers:OpenAICompatibleSummarizer.from_env"
     assert isinstance(resolve_summarizer(spec), OpenAICompatibleSummarizer)
     assert isinstance(
@@ -678,6 +680,18 @@ def test_openai_refuses_bad_settings(options: dict[str, Any], fragment: str) -> 
     """Bad constructor settings are a ValueError naming the setting."""
     with pytest.raises(ValueError, match=fragment.replace("(", r"\(").replace(")", r"\)")):
         OpenAICompatibleSummarizer(api_key="", **options)
+
+
+def test_from_env_refuses_the_openai_api_without_a_key() -> None:
+    """Neither a key nor a base URL of its own: refused at once, naming both variables; a
+    local server (another base URL) needs no key."""
+    message = "set OPENAI_API_KEY, or REDIS_HISTORY_SUMMARIZER_BASE_URL to a server"
+    with pytest.raises(ValueError, match=message):
+        OpenAICompatibleSummarizer.from_env({})
+    with pytest.raises(ValueError, match="set MY_KEY"):
+        OpenAICompatibleSummarizer.from_env({"REDIS_HISTORY_SUMMARIZER_API_KEY_ENV": "MY_KEY"})
+    local = {"REDIS_HISTORY_SUMMARIZER_BASE_URL": "http://127.0.0.1:8000/v1"}
+    assert "api_key=None" in repr(OpenAICompatibleSummarizer.from_env(local))
 
 
 def test_from_env_refuses_a_bad_timeout() -> None:

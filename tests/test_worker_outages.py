@@ -30,6 +30,7 @@ from redis_history.compaction.jobs import (
     compaction_queue,
     configure_worker,
 )
+from redis_history.compaction.metrics import WorkerMetrics
 from redis_history.compaction.policy import CompactionContext, CompactionPolicy
 
 POLICY = CompactionPolicy(
@@ -192,6 +193,19 @@ def test_the_idle_wait_backs_off_to_a_bound(
     queue_server.connected = False
     worker.heartbeat()
     assert worker.pauses[7:] == worker.pauses[:7], "the next outage starts over"
+
+
+def test_each_heartbeat_that_fails_is_counted(
+    queue: CompactionQueue, queue_server: fakeredis.FakeServer
+) -> None:
+    """Every heartbeat the unreachable queue did not take adds one to the worker's metric."""
+    worker = Worker([queue], connection=queue.connection, on_pause=reconnect_after(3))
+    worker.metrics = WorkerMetrics(queue.name, lambda: (0, 0))
+    worker.set_state(WorkerStatus.IDLE)
+    queue_server.connected = False
+    worker.heartbeat()
+    failures = worker.metrics.registry.get_sample_value("redis_history_heartbeat_failures_total")
+    assert failures == 3
 
 
 def hooks(worker: Worker, queue: CompactionQueue) -> dict[str, Callable[[], object]]:

@@ -39,7 +39,7 @@ import redis
 import rq
 from redis.cluster import RedisCluster
 from redis.exceptions import AuthenticationError
-from rq.job import Job
+from rq.job import Job, JobStatus
 from rq.logutils import setup_loghandlers
 from rq.registry import StartedJobRegistry
 from rq.serializers import JSONSerializer, resolve_serializer
@@ -66,6 +66,8 @@ from redis_history.tokens import DEFAULT_ENCODING, TokenCounter, resolve_counter
 if TYPE_CHECKING:
     from redis.client import Pipeline, PubSub, PubSubWorkerThread
     from rq.executions import Execution
+
+    from redis_history.compaction.metrics import WorkerMetrics
 
 __all__ = [
     "COMPACTION_FUNCTION",
@@ -401,6 +403,9 @@ class _CompactionOnlyWorker(BaseWorker):
     pickle serializer refuses to start.
     """
 
+    metrics: WorkerMetrics | None = None
+    """Where finished jobs and failed heartbeats are counted; ``None`` counts nothing."""
+
     def __init__(
         self,
         queues: Any,
@@ -418,6 +423,23 @@ class _CompactionOnlyWorker(BaseWorker):
         self.redact = _redactor(_config.settings, client_secrets(self.connection))
         """Masks the worker's secrets in what RQ logs and stores of a failed job."""
         _preload()
+
+    def execute_job(self, job: Job, queue: rq.Queue) -> None:
+        """Run one job (in a work horse, when forking), then count it in :attr:`metrics`.
+
+        The outcome is read back from RQ in this process, after the horse has exited:
+        what a horse counts itself is lost with it.
+        """
+        started = time.monotonic()
+        try:
+            super().execute_job(job, queue)
+        finally:
+            if self.metrics is not None:
+                _count_job(self.metrics, job, time.monotonic() - started)
+
+    def _heartbeat_failed(self) -> None:
+        if self.metrics is not None:
+            self.metrics.heartbeat_failed()
 
     def handle_exception(self, job: Job, *exc_info: Any) -> None:
         """RQ's report of a job's error (logged, then stored), its secrets masked first."""
@@ -437,6 +459,30 @@ class _CompactionOnlyWorker(BaseWorker):
         super().handle_job_failure(
             job, queue, started_job_registry, self.redact(exc_string), execution
         )
+
+
+_FAILED_STATUSES = frozenset({JobStatus.FAILED, JobStatus.STOPPED, JobStatus.CANCELED})
+
+
+def _count_job(metrics: WorkerMetrics, job: Job, seconds: float) -> None:
+    """Count ``job``'s outcome as RQ recorded it: its result's status, or ``failed``."""
+    from redis_history.compaction.metrics import OUTCOMES  # noqa: PLC0415  (the metrics extra)
+
+    try:
+        status = job.get_status(refresh=True)
+        result = job.latest_result() if status == JobStatus.FINISHED else None
+    except _OUTAGE as exc:
+        logger.warning("job %s not counted: its outcome is unreadable (%s)", job.id, exc)
+        return
+    if status in _FAILED_STATUSES:
+        metrics.job_done("failed", seconds)
+        return
+    value = result.return_value if result is not None else None
+    outcome = value.get("status") if isinstance(value, dict) else None
+    if outcome in OUTCOMES and outcome != "failed":
+        metrics.job_done(outcome, seconds, value)
+    else:
+        logger.warning("job %s not counted: status %s, result %r", job.id, status, value)
 
 
 def _preload() -> None:
@@ -523,14 +569,19 @@ class _RidesOutOutages(BaseWorker):
         """Wait before the next attempt (a SIGTERM meanwhile stops the worker, as in RQ)."""
         time.sleep(seconds)
 
+    def _heartbeat_failed(self) -> None:
+        """Called for each heartbeat the queue's Redis did not take (a hook for metrics)."""
+
     @contextlib.contextmanager
-    def _riding_out(self, what: str) -> Iterator[None]:
+    def _riding_out(self, what: str, *, heartbeat: bool = False) -> Iterator[None]:
         """Note an outage of the queue's Redis instead of letting it end the worker."""
         try:
             yield
         except AuthenticationError:
             raise  # wrong credentials: no outage to wait for
         except _OUTAGE as exc:
+            if heartbeat:
+                self._heartbeat_failed()
             self._outage_begins(what, exc)
 
     # -- RQ's hooks -------------------------------------------------------------------------
@@ -546,7 +597,7 @@ class _RidesOutOutages(BaseWorker):
             super().heartbeat(timeout, pipeline)
             return
         while True:
-            with self._riding_out("heartbeat"):
+            with self._riding_out("heartbeat", heartbeat=True):
                 super().heartbeat(timeout)
                 self._outage_ends()
                 return
@@ -564,7 +615,7 @@ class _RidesOutOutages(BaseWorker):
 
     def maintain_heartbeats(self, job: Job, execution: Execution) -> None:
         """RQ's heartbeats while a horse works; an outage skips one, the horse goes on."""
-        with self._riding_out(f"heartbeat of job {job.id}"):
+        with self._riding_out(f"heartbeat of job {job.id}", heartbeat=True):
             super().maintain_heartbeats(job, execution)
             self._outage_ends()
 
@@ -674,6 +725,20 @@ class SimpleCompactionWorker(_CompactionOnlyWorker, _RidesOutOutages, SimpleWork
     """RQ's in-process worker, limited to compaction jobs (tests, or where fork is unsafe)."""
 
 
+def _serve_metrics(queue: rq.Queue, port: int) -> WorkerMetrics:
+    """The worker's metrics, served on ``port`` at ``/metrics`` from now on."""
+    try:
+        from redis_history.compaction.metrics import WorkerMetrics  # noqa: PLC0415
+    except ImportError as exc:
+        raise ValueError(
+            f"serving metrics needs prometheus_client ({exc}): pip install 'redis-history[metrics]'"
+        ) from exc
+    metrics = WorkerMetrics(queue.name, lambda: (queue.count, queue.started_job_registry.count))
+    metrics.serve(port)
+    logger.info("serving Prometheus metrics at http://0.0.0.0:%d/metrics", port)
+    return metrics
+
+
 def run_worker(
     settings: WorkerSettings | None = None,
     burst: bool = False,
@@ -700,9 +765,11 @@ def run_worker(
     Raises:
         StoreUnavailableError: the queue's Redis cannot be reached as the worker starts
             (once it runs, outages are waited out).
+        OSError: the metrics port cannot be listened on.
         AccessDeniedError: the queue's Redis refused the credentials or the ACL denied
             a command.
-        ValueError: unusable settings (compactor, summarizer, token counter).
+        ValueError: unusable settings (compactor, summarizer, token counter), or a metrics
+            port without ``prometheus_client`` installed.
         TypeError: a ``worker_class`` that does not enforce the allowlist.
     """
     if not issubclass(worker_class, _CompactionOnlyWorker):
@@ -720,6 +787,8 @@ def run_worker(
         worker = worker_class(
             [settings.queue], name=name, connection=connection, serializer=JSONSerializer
         )
+        if settings.metrics_port is not None:
+            worker.metrics = _serve_metrics(worker.queues[0], settings.metrics_port)
         return bool(worker.work(burst=burst, logging_level=logging_level))
     except RedisFailure as exc:
         where = f"the queue's Redis at {redact_url(settings.queue_redis_url)}"

@@ -30,7 +30,11 @@ import redis
 
 from redis_history import settings
 from redis_history.compaction.policy import CompactionPolicy
-from redis_history.demo.server import RedisServer, RedisServerNotFoundError
+from redis_history.demo.server import (
+    RedisServer,
+    RedisServerNotFoundError,
+    bundled_redis_server,
+)
 from redis_history.errors import HistoryError
 from redis_history.models import Message, ToolCall
 from redis_history.roles import RoleState
@@ -39,7 +43,7 @@ from redis_history.store.history import RedisHistory
 if TYPE_CHECKING:
     from redis_history.compaction.jobs import CompactionQueue
 
-__all__ = ["DemoError", "DemoReport", "run_demo"]
+__all__ = ["DemoError", "DemoReport", "redis_for_demo", "run_demo", "starts_its_own_redis"]
 
 SYSTEM_PROMPT = "You are a helpful travel agent. Use tools for facts."
 NAMESPACE = "demo"
@@ -335,9 +339,16 @@ def run_demo(
     return report
 
 
+def starts_its_own_redis(url: str | None) -> bool:
+    """Whether :func:`redis_for_demo` would start a server: no ``url``, no ``REDIS_HISTORY_URL``."""
+    return not (url or os.environ.get(settings.URL.name))
+
+
 @contextmanager
 def redis_for_demo(url: str | None, out: TextIO = sys.stdout) -> Iterator[str]:
-    """``url`` or ``REDIS_HISTORY_URL`` if set, else an embedded server for the demo's lifetime."""
+    """``url`` or ``REDIS_HISTORY_URL`` if set, else a server of its own for the demo's lifetime:
+    the system's ``redis-server`` (a local one), or the one the ``demo`` extra bundles (embedded),
+    whichever is newer, and it says which."""
     url = url or os.environ.get(settings.URL.name)
     if url:
         yield url
@@ -351,5 +362,7 @@ def redis_for_demo(url: str | None, out: TextIO = sys.stdout) -> Iterator[str]:
             "or pass --redis-url (or set REDIS_HISTORY_URL)"
         ) from exc
     with server:
-        print(f"started an embedded Redis ({server.executable}) at {server.url}", file=out)
+        bundled = server.executable == bundled_redis_server()
+        what = "an embedded Redis" if bundled else "a local redis-server"
+        print(f"started {what} ({server.executable}) at {server.url}", file=out)
         yield server.url

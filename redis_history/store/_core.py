@@ -441,12 +441,20 @@ class HistoryCore:
         if isinstance(reply, list):
             self._checked(reply)
 
+    def _replayed(self, reply: Any) -> bool:
+        """Whether an append's reply says it was applied before (``{0, length}``)."""
+        if isinstance(reply, list) and reply and reply[0] == 0:
+            return True
+        self._checked(reply)
+        return False
+
     def _count(self, reply: Any) -> int:
         return int(self._checked(reply))
 
-    def append(self, messages: Sequence[Message]) -> Call[None]:
-        """Append ``messages`` at the tail, all or none; once per batch of message ids. An
-        empty batch sends nothing."""
+    def append(self, messages: Sequence[Message]) -> Call[bool | None]:
+        """Append ``messages`` at the tail, all or none; once per batch of message ids. The
+        call answers whether the batch was a replay of one applied before (``None`` for an
+        empty batch, which sends nothing)."""
         if len(messages) == 1 and isinstance(messages, list | tuple):  # most appends
             message = messages[0]
             try:
@@ -468,7 +476,7 @@ class HistoryCore:
         tokens: int,
         envelopes: Sequence[bytes],
         roles: Sequence[str | int],
-    ) -> Call[None]:
+    ) -> Call[bool | None]:
         """The append script's call, staged when the envelopes are large."""
         head = (*self._append_head, token, self.ttl_ms, self._check)
         n = len(envelopes)
@@ -483,7 +491,7 @@ class HistoryCore:
                 ("RENAME", stage, self.keys.msgs),
                 _EXEC,
             )
-        return Call(self._none, command, self._append, True, staged)
+        return Call(self._replayed, command, self._append, True, staged)
 
     def replace(
         self,
@@ -889,7 +897,7 @@ class Splice:
         return write_token("splice", op_id, lambda: op_token("splice", natural))
 
 
-NOTHING_TO_SEND: Call[None] = Call(lambda _reply: None, ())
+NOTHING_TO_SEND: Call[bool | None] = Call(lambda _reply: None, ())
 """A call with nothing to send (an empty append): the front ends answer it themselves."""
 
 

@@ -26,8 +26,10 @@ from redis.exceptions import NoScriptError
 from redis_history._redact import client_secrets
 from redis_history.compaction.policy import CompactionPolicy
 from redis_history.compaction.state import CompactionState, Event
+from redis_history.errors import HistoryError
 from redis_history.limits import MAX_PAGE
 from redis_history.models import Message
+from redis_history.store import metrics
 from redis_history.store._core import (
     DEFAULT_MAX_MESSAGE_BYTES,
     MOVED_ON,
@@ -226,14 +228,26 @@ class RedisHistory(_Base):
             StoreUnavailableError: Redis could not be reached; the message may or may not
                 be stored, and repeating the same call is safe.
         """
-        self.execute(self.core.append([message]))
+        started = metrics.clock()
+        try:
+            replayed = self.execute(self.core.append([message]))
+        except HistoryError as exc:
+            metrics.refused(exc)
+            raise
+        metrics.appended(1, metrics.clock() - started, replayed)
 
     def append_many(self, messages: Sequence[Message]) -> None:
         """Add a whole turn, checked as a batch: all of it is written or none of it.
 
         Safe to retry with the same messages, like :meth:`append`.
         """
-        self.execute(self.core.append(messages))
+        started = metrics.clock()
+        try:
+            replayed = self.execute(self.core.append(messages))
+        except HistoryError as exc:
+            metrics.refused(exc)
+            raise
+        metrics.appended(len(messages), metrics.clock() - started, replayed)
 
     def replace(
         self,
@@ -254,7 +268,9 @@ class RedisHistory(_Base):
         Raises:
             StaleSnapshotError: the conversation no longer holds ``expected_ids``.
         """
+        started = metrics.clock()
         self.execute(self.core.replace(messages, expected_ids=expected_ids, op_id=op_id))
+        metrics.written("replace", metrics.clock() - started)
 
     def splice_prefix(
         self,
@@ -344,7 +360,10 @@ class RedisHistory(_Base):
                 break role order or tool pairing for what remains; nothing was removed.
             LimitExceededError: one of them is further back than a rollback reaches.
         """
-        return self.execute(self.core.rollback(messages, op_id=op_id, reopen_calls=reopen_calls))
+        started = metrics.clock()
+        removed = self.execute(self.core.rollback(messages, op_id=op_id, reopen_calls=reopen_calls))
+        metrics.written("rollback", metrics.clock() - started)
+        return removed
 
     def record_input_tokens(self, n: int, *, op_id: str | None = None) -> None:
         """Make the LLM's reported input-token count the baseline for ``token_estimate``.
@@ -371,7 +390,10 @@ class RedisHistory(_Base):
 
     def snapshot(self) -> list[Message]:
         """Every live message, in order."""
-        return self.execute(self.core.messages())
+        started = metrics.clock()
+        messages = self.execute(self.core.messages())
+        metrics.snapshot_read(metrics.clock() - started)
+        return messages
 
     def snapshot_openai(self) -> list[dict[str, Any]]:
         """Every live message as a chat-completions request message, ready to send.
@@ -383,7 +405,10 @@ class RedisHistory(_Base):
         Raises:
             CorruptHistoryError: a stored envelope is not a valid message.
         """
-        return self.execute(self.core.openai_messages())
+        started = metrics.clock()
+        messages = self.execute(self.core.openai_messages())
+        metrics.snapshot_read(metrics.clock() - started)
+        return messages
 
     def entries(self) -> list[Entry]:
         """Every live message with its stored token count and summary flag."""
@@ -499,6 +524,8 @@ class RedisHistory(_Base):
             try:
                 step = flow.send(result) if error is None else flow.throw(error)
             except StopIteration as done:
+                if done.value:
+                    metrics.compaction_enqueued()
                 return bool(done.value)
             result, error = None, None
             try:
@@ -604,11 +631,23 @@ class AsyncRedisHistory(_Base):
 
     async def append(self, message: Message) -> None:
         """See :meth:`RedisHistory.append`."""
-        await self.execute(self.core.append([message]))
+        started = metrics.clock()
+        try:
+            replayed = await self.execute(self.core.append([message]))
+        except HistoryError as exc:
+            metrics.refused(exc)
+            raise
+        metrics.appended(1, metrics.clock() - started, replayed)
 
     async def append_many(self, messages: Sequence[Message]) -> None:
         """See :meth:`RedisHistory.append_many`."""
-        await self.execute(self.core.append(messages))
+        started = metrics.clock()
+        try:
+            replayed = await self.execute(self.core.append(messages))
+        except HistoryError as exc:
+            metrics.refused(exc)
+            raise
+        metrics.appended(len(messages), metrics.clock() - started, replayed)
 
     async def replace(
         self,
@@ -618,7 +657,9 @@ class AsyncRedisHistory(_Base):
         op_id: str | None = None,
     ) -> None:
         """See :meth:`RedisHistory.replace`."""
+        started = metrics.clock()
         await self.execute(self.core.replace(messages, expected_ids=expected_ids, op_id=op_id))
+        metrics.written("replace", metrics.clock() - started)
 
     async def splice_prefix(
         self,
@@ -656,9 +697,11 @@ class AsyncRedisHistory(_Base):
         reopen_calls: bool = False,
     ) -> int:
         """See :meth:`RedisHistory.rollback`."""
-        return await self.execute(
-            self.core.rollback(messages, op_id=op_id, reopen_calls=reopen_calls)
-        )
+        started = metrics.clock()
+        call = self.core.rollback(messages, op_id=op_id, reopen_calls=reopen_calls)
+        removed = await self.execute(call)
+        metrics.written("rollback", metrics.clock() - started)
+        return removed
 
     async def record_input_tokens(self, n: int, *, op_id: str | None = None) -> None:
         """See :meth:`RedisHistory.record_input_tokens`."""
@@ -678,11 +721,17 @@ class AsyncRedisHistory(_Base):
 
     async def snapshot(self) -> list[Message]:
         """See :meth:`RedisHistory.snapshot`."""
-        return await self.execute(self.core.messages())
+        started = metrics.clock()
+        messages = await self.execute(self.core.messages())
+        metrics.snapshot_read(metrics.clock() - started)
+        return messages
 
     async def snapshot_openai(self) -> list[dict[str, Any]]:
         """See :meth:`RedisHistory.snapshot_openai`."""
-        return await self.execute(self.core.openai_messages())
+        started = metrics.clock()
+        messages = await self.execute(self.core.openai_messages())
+        metrics.snapshot_read(metrics.clock() - started)
+        return messages
 
     async def entries(self) -> list[Entry]:
         """See :meth:`RedisHistory.entries`."""
@@ -752,6 +801,8 @@ class AsyncRedisHistory(_Base):
             try:
                 step = flow.send(result) if error is None else flow.throw(error)
             except StopIteration as done:
+                if done.value:
+                    metrics.compaction_enqueued()
                 return bool(done.value)
             result, error = None, None
             try:

@@ -189,16 +189,24 @@ class OpenAICompatibleSummarizer:
 
         Raises:
             ValueError: a timeout that is not a positive number, a retry count
-                that is not a whole number >= 0, or a bad URL.
+                that is not a whole number >= 0, or a bad URL; or neither an API key
+                nor a base URL, which would fail every summary (a worker refuses to start).
         """
         env = os.environ if environ is None else environ
         max_retries = settings.SUMMARIZER_MAX_RETRIES.read(env)
         key_env = settings.SUMMARIZER_API_KEY_ENV.read(env)
         timeout = settings.SUMMARIZER_TIMEOUT.read(env)
+        base_url = settings.SUMMARIZER_BASE_URL.read(env)
+        api_key = env.get(key_env, "")
+        if not api_key and base_url == settings.SUMMARIZER_BASE_URL.default:
+            raise ValueError(
+                f"the openai summarizer has no API key for {base_url}: set {key_env}, or "
+                f"{settings.SUMMARIZER_BASE_URL.name} to a server that needs none"
+            )
         return cls(
-            base_url=settings.SUMMARIZER_BASE_URL.read(env),
+            base_url=base_url,
             model=settings.SUMMARIZER_MODEL.read(env),
-            api_key=env.get(key_env, ""),
+            api_key=api_key,
             api_key_env=key_env,
             timeout=timeout,
             max_retries=max_retries,
