@@ -15,13 +15,15 @@ import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, fields
 from functools import cache
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import redis
 from redis.cluster import RedisCluster
-from redis.driver_info import DriverInfo
 
 from redis_history._redact import Redactor, redact_url, url_secrets
+
+if TYPE_CHECKING:
+    from redis.driver_info import DriverInfo
 
 __all__ = [
     "CLUSTER",
@@ -283,12 +285,12 @@ class WorkerSettings:
     def store_client(self) -> redis.Redis | RedisCluster:
         """A new client for the history store (a cluster client when :attr:`cluster`)."""
         if self.cluster:
-            return RedisCluster.from_url(self.url, driver_info=_driver_info())
-        return redis.Redis.from_url(self.url, driver_info=_driver_info())
+            return RedisCluster.from_url(self.url, **_client_options())
+        return redis.Redis.from_url(self.url, **_client_options())
 
     def queue_client(self) -> redis.Redis:
         """A new client for the queue's Redis."""
-        return redis.Redis.from_url(self.queue_redis_url, driver_info=_driver_info())
+        return redis.Redis.from_url(self.queue_redis_url, **_client_options())
 
 
 def redactor(
@@ -306,10 +308,22 @@ def redactor(
 
 
 @cache
-def _driver_info() -> DriverInfo:
+def driver_info() -> DriverInfo | None:
     """redis-py's ``CLIENT SETINFO`` name and version, looked up once for all the worker's clients.
 
     Without it redis-py reads its version from the package metadata for every
     connection it makes (about 2 ms), and a forking worker's horse makes two per job.
+    ``None`` before redis-py 7.2, which has no ``DriverInfo`` and reads the version
+    once, when it is imported.
     """
+    try:
+        from redis.driver_info import DriverInfo  # noqa: PLC0415  (redis-py 7.2 and later)
+    except ImportError:
+        return None
     return DriverInfo()
+
+
+def _client_options() -> dict[str, Any]:
+    """The options every client of the worker is made with: :func:`driver_info`, if any."""
+    info = driver_info()
+    return {} if info is None else {"driver_info": info}

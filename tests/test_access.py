@@ -152,6 +152,15 @@ def test_the_memory_reports_refused_credentials_as_access_denied(
     assert admin.dbsize() == 0
 
 
+def test_redis_7_0_refusing_a_client_that_never_authenticated_is_access_denied() -> None:
+    """Redis 7.0 refuses a long command from a client that sent no password with a protocol
+    error (redis-py before 8 connects without seeing NOAUTH there): access denied too."""
+    refused = redis.ResponseError("Protocol error: unauthenticated multibulk length")
+    assert isinstance(_core.redis_error(refused), AccessDeniedError)
+    other = redis.ResponseError("Protocol error: invalid multibulk length")
+    assert not isinstance(_core.redis_error(other), AccessDeniedError)
+
+
 # -- ACL: another tenant's keys ---------------------------------------------------------------
 
 

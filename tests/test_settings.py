@@ -146,3 +146,28 @@ def test_the_settings_module_needs_no_rq() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
     )
     assert result.returncode == 0, result.stderr
+
+
+BEFORE_REDIS_PY_7_2 = """
+import sys
+import redis
+sys.modules["redis.driver_info"] = None  # what redis-py before 7.2 lacks
+import redis_history, redis_history.cli, redis_history.jobs
+from redis_history.settings import WorkerSettings, _client_options, driver_info
+assert driver_info() is None and _client_options() == {}
+redis_history.jobs._preload()
+WorkerSettings().store_client(), WorkerSettings().queue_client()  # made, never connected
+"""
+
+
+def test_the_package_imports_and_makes_clients_without_redis_py_driver_info() -> None:
+    """On a redis-py without ``redis.driver_info`` (before 7.2) the package imports and a
+    worker makes its clients with redis-py's own name and version."""
+    result = subprocess.run(
+        [sys.executable, "-c", BEFORE_REDIS_PY_7_2],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr

@@ -55,7 +55,7 @@ from redis_history.settings import (
     DEFAULT_QUEUE,
     DEFAULT_URL,
     WorkerSettings,
-    _driver_info,
+    driver_info,
     redactor,
 )
 from redis_history.store._core import CompactionRequest, RedisFailure, redis_error
@@ -495,7 +495,7 @@ def _preload() -> None:
     """
     for name in script_names():
         script(name)
-    _driver_info()
+    driver_info()
 
 
 _OUTAGE = (redis.ConnectionError, redis.TimeoutError)

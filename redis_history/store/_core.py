@@ -125,9 +125,18 @@ _DENIED = (
     redis_errors.AuthenticationWrongNumberOfArgsError,
     redis_errors.NoPermissionError,
 )
-_DENIED_REPLIES = ("NOPERM", "NOAUTH", "WRONGPASS", "The user executing the script can't")
-"""What Redis says when it refuses the credentials or the ACL denies a key or a command; the
-last is how Redis 6.2 and 7.0 word an ACL refusal inside a script."""
+_DENIED_REPLIES = (
+    "NOPERM",
+    "NOAUTH",
+    "WRONGPASS",
+    "The user executing the script can't",
+    "Protocol error: unauthenticated",
+)
+"""What Redis says when it refuses the credentials or the ACL denies a key or a command. The
+fourth is how Redis 6.2 and 7.0 word an ACL refusal inside a script; the last is how they
+refuse a long command from a client that never authenticated, which redis-py before 8 lets
+through its handshake on Redis 7.0 (that answers its ``CLIENT SETINFO`` "unknown
+subcommand", not NOAUTH)."""
 
 
 def access_denied(exc: BaseException) -> bool:
