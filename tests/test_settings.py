@@ -152,10 +152,10 @@ BEFORE_REDIS_PY_7_2 = """
 import sys
 import redis
 sys.modules["redis.driver_info"] = None  # what redis-py before 7.2 lacks
-import redis_history, redis_history.cli, redis_history.jobs
+import redis_history, redis_history.cli, redis_history.compaction.jobs
 from redis_history.settings import WorkerSettings, _client_options, driver_info
 assert driver_info() is None and _client_options() == {}
-redis_history.jobs._preload()
+redis_history.compaction.jobs._preload()
 WorkerSettings().store_client(), WorkerSettings().queue_client()  # made, never connected
 """
 
