@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import fakeredis
+import hypothesis
 import pytest
 import redis
 from redis.cluster import RedisCluster
@@ -15,6 +16,10 @@ from worker_processes import Workers
 
 from redis_history.compaction.jobs import CompactionQueue, compaction_queue
 from redis_history.demo.server import LocalCluster, RedisServer
+
+# No test asserts a duration: Hypothesis's per-example deadline is off for every test.
+hypothesis.settings.register_profile("suite", deadline=None)
+hypothesis.settings.load_profile("suite")
 
 pytest_plugins = ["backends", "chat_server", "commands", "faults"]
 
