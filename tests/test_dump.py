@@ -190,6 +190,33 @@ def test_import_refuses_to_overwrite_without_replace(real_redis: redis.Redis) ->
     assert int(real_redis.hget(existing.keys.meta, "version") or 0) == 4
 
 
+def test_an_import_drops_summaries_left_from_before_in_its_own_script(
+    real_redis: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Shared summaries outliving their conversation (their key has its own TTL) are not read
+    as the imported conversation's: the restoring script deletes them as it puts the import
+    in place, with no command of its own."""
+    data = exported(rich(real_redis, "src"))
+    leftover = RedisHistory(real_redis, "fresh", namespace="t")
+    real_redis.hset(leftover.keys.summaries, "live", "[1]")
+    sent: list[tuple[Any, ...]] = []
+    execute: Any = real_redis.execute_command
+
+    def watched(*args: Any, **options: Any) -> Any:
+        sent.append(args)
+        return execute(*args, **options)
+
+    monkeypatch.setattr(real_redis, "execute_command", watched)
+    _, copy = import_conversation(Target(real_redis, "t"), io.BytesIO(data), "fresh")
+    monkeypatch.undo()
+    assert copy.snapshot()
+    assert not real_redis.exists(leftover.keys.summaries)
+    assert not any(
+        str(args[0]).upper() in {"DEL", "UNLINK"} and leftover.keys.summaries in args
+        for args in sent
+    )
+
+
 def test_a_newer_format_is_refused_naming_the_versions(real_redis: redis.Redis) -> None:
     """A dump from a later format version is DumpVersionError (a DumpError, a ValueError), and
     nothing is written."""

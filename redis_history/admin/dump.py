@@ -17,15 +17,15 @@ lengths before and after the messages, and reads again if a writer came in betwe
 import validates the whole dump first (a bad line is a :class:`~redis_history.errors.DumpError`
 naming it, and nothing is written), stages the lists and the meta hash under the
 conversation's hash tag in chunks no larger than one write of the store (``MAX_BATCH_MESSAGES``
-entries, ``MAX_BATCH_BYTES``), then puts them in place with one script (``lua/restore-7.lua``),
+entries, ``MAX_BATCH_BYTES``), then puts them in place with one script (``lua/restore-8.lua``),
 so no reader sees part of an import, on a Redis Cluster too.
 
 What is not carried: the records of recent writes (a retry of a write made before the export
 is not recognised after the import), a pending compaction claim and the compaction lock (both
 belong to the deployment the conversation came from), the long-term memories stored from
 the conversation (``redis_history.memory``), and the ``HistoryManager``'s shared summaries
-(a replaced conversation's are deleted; the managers summarize again what their requests
-leave out).
+(any the conversation had are deleted by the same script; the managers summarize again
+what their requests leave out).
 """
 
 from __future__ import annotations
@@ -457,11 +457,18 @@ def restore(
             _stage(client, staged, live, meta, archive)
             lua = script("restore")
             args = (int(replace), len(live), len(archive), dump.meta.ttl_ms)
-            command = ("EVALSHA", lua.sha, lua.nkeys, *keys.data, keys.lock, *staged, *args)
+            command = (
+                "EVALSHA",
+                lua.sha,
+                lua.nkeys,
+                *keys.data,
+                keys.lock,
+                keys.summaries,
+                *staged,
+                *args,
+            )
             call: Call[int] = Call(int, command, lua)
             done = run_call(history, call)
-            if done > 0 and replace:  # the replaced conversation's; its managers summarize anew
-                client.delete(keys.summaries)
         except BaseException:
             with contextlib.suppress(*RedisFailure):  # else they expire by themselves
                 client.delete(*staged)

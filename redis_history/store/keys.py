@@ -15,7 +15,7 @@ With prefix ``rh``, namespace ``NS`` and conversation ``C``::
                                anything else is deleted by the next staged append)
     rh:NS:{C}:restore:T:msgs  an import's staged list, meta hash (``:meta``) and archive
                               (``:archive``), renamed over the three data keys at once by
-                              ``lua/restore-7.lua``; they expire if the import never ends
+                              ``lua/restore-8.lua``; they expire if the import never ends
 
 The meta hash's fields: ``total`` (tokens of the live messages), ``baseline`` and
 ``mark`` (the LLM's reported input tokens and the total when it was recorded),
@@ -185,7 +185,7 @@ class ConversationKeys:
 
     def restoring(self, token: str) -> tuple[str, str, str]:
         """Where an import named ``token`` stages the list, the meta hash and the archive
-        before ``lua/restore-7.lua`` renames them over the conversation's keys (same hash
+        before ``lua/restore-8.lua`` renames them over the conversation's keys (same hash
         tag, so one slot)."""
         if not token.isalnum():
             raise ValueError(f"an import token is letters and digits, got {token!r}")
