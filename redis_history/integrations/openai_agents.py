@@ -447,7 +447,7 @@ class RedisHistorySession:
         Repeating a call that raised with its outcome unknown (``StoreUnavailableError``,
         ``ReplicationError``, a cancelled task) stores the items once. A message's id is
         what the store recognises a repeated append by, and these items have none of their
-        own, so this session object keeps the failed call (its items, its messages with
+        own, so this adapter keeps the failed call (its items, its messages with
         their ids, and the batch last sent, bridges included) until its next call. If that
         call is given the same items, it re-sends that batch: applied once if it had landed,
         appended now (bridged anew if the order needs it) if it had not. Any other next
@@ -510,7 +510,7 @@ class RedisHistorySession:
         write named with its own ``op_id``, so an item is returned at most once: when two
         pops race for it, one removes it and returns it, the other is refused and pops the
         item latest by then. A pop that raised with its outcome unknown
-        (``StoreUnavailableError``, a cancelled task) is remembered by this session object
+        (``StoreUnavailableError``, a cancelled task) is remembered by this adapter
         until its next call, as ``add_items`` remembers a call: the next ``pop_item`` sends
         the same write again and returns its item if it had landed or lands now.
 
