@@ -32,9 +32,10 @@ the way the store sends large ones, so the whole suite holds for that path too."
 
 
 class SyncOverAsync:
-    """Drives an :class:`AsyncRedisHistory` from sync tests, one event loop per test."""
+    """Drives an asyncio object (an :class:`AsyncRedisHistory`, an asyncio memory) from sync
+    tests, one event loop per test: its coroutines are run, everything else passes through."""
 
-    def __init__(self, history: AsyncRedisHistory, runner: asyncio.Runner) -> None:
+    def __init__(self, history: Any, runner: asyncio.Runner) -> None:
         self._history = history
         self._runner = runner
 
@@ -47,7 +48,7 @@ class SyncOverAsync:
             result = attr(*args, **kwargs)
             if inspect.isasyncgen(result):
                 return self._iterate(result)
-            return self._runner.run(result)
+            return self._runner.run(result) if inspect.iscoroutine(result) else result
 
         return call
 

@@ -4,6 +4,7 @@ cluster."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import itertools
 import json
@@ -12,11 +13,14 @@ import random
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, cast
 
 import fakeredis
 import pytest
 import redis
+import redis.asyncio
+import redis.asyncio.cluster
+from backends import SyncOverAsync
 from faults import FaultProxy
 from memory_samples import rankings, recall_at_k
 from redis.backoff import NoBackoff
@@ -31,7 +35,7 @@ from redis_history import (
     StoreUnavailableError,
 )
 from redis_history.context import HistoryManager, HistoryManagerConfig
-from redis_history.demo.server import RedisServer
+from redis_history.demo.server import LocalCluster, RedisServer
 from redis_history.memory import (
     InMemoryMemory,
     LongTermMemory,
@@ -51,6 +55,7 @@ from redis_history.memory.redis_memory import (
     MAX_TEXT_BYTES,
     MAX_TOP_K,
     RESERVED,
+    AsyncRedisLongTermMemory,
     RedisLongTermMemory,
     normalize,
     terms,
@@ -75,15 +80,18 @@ class Clock:
     params=[
         "fakeredis",
         pytest.param("redis", marks=pytest.mark.real_redis),
+        pytest.param("redis-asyncio", marks=pytest.mark.real_redis),
         pytest.param("embedded-6.2", marks=pytest.mark.real_redis),
     ]
 )
 def mem_client(request: pytest.FixtureRequest) -> Iterator[Any]:
-    """fakeredis, the session's real redis-server (7.x) or the embedded Redis 6.2, flushed."""
+    """fakeredis, the session's real redis-server (7.x) or the embedded Redis 6.2, flushed.
+    With ``redis-asyncio`` the ``memory`` fixture is an :class:`AsyncRedisLongTermMemory` on
+    the real server, driven through :class:`SyncOverAsync`; this client inspects it."""
     if request.param == "fakeredis":
         yield fakeredis.FakeRedis()
         return
-    if request.param == "redis":
+    if request.param in ("redis", "redis-asyncio"):
         yield request.getfixturevalue("real_redis")
         return
     server: RedisServer = request.getfixturevalue("embedded_server")
@@ -93,10 +101,27 @@ def mem_client(request: pytest.FixtureRequest) -> Iterator[Any]:
     client.close()
 
 
+class MemoryOverAsync(SyncOverAsync):
+    """An :class:`AsyncRedisLongTermMemory` run from sync tests, with a sync ``client`` on
+    the same server for the tests' own reads and writes."""
+
+    def __init__(self, memory: AsyncRedisLongTermMemory, runner: asyncio.Runner, client: Any):
+        super().__init__(memory, runner)
+        self.client = client
+        self.inner = memory
+
+
 @pytest.fixture
-def memory(mem_client: Any) -> RedisLongTermMemory:
+def memory(mem_client: Any, request: pytest.FixtureRequest) -> Iterator[RedisLongTermMemory]:
     """A memory on each backend, with a clock that never stands still."""
-    return RedisLongTermMemory(mem_client, namespace="tenant", clock=Clock())
+    if request.node.callspec.params.get("mem_client") != "redis-asyncio":
+        yield RedisLongTermMemory(mem_client, namespace="tenant", clock=Clock())
+        return
+    with asyncio.Runner() as runner:
+        aclient = redis.asyncio.Redis.from_url(request.getfixturevalue("redis_url"))
+        amemory = AsyncRedisLongTermMemory(aclient, namespace="tenant", clock=Clock())
+        yield cast(RedisLongTermMemory, MemoryOverAsync(amemory, runner, mem_client))
+        runner.run(aclient.aclose())
 
 
 def owner_keys(client: Any) -> list[str]:
@@ -651,27 +676,42 @@ def test_the_in_memory_reference_checks_tags_and_top_k_alike() -> None:
 
 
 @pytest.mark.real_redis
-def test_memories_on_a_cluster(cluster_client: RedisCluster) -> None:
-    """On Redis Cluster every owner's keys share one slot; store, recall, list and forget
-    work, and owners on different slots stay apart."""
+@pytest.mark.parametrize("front", ["sync", "asyncio"])
+def test_memories_on_a_cluster(
+    cluster_client: RedisCluster, redis_cluster: LocalCluster, front: str
+) -> None:
+    """On Redis Cluster every owner's keys share one slot; store, store_many, recall, list
+    and forget work, from a sync and an asyncio client, and owners on different slots stay
+    apart."""
     cluster: Any = cluster_client  # redis-py's cluster methods are untyped
-    memory = RedisLongTermMemory(cluster_client, clock=Clock())
-    slots = set()
-    for user in ("u1", "u2", "u3", "u4"):
-        filters = MemoryFilters("agent", user)
-        memory.store(f"{user} likes jazz", {"agent_id": "agent", "user_id": user, "tags": ["m"]})
-        memory_id = memory.store("plays the piano", {"agent_id": "agent", "user_id": user})
-        got = memory.recall("jazz piano", MemoryFilters("agent", user, tags=("m",)), 5)
-        assert [r.text for r in got] == [f"{user} likes jazz"]
-        assert len(memory.list(filters)) == 2
-        assert memory.forget(memory_id, filters)
-        keys = memory.keys("agent", user)
-        slot = cluster.keyslot(keys.docs)
-        slots.add(slot)
-        assert {cluster.keyslot(k) for k in (keys.stats, keys.term("jazz"), keys.tag("m"))} == {
-            slot
-        }
-    assert len(slots) > 1
+    with asyncio.Runner() as runner:
+        if front == "sync":
+            memory: Any = RedisLongTermMemory(cluster_client, clock=Clock())
+        else:
+            aclient = redis.asyncio.cluster.RedisCluster.from_url(redis_cluster.url)
+            memory = MemoryOverAsync(
+                AsyncRedisLongTermMemory(aclient, clock=Clock()), runner, cluster_client
+            )
+        slots = set()
+        for user in ("u1", "u2", "u3", "u4"):
+            filters = MemoryFilters("agent", user)
+            who = {"agent_id": "agent", "user_id": user}
+            memory.store(f"{user} likes jazz", {**who, "tags": ["m"]})
+            memory_id, _ = memory.store_many([("plays the piano", who), ("reads novels", who)])
+            got = memory.recall("jazz piano", MemoryFilters("agent", user, tags=("m",)), 5)
+            assert [r.text for r in got] == [f"{user} likes jazz"]
+            assert len(memory.list(filters)) == 3
+            assert memory.forget(memory_id, filters)
+            assert [r.text for r in memory.recall("piano", filters, 5)] == []
+            keys = memory.keys("agent", user)
+            slot = cluster.keyslot(keys.docs)
+            slots.add(slot)
+            assert {cluster.keyslot(k) for k in (keys.stats, keys.term("jazz"), keys.tag("m"))} == {
+                slot
+            }
+        assert len(slots) > 1
+        if front == "asyncio":
+            runner.run(aclient.aclose())
 
 
 @pytest.mark.parametrize(
@@ -742,18 +782,39 @@ def test_forget_reads_again_when_the_memory_changed_meanwhile(
     keys = memory.keys("a", "u")
     stale = memory.client.hget(keys.docs, memory_id)
     memory.store("Green tea", {**who, "tags": ["y"], "conversation_id": "c"})
-    real_hget = memory.client.hget
     answers = [stale]
-    monkeypatch.setattr(
-        memory.client, "hget", lambda *a: answers.pop() if answers else real_hget(*a)
-    )
+    answer_reads(memory, monkeypatch, lambda: answers.pop() if answers else None)
     assert memory.forget(memory_id, MemoryFilters("a", "u"))
     assert owner_keys(memory.client) == [keys.stats]
     memory_id = memory.store("black tea", who)
-    other = json.dumps({**json.loads(real_hget(keys.docs, memory_id)), "up": "1"})
-    monkeypatch.setattr(memory.client, "hget", lambda *a: other)
+    other = json.dumps({**json.loads(memory.client.hget(keys.docs, memory_id)), "up": "1"})
+    answer_reads(memory, monkeypatch, lambda: other)
     with pytest.raises(HistoryError, match="changed 5 times"):
         memory.forget(memory_id, MemoryFilters("a", "u"))
+
+
+def answer_reads(
+    memory: RedisLongTermMemory, monkeypatch: pytest.MonkeyPatch, answer: Callable[[], Any]
+) -> None:
+    """Make the memory's reads of a record (a forget's ``HGET``) get ``answer()`` instead of
+    the stored record, while it is not ``None``: a record that changed after it was read."""
+    target: Any = memory.inner if isinstance(memory, MemoryOverAsync) else memory
+    do = target._do
+
+    def read(step: Any) -> Any:
+        if isinstance(step, redis_memory._Send) and step.call.command[0] == "HGET":
+            return answer()
+        return None
+
+    def patched(step: Any) -> Any:
+        given = read(step)
+        return do(step) if given is None else given
+
+    async def apatched(step: Any) -> Any:
+        given = read(step)
+        return await do(step) if given is None else given
+
+    monkeypatch.setattr(target, "_do", apatched if target is not memory else patched)
 
 
 @pytest.mark.real_redis

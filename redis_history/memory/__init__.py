@@ -2,7 +2,8 @@
 
 :class:`LongTermMemory` is the protocol (``store``, ``recall``); :class:`InMemoryMemory`
 keeps it in a process, :class:`RedisLongTermMemory` on plain Redis or Redis Cluster (BM25
-over an inverted index, every write one script: ``lua/memory_*.lua``). The context layer's
+over an inverted index, every write one script: ``lua/memory_*.lua``), and
+:class:`AsyncRedisLongTermMemory` the same on an asyncio client. The context layer's
 :class:`~redis_history.context.HistoryManager` recalls from one into its requests.
 """
 
@@ -15,9 +16,10 @@ from redis_history.memory.base import (
     MemoryRecord,
     resolve_memory,
 )
-from redis_history.memory.redis_memory import RedisLongTermMemory
+from redis_history.memory.redis_memory import AsyncRedisLongTermMemory, RedisLongTermMemory
 
 __all__ = [
+    "AsyncRedisLongTermMemory",
     "InMemoryMemory",
     "LongTermMemory",
     "MemoryFilters",

@@ -63,12 +63,13 @@ from pydantic import ConfigDict, TypeAdapter, ValidationError
 from redis.exceptions import NoScriptError
 
 from redis_history import limits
+from redis_history._plans import Plan, adrive, drive
 from redis_history._redact import Redactor, client_secrets
 from redis_history.errors import CorruptHistoryError, HistoryError
 from redis_history.memory.base import MemoryFilters, MemoryRecord, tag_tuple
 from redis_history.models import JsonObject
 from redis_history.store._core import Call, RedisFailure, redis_error
-from redis_history.store._lane import send
+from redis_history.store._lane import asend, send
 from redis_history.store.keys import DEFAULT_NAMESPACE, DEFAULT_PREFIX, MemoryKeys, validate_name
 from redis_history.store.scripts import refusal, script
 
@@ -83,6 +84,7 @@ __all__ = [
     "MAX_TEXT_BYTES",
     "MAX_TOP_K",
     "RECALL_BUDGET",
+    "AsyncRedisLongTermMemory",
     "RedisLongTermMemory",
     "normalize",
     "terms",
@@ -288,11 +290,26 @@ def _memory_call(
     return Call(lambda reply: parse(_accepted(reply)), command, lua)
 
 
-class RedisLongTermMemory:
-    """A :class:`~redis_history.memory.base.LongTermMemory` in Redis, ranked by BM25.
+class _Send(NamedTuple):
+    """A step of a plan: one call, whose ``WRONGTYPE`` is said to be about ``key``."""
 
-    Every method is one script (``forget`` reads the memory first), on one hash slot.
-    """
+    call: Call[Any]
+    key: str = "a memory key"
+
+
+class _Pipeline(NamedTuple):
+    """A step of a plan: calls sent in one pipeline; the result is their raw replies, an
+    error reply as the exception redis-py makes of it."""
+
+    calls: tuple[Call[Any], ...]
+
+
+_Step = _Send | _Pipeline
+
+
+class _Memory:
+    """What the sync and the asyncio memory share: names, checks, the calls they send and
+    the plans that order them (:mod:`redis_history._plans`); only sending differs."""
 
     def __init__(
         self,
@@ -305,7 +322,8 @@ class RedisLongTermMemory:
         """Keep memories through ``client``.
 
         Args:
-            client: a ``redis.Redis`` or ``redis.cluster.RedisCluster``.
+            client: a ``redis.Redis`` or ``redis.cluster.RedisCluster`` (their
+                ``redis.asyncio`` counterparts for :class:`AsyncRedisLongTermMemory`).
             namespace: the tenant; first in every key, so ACL patterns can confine it.
             prefix: the first part of every key.
             clock: milliseconds since the epoch, for the stored times (tests inject one).
@@ -335,66 +353,20 @@ class RedisLongTermMemory:
             raise TypeError(f"filters must be MemoryFilters, got {type(filters).__name__}")
         return self.keys(filters.agent_id, filters.user_id)
 
-    def _run(self, call: Call[T]) -> T:
-        try:
-            reply = send(self.client, call)
-        except RedisFailure as exc:
-            raise self._error(exc) from exc
-        return call.parse(reply)
-
     # -- store --------------------------------------------------------------------------------
 
-    def store(self, text: str, metadata: Mapping[str, Any]) -> str:
-        """Keep ``text`` for the owner ``metadata`` names, or merge it into that owner's memory
-        with the same normalized text; returns the memory's id (the same id for a merge).
-
-        Args:
-            text: the memory.
-            metadata: ``agent_id`` (required), ``user_id``, ``conversation_id``, ``tags``
-                (strings), and any other JSON-serializable keys, kept as given (on a merge the
-                new values win).
-
-        Raises:
-            TypeError: a text that is not a ``str``, metadata that is not a mapping, tags that
-                are not a list, tuple, set or frozenset of strings.
-            ValueError: no ``agent_id``, an unusable name or tag, an empty text or one without
-                a term, extra metadata that is not JSON data (tuples, sets, bytes, NaN,
-                non-string keys, nesting past ``MAX_NESTING``).
-            LimitExceededError: a text, its distinct terms, tags or extra metadata over its
-                limit; the owner has :data:`MAX_MEMORIES` memories, or the merge would take
-                the memory past its most tags, conversations or extra metadata (nothing is
-                written).
-            CorruptHistoryError: a key, record, posting or count of the owner is not what
-                the memory writes (nothing is written).
-            HistoryError: the owner's memory with this text, which a forget stopped part way
-                left, kept changing while that forget was finished.
-            StoreUnavailableError: Redis could not be reached.
-        """
+    def _store_plan(self, text: str, metadata: Mapping[str, Any]) -> Plan[_Step, str]:
         call, keys = self._store_call(text, metadata)
-        return self._stored(call, keys, self._run(call))
+        return (yield from self._stored(call, keys, (yield _Send(call))))
 
-    def store_many(self, items: Sequence[tuple[str, Mapping[str, Any]]]) -> builtins.list[str]:
-        """Store each ``(text, metadata)`` as :meth:`store` does, in one pipeline; returns the
-        ids in order. Every item is checked before anything is sent. Each store is atomic, the
-        batch is not: a batch cut short (its connection lost) has stored some of its items,
-        each whole, and the same batch sent again stores the rest (the others merge into
-        themselves).
-
-        Raises:
-            TypeError, ValueError: an item :meth:`store` would refuse (nothing is sent).
-            HistoryError: Redis refused an item, e.g. ``LimitExceededError`` (the error's
-                ``index`` is the item's); that item wrote nothing, the others were stored.
-            StoreUnavailableError: Redis could not be reached; the items that reached it
-                were stored.
-        """
+    def _store_many_plan(
+        self, items: Sequence[tuple[str, Mapping[str, Any]]]
+    ) -> Plan[_Step, builtins.list[str]]:
         stores = [self._store_call(text, metadata) for text, metadata in items]
         if not stores:
             return []
         try:
-            with self.client.pipeline(transaction=False) as pipe:
-                for call, _ in stores:
-                    pipe.execute_command(*call.command)
-                replies = pipe.execute(raise_on_error=False)
+            replies = yield _Pipeline(tuple(call for call, _ in stores))
         except RedisFailure as exc:
             raise self._error(exc) from exc
         out: builtins.list[str] = []
@@ -402,12 +374,12 @@ class RedisLongTermMemory:
         for index, ((call, keys), reply) in enumerate(zip(stores, replies, strict=True)):
             try:
                 if isinstance(reply, NoScriptError):  # the first EVAL loads it for the rest
-                    stored = self._run(call)
+                    stored = yield _Send(call)
                 elif isinstance(reply, RedisFailure):
                     raise self._error(reply) from reply
                 else:
                     stored = call.parse(reply)
-                out.append(self._stored(call, keys, stored))
+                out.append((yield from self._stored(call, keys, stored)))
             except HistoryError as exc:  # the items after it are stored all the same
                 exc.index = index
                 refused = refused or exc
@@ -415,15 +387,15 @@ class RedisLongTermMemory:
             raise refused
         return out
 
-    def _stored(self, call: Call[_Stored], keys: MemoryKeys, stored: _Stored) -> str:
+    def _stored(self, call: Call[_Stored], keys: MemoryKeys, stored: _Stored) -> Plan[_Step, str]:
         """The id of the memory a store ``call`` replied ``stored`` for. A memory with its
         text that a forget stopped part way left is forgotten first, then ``call`` is sent
         again: it keeps a new memory, never one that is not recalled."""
         for _ in range(FORGET_ATTEMPTS):
             if not stored.forgetting:
                 return stored.memory_id
-            self._forget(keys, stored.memory_id)
-            stored = self._run(call)
+            yield from self._forget(keys, stored.memory_id)
+            stored = yield _Send(call)
         raise HistoryError(f"memory {stored.memory_id} kept being forgotten while stored")
 
     def _store_call(
@@ -478,22 +450,11 @@ class RedisLongTermMemory:
         )
         return call, keys
 
-    # -- recall -------------------------------------------------------------------------------
+    # -- recall and list ----------------------------------------------------------------------
 
-    def recall(self, query: str, filters: MemoryFilters, top_k: int) -> list[MemoryRecord]:
-        """At most ``top_k`` of the owner's memories that ``filters`` allows and that share a
-        term with ``query``, by BM25 score, the most recently stored first on a tie.
-
-        Raises:
-            TypeError: ``top_k`` not an integer (or a ``bool``), ``query`` not a ``str``,
-                ``filters`` not :class:`MemoryFilters`.
-            ValueError: ``top_k`` below 0; an unusable name.
-            LimitExceededError: ``top_k`` above :data:`MAX_TOP_K`, more than
-                :data:`MAX_TAGS` tags.
-            CorruptHistoryError: a key, record, posting or count of the owner is not what
-                the memory writes (nothing is written).
-            StoreUnavailableError: Redis could not be reached.
-        """
+    def _recall_plan(
+        self, query: str, filters: MemoryFilters, top_k: int
+    ) -> Plan[_Step, builtins.list[MemoryRecord]]:
         top_k = limits.count(top_k, "top_k", high=MAX_TOP_K)
         if not isinstance(query, str):
             raise TypeError(f"query must be a str, got {type(query).__name__}")
@@ -509,11 +470,14 @@ class RedisLongTermMemory:
             [*sets, *map(keys.term, wanted)],
             (top_k, len(sets), RECALL_BUDGET),
         )
-        return self._run(call)
+        records: builtins.list[MemoryRecord] = yield _Send(call)
+        return records
 
-    def _records(self, reply: Any, filters: MemoryFilters, *, scored: bool) -> list[MemoryRecord]:
+    def _records(
+        self, reply: Any, filters: MemoryFilters, *, scored: bool
+    ) -> builtins.list[MemoryRecord]:
         step = 3 if scored else 2
-        out: list[MemoryRecord] = []
+        out: builtins.list[MemoryRecord] = []
         for i in range(0, len(reply), step):
             memory_id = _text(reply[i])
             score = float(reply[i + 1]) if scored else 0.0
@@ -521,40 +485,42 @@ class RedisLongTermMemory:
             out.append(MemoryRecord(text, metadata, score, memory_id))
         return out
 
+    def _list_plan(
+        self, filters: MemoryFilters, limit: int, offset: int
+    ) -> Plan[_Step, builtins.list[MemoryRecord]]:
+        limit = limits.count(limit, "limit", low=1, high=MAX_LIST)
+        offset = limits.count(offset, "offset")
+        keys = self._owner(filters)
+        sets = _filter_sets(keys, filters)
+        call = _memory_call(
+            lambda reply: self._records(reply, filters, scored=False),
+            "memory_list",
+            (keys.docs, keys.recent),
+            sets,
+            (min(offset, 2**31), limit, len(sets)),  # past any owner's memories: nothing
+        )
+        records: builtins.list[MemoryRecord] = yield _Send(call)
+        return records
+
     # -- forget -------------------------------------------------------------------------------
 
-    def forget(self, memory_id: str, filters: MemoryFilters) -> bool:
-        """Remove the memory ``memory_id`` of the owner ``filters`` names (its agent and user;
-        the other fields are not checked); returns whether there was one. The memory is read
-        first, then removed by a script that checks it is unchanged (a merge in between makes
-        it read again). A call redis-py retried after a lost reply returns ``False``, the
-        first attempt having removed it.
-
-        Raises:
-            TypeError: ``memory_id`` not a ``str``, ``filters`` not :class:`MemoryFilters`.
-            ValueError: an unusable name.
-            HistoryError: the memory kept changing while it was being removed.
-            CorruptHistoryError: a key, record, posting or count of the owner is not what
-                the memory writes (nothing is written).
-            StoreUnavailableError: Redis could not be reached.
-        """
+    def _forget_plan(self, memory_id: str, filters: MemoryFilters) -> Plan[_Step, bool]:
         if not isinstance(memory_id, str):
             raise TypeError(f"memory_id must be a str, got {type(memory_id).__name__}")
         keys = self._owner(filters)
         if not memory_id.isascii() or not memory_id.isdigit():
             return False  # not an id store returns
-        return self._forget(keys, memory_id)
+        return (yield from self._forget(keys, memory_id))
 
-    def _forget(self, keys: MemoryKeys, memory_id: str) -> bool:
-        """:meth:`forget` of an id ``store`` returns."""
+    def _forget(self, keys: MemoryKeys, memory_id: str) -> Plan[_Step, bool]:
+        """Forget ``memory_id``, an id ``store`` returns: read its record, then remove it by a
+        script that checks the record is unchanged (read again when it changed)."""
+        read = Call(lambda raw: raw, ("HGET", keys.docs, memory_id))
         for _ in range(FORGET_ATTEMPTS):
-            try:
-                raw = self.client.hget(keys.docs, memory_id)
-            except RedisFailure as exc:
-                raise self._error(exc, keys.docs) from exc
-            removed = self._run(self._forget_call(keys, memory_id, raw))
+            raw = yield _Send(read, keys.docs)
+            removed = yield _Send(self._forget_call(keys, memory_id, raw))
             if removed >= 0:
-                return removed == 1
+                return bool(removed == 1)
         raise HistoryError(f"memory {memory_id} changed {FORGET_ATTEMPTS} times while forgotten")
 
     def _forget_call(self, keys: MemoryKeys, memory_id: str, raw: bytes | str | None) -> Call[int]:
@@ -580,6 +546,106 @@ class RedisLongTermMemory:
             args,
         )
 
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.namespace!r})"
+
+
+class RedisLongTermMemory(_Memory):
+    """A :class:`~redis_history.memory.base.LongTermMemory` in Redis, ranked by BM25.
+
+    Every method is one script (``forget`` reads the memory first), on one hash slot.
+    """
+
+    def _do(self, step: _Step) -> Any:
+        """One step of a plan, sent through this memory's client."""
+        if isinstance(step, _Pipeline):
+            with self.client.pipeline(transaction=False) as pipe:
+                for call in step.calls:
+                    pipe.execute_command(*call.command)
+                return pipe.execute(raise_on_error=False)
+        try:
+            reply = send(self.client, step.call)
+        except RedisFailure as exc:
+            raise self._error(exc, step.key) from exc
+        return step.call.parse(reply)
+
+    def store(self, text: str, metadata: Mapping[str, Any]) -> str:
+        """Keep ``text`` for the owner ``metadata`` names, or merge it into that owner's memory
+        with the same normalized text; returns the memory's id (the same id for a merge).
+
+        Args:
+            text: the memory.
+            metadata: ``agent_id`` (required), ``user_id``, ``conversation_id``, ``tags``
+                (strings), and any other JSON-serializable keys, kept as given (on a merge the
+                new values win).
+
+        Raises:
+            TypeError: a text that is not a ``str``, metadata that is not a mapping, tags that
+                are not a list, tuple, set or frozenset of strings.
+            ValueError: no ``agent_id``, an unusable name or tag, an empty text or one without
+                a term, extra metadata that is not JSON data (tuples, sets, bytes, NaN,
+                non-string keys, nesting past ``MAX_NESTING``).
+            LimitExceededError: a text, its distinct terms, tags or extra metadata over its
+                limit; the owner has :data:`MAX_MEMORIES` memories, or the merge would take
+                the memory past its most tags, conversations or extra metadata (nothing is
+                written).
+            CorruptHistoryError: a key, record, posting or count of the owner is not what
+                the memory writes (nothing is written).
+            HistoryError: the owner's memory with this text, which a forget stopped part way
+                left, kept changing while that forget was finished.
+            StoreUnavailableError: Redis could not be reached.
+        """
+        return drive(self._store_plan(text, metadata), self._do)
+
+    def store_many(self, items: Sequence[tuple[str, Mapping[str, Any]]]) -> builtins.list[str]:
+        """Store each ``(text, metadata)`` as :meth:`store` does, in one pipeline; returns the
+        ids in order. Every item is checked before anything is sent. Each store is atomic, the
+        batch is not: a batch cut short (its connection lost) has stored some of its items,
+        each whole, and the same batch sent again stores the rest (the others merge into
+        themselves).
+
+        Raises:
+            TypeError, ValueError: an item :meth:`store` would refuse (nothing is sent).
+            HistoryError: Redis refused an item, e.g. ``LimitExceededError`` (the error's
+                ``index`` is the item's); that item wrote nothing, the others were stored.
+            StoreUnavailableError: Redis could not be reached; the items that reached it
+                were stored.
+        """
+        return drive(self._store_many_plan(items), self._do)
+
+    def recall(self, query: str, filters: MemoryFilters, top_k: int) -> builtins.list[MemoryRecord]:
+        """At most ``top_k`` of the owner's memories that ``filters`` allows and that share a
+        term with ``query``, by BM25 score, the most recently stored first on a tie.
+
+        Raises:
+            TypeError: ``top_k`` not an integer (or a ``bool``), ``query`` not a ``str``,
+                ``filters`` not :class:`MemoryFilters`.
+            ValueError: ``top_k`` below 0; an unusable name.
+            LimitExceededError: ``top_k`` above :data:`MAX_TOP_K`, more than
+                :data:`MAX_TAGS` tags.
+            CorruptHistoryError: a key, record, posting or count of the owner is not what
+                the memory writes (nothing is written).
+            StoreUnavailableError: Redis could not be reached.
+        """
+        return drive(self._recall_plan(query, filters, top_k), self._do)
+
+    def forget(self, memory_id: str, filters: MemoryFilters) -> bool:
+        """Remove the memory ``memory_id`` of the owner ``filters`` names (its agent and user;
+        the other fields are not checked); returns whether there was one. The memory is read
+        first, then removed by a script that checks it is unchanged (a merge in between makes
+        it read again). A call redis-py retried after a lost reply returns ``False``, the
+        first attempt having removed it.
+
+        Raises:
+            TypeError: ``memory_id`` not a ``str``, ``filters`` not :class:`MemoryFilters`.
+            ValueError: an unusable name.
+            HistoryError: the memory kept changing while it was being removed.
+            CorruptHistoryError: a key, record, posting or count of the owner is not what
+                the memory writes (nothing is written).
+            StoreUnavailableError: Redis could not be reached.
+        """
+        return drive(self._forget_plan(memory_id, filters), self._do)
+
     def list(
         self, filters: MemoryFilters, *, limit: int = 100, offset: int = 0
     ) -> builtins.list[MemoryRecord]:
@@ -596,21 +662,51 @@ class RedisLongTermMemory:
                 the memory writes (nothing is written).
             StoreUnavailableError: Redis could not be reached.
         """
-        limit = limits.count(limit, "limit", low=1, high=MAX_LIST)
-        offset = limits.count(offset, "offset")
-        keys = self._owner(filters)
-        sets = _filter_sets(keys, filters)
-        call = _memory_call(
-            lambda reply: self._records(reply, filters, scored=False),
-            "memory_list",
-            (keys.docs, keys.recent),
-            sets,
-            (min(offset, 2**31), limit, len(sets)),  # past any owner's memories: nothing
-        )
-        return self._run(call)
+        return drive(self._list_plan(filters, limit, offset), self._do)
 
-    def __repr__(self) -> str:
-        return f"RedisLongTermMemory({self.namespace!r})"
+
+class AsyncRedisLongTermMemory(_Memory):
+    """:class:`RedisLongTermMemory` on a ``redis.asyncio`` client: the same methods, as
+    coroutines, with the same checks, limits and errors (one implementation runs both)."""
+
+    async def _do(self, step: _Step) -> Any:
+        """One step of a plan, sent through this memory's client."""
+        if isinstance(step, _Pipeline):
+            async with self.client.pipeline(transaction=False) as pipe:
+                for call in step.calls:
+                    pipe.execute_command(*call.command)
+                return await pipe.execute(raise_on_error=False)
+        try:
+            reply = await asend(self.client, step.call)
+        except RedisFailure as exc:
+            raise self._error(exc, step.key) from exc
+        return step.call.parse(reply)
+
+    async def store(self, text: str, metadata: Mapping[str, Any]) -> str:
+        """See :meth:`RedisLongTermMemory.store`."""
+        return await adrive(self._store_plan(text, metadata), self._do)
+
+    async def store_many(
+        self, items: Sequence[tuple[str, Mapping[str, Any]]]
+    ) -> builtins.list[str]:
+        """See :meth:`RedisLongTermMemory.store_many`."""
+        return await adrive(self._store_many_plan(items), self._do)
+
+    async def recall(
+        self, query: str, filters: MemoryFilters, top_k: int
+    ) -> builtins.list[MemoryRecord]:
+        """See :meth:`RedisLongTermMemory.recall`."""
+        return await adrive(self._recall_plan(query, filters, top_k), self._do)
+
+    async def forget(self, memory_id: str, filters: MemoryFilters) -> bool:
+        """See :meth:`RedisLongTermMemory.forget`."""
+        return await adrive(self._forget_plan(memory_id, filters), self._do)
+
+    async def list(
+        self, filters: MemoryFilters, *, limit: int = 100, offset: int = 0
+    ) -> builtins.list[MemoryRecord]:
+        """See :meth:`RedisLongTermMemory.list`."""
+        return await adrive(self._list_plan(filters, limit, offset), self._do)
 
 
 def _json(value: Any) -> str:
