@@ -230,9 +230,10 @@ def test_summaries_over_the_limits_are_refused_before_anything_is_sent(
     assert not client.exists(history.keys.summaries)
 
 
-def test_an_async_history_is_refused_for_now(client: redis.Redis) -> None:
-    """Only a ``RedisHistory`` keeps the summaries; anything else is a ``TypeError``."""
-    with pytest.raises(TypeError, match="RedisHistory"):
+def test_only_a_history_keeps_the_summaries(client: redis.Redis) -> None:
+    """Only a ``RedisHistory`` or an ``AsyncRedisHistory`` keeps the summaries; anything else
+    is a ``TypeError``."""
+    with pytest.raises(TypeError, match="RedisHistory or an AsyncRedisHistory"):
         HistoryManager(history=object())  # type: ignore[arg-type]
 
 

@@ -28,33 +28,40 @@ After the turn, :meth:`HistoryManager.on_turn_complete` summarizes what the requ
 and stores it in long-term memory, when those are enabled.
 
 Where the summaries are kept: in the process, or, given ``history=`` (a
-:class:`~redis_history.RedisHistory`), in that conversation's ``summaries`` hash in Redis, so
-every pod's next ``prepare_messages`` sends what any pod summarized. There each summary
-records the ids of the messages it covers; the pods that complete one turn at once claim
-its evicted messages in one script (``lua/claim_summary-2.lua``), so one of them summarizes
-them and the others go on without waiting (the summary is in their next request); a summary
-some of whose messages are no longer live (compaction replaced them by its own summary) is
-not sent, and the next ``on_turn_complete`` drops it and summarizes its live messages anew.
+:class:`~redis_history.RedisHistory` or an :class:`~redis_history.AsyncRedisHistory`), in
+that conversation's ``summaries`` hash in Redis, so every pod's next ``prepare_messages``
+sends what any pod summarized. There each summary records the ids of the messages it
+covers; the pods that complete one turn at once claim its evicted messages in one script
+(``lua/claim_summary-2.lua``), so one of them summarizes them and the others go on without
+waiting (the summary is in their next request); a summary some of whose messages are no
+longer live (compaction replaced them by its own summary) is not sent, and the next
+``on_turn_complete`` drops it and summarizes its live messages anew.
 
-``prepare_messages`` takes messages already read (``history.snapshot()``, or ``await
-history.snapshot()`` with an :class:`~redis_history.AsyncRedisHistory`); without ``history=``
-it does no I/O, so one function serves sync and async pods alike; long-term memory is the
-only call out, and an in-process one is what ships here. With ``history=`` it reads the
-shared summaries: one script call.
+``prepare_messages`` takes messages already read (``history.snapshot()``); its calls out are
+the long-term memory's recall and, with ``history=``, one script call that reads the shared
+summaries. An asyncio pod calls :meth:`~HistoryManager.aprepare_messages`,
+:meth:`~HistoryManager.aon_turn_complete` and :meth:`~HistoryManager.asummaries`, given an
+:class:`~redis_history.AsyncRedisHistory` and an
+:class:`~redis_history.memory.AsyncRedisLongTermMemory`: each method is one plan
+(:mod:`redis_history._plans`) that yields its calls out, which the sync methods do in place
+and the coroutines await (a summarizer in a worker thread), so the rules are written once.
 """
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from redis_history import limits
-from redis_history.compaction.summarizers import Summarizer, resolve_summarizer
+from redis_history._plans import Plan, adrive, drive
+from redis_history.compaction.summarizers import AsyncSummarizer, Summarizer, resolve_summarizer
 from redis_history.context.budget import (
     Framing,
     budget_error,
@@ -63,10 +70,18 @@ from redis_history.context.budget import (
     split_turns,
 )
 from redis_history.context.formats import WireFormat, render
-from redis_history.memory.base import LongTermMemory, MemoryFilters, resolve_memory
+from redis_history.memory.base import (
+    AsyncLongTermMemory,
+    LongTermMemory,
+    MemoryFilters,
+    MemoryRecord,
+    resolve_memory,
+)
+from redis_history.memory.redis_memory import RedisLongTermMemory
 from redis_history.models import Message
+from redis_history.store._core import Call
 from redis_history.store._summaries import StoredSummary, SummaryCore
-from redis_history.store.history import RedisHistory
+from redis_history.store.history import AsyncRedisHistory, RedisHistory
 from redis_history.tokens import TokenCounter, price, resolve_counter
 
 __all__ = [
@@ -177,8 +192,45 @@ def _summary_text(message: Message) -> str:
     return text.strip()
 
 
+def _is_coroutine(plugin: object, method: str) -> bool:
+    return inspect.iscoroutinefunction(getattr(plugin, method, None))
+
+
+def _is_async(memory: object) -> bool:
+    """Whether ``memory`` is an :class:`AsyncLongTermMemory` (a coroutine ``recall`` or
+    ``store``), which only the manager's coroutines can use."""
+    return _is_coroutine(memory, "recall") or _is_coroutine(memory, "store")
+
+
 def _join(blocks: Sequence[str]) -> str:
     return "\n\n".join(block for block in blocks if block)
+
+
+class _Recall(NamedTuple):
+    """A step: recall from the long-term memory."""
+
+    query: str
+    filters: MemoryFilters
+    top_k: int
+
+
+class _Remember(NamedTuple):
+    """A step: store a text in the long-term memory."""
+
+    text: str
+    metadata: Mapping[str, Any]
+
+
+class _Summarize(NamedTuple):
+    """A step: the summarizer's summary of ``messages``."""
+
+    summarizer: Summarizer | AsyncSummarizer
+    messages: list[Message]
+
+
+_Step = Call[Any] | _Recall | _Remember | _Summarize
+"""What the manager's plans ask their front end to do: a call on the history's Redis, a
+recall or a store in long-term memory, a summary."""
 
 
 class HistoryManager:
@@ -186,11 +238,16 @@ class HistoryManager:
 
     One manager serves one conversation (its summaries are that conversation's); it is
     cheap to make. The ``with_*`` methods set its plug-ins and return the manager itself,
-    for chaining.
+    for chaining. An asyncio pod calls the ``a``-prefixed coroutines (:meth:`aprepare_messages`,
+    :meth:`aon_turn_complete`, :meth:`asummaries`), which follow the same rules (one plan of
+    steps runs both) and never block the event loop.
     """
 
     def __init__(
-        self, config: HistoryManagerConfig | None = None, *, history: RedisHistory | None = None
+        self,
+        config: HistoryManagerConfig | None = None,
+        *,
+        history: RedisHistory | AsyncRedisHistory | None = None,
     ) -> None:
         """Start with ``config`` (the defaults otherwise), no summaries and no memory.
 
@@ -198,23 +255,23 @@ class HistoryManager:
             config: How requests are built.
             history: The conversation whose ``summaries`` hash keeps the summaries, shared
                 by every pod's manager given the same conversation; ``None`` keeps them in
-                this process.
+                this process. With an ``AsyncRedisHistory`` use the coroutines
+                (:meth:`aprepare_messages`, ...).
 
         Raises:
             ValueError: ``config.token_counter`` names no counter.
-            TypeError: ``history`` is not a ``RedisHistory`` (an ``AsyncRedisHistory`` is
-                not supported yet).
+            TypeError: ``history`` is neither a ``RedisHistory`` nor an ``AsyncRedisHistory``.
         """
         self.config = config or HistoryManagerConfig()
         self._counter: TokenCounter = resolve_counter(self.config.token_counter)
-        self._summarizer: Summarizer | None = None
-        self._memory: LongTermMemory | None = None
+        self._summarizer: Summarizer | AsyncSummarizer | None = None
+        self._memory: LongTermMemory | AsyncLongTermMemory | None = None
         self._summaries: list[str] = []
         self._summarized: set[str] = set()
-        if history is not None and not isinstance(history, RedisHistory):
+        if history is not None and not isinstance(history, RedisHistory | AsyncRedisHistory):
             raise TypeError(
-                f"history must be a RedisHistory, got {type(history).__name__} "
-                "(an AsyncRedisHistory is not supported yet)"
+                f"history must be a RedisHistory or an AsyncRedisHistory, "
+                f"got {type(history).__name__}"
             )
         self._history = history
         self._shared = (
@@ -224,24 +281,32 @@ class HistoryManager:
         )
         self._stale: list[int] = []
 
-    def with_summarizer(self, summarizer: Summarizer | str) -> HistoryManager:
+    def with_summarizer(self, summarizer: Summarizer | AsyncSummarizer | str) -> HistoryManager:
         """Summarize with ``summarizer`` (an object, an alias or a dotted path); by default
         the extractive one.
 
         Raises:
             ValueError, TypeError: ``summarizer`` names no summarizer.
         """
-        self._summarizer = resolve_summarizer(summarizer)
+        if _is_coroutine(summarizer, "summarize"):
+            self._summarizer = cast(AsyncSummarizer, summarizer)
+        else:
+            self._summarizer = resolve_summarizer(cast(Summarizer | str, summarizer))
         return self
 
-    def with_memory(self, memory: LongTermMemory | str) -> HistoryManager:
+    def with_memory(self, memory: LongTermMemory | AsyncLongTermMemory | str) -> HistoryManager:
         """Recall from and store into ``memory`` (when ``enable_long_term_memory``): an
         object, ``"in_memory"`` or a dotted path (:func:`~redis_history.memory.resolve_memory`).
+        A memory whose ``recall`` and ``store`` are coroutines (such as
+        :class:`~redis_history.memory.AsyncRedisLongTermMemory`) serves the coroutines only.
 
         Raises:
             ValueError, TypeError: ``memory`` names no long-term memory.
         """
-        self._memory = resolve_memory(memory)
+        if _is_async(memory):
+            self._memory = cast(AsyncLongTermMemory, memory)
+        else:
+            self._memory = resolve_memory(cast(LongTermMemory | str, memory))
         return self
 
     def with_summaries(self, summaries: Sequence[str]) -> HistoryManager:
@@ -254,12 +319,20 @@ class HistoryManager:
     def summaries(self) -> list[str]:
         """The summaries kept so far, oldest first: the seeded ones, then (with ``history=``,
         read from Redis) the shared ones."""
-        return [*self._summaries, *(s.text for s in self._read_shared())]
+        return drive(self._summaries_plan(), self._sync_step(memory=False))
 
-    def _read_shared(self) -> list[StoredSummary]:
-        if self._history is None or self._shared is None:
+    async def asummaries(self) -> list[str]:
+        """:meth:`summaries`, awaited."""
+        return await adrive(self._summaries_plan(), self._async_step())
+
+    def _summaries_plan(self) -> Plan[_Step, list[str]]:
+        return [*self._summaries, *(s.text for s in (yield from self._read_shared()))]
+
+    def _read_shared(self) -> Plan[_Step, list[StoredSummary]]:
+        if self._shared is None:
             return []
-        return self._history.execute(self._shared.read())
+        summaries: list[StoredSummary] = yield self._shared.read()
+        return summaries
 
     def strategy_name(self) -> Strategy:
         """The configured strategy."""
@@ -298,15 +371,70 @@ class HistoryManager:
                 well-formed conversation (e.g. calls left unanswered).
             ValueError: Long-term memory enabled without a memory or without filters, a
                 negative budget, an unknown format.
+            TypeError: The manager's history is an ``AsyncRedisHistory``, or its memory's
+                methods are coroutines: use :meth:`aprepare_messages`.
         """
+        plan = self._prepare_plan(
+            budget,
+            system_message,
+            history,
+            current_turn=current_turn,
+            memory_filters=memory_filters,
+            format=format,
+        )
+        return drive(plan, self._sync_step())
+
+    async def aprepare_messages(
+        self,
+        budget: int,
+        system_message: str | None,
+        history: Sequence[Message],
+        current_turn: Sequence[Message] = (),
+        memory_filters: MemoryFilters | None = None,
+        *,
+        format: WireFormat = "openai_chat",
+    ) -> PreparedRequest:
+        """:meth:`prepare_messages` for an asyncio pod: the shared summaries are read and the
+        memories recalled without blocking the event loop (``history`` is ``await
+        history.snapshot()``).
+
+        Raises:
+            TypeError: The manager's history is a ``RedisHistory``, or its memory a
+                ``RedisLongTermMemory`` (both block): give their asyncio counterparts.
+            BudgetExceededError, ToolPairingError, RoleOrderError, ValueError: as
+                :meth:`prepare_messages`.
+        """
+        plan = self._prepare_plan(
+            budget,
+            system_message,
+            history,
+            current_turn=current_turn,
+            memory_filters=memory_filters,
+            format=format,
+        )
+        return await adrive(plan, self._async_step())
+
+    def _prepare_plan(
+        self,
+        budget: int,
+        system_message: str | None,
+        history: Sequence[Message],
+        *,
+        current_turn: Sequence[Message],
+        memory_filters: MemoryFilters | None,
+        format: WireFormat,
+    ) -> Plan[_Step, PreparedRequest]:
+        """What :meth:`prepare_messages` does, asking for each read it makes."""
+
         if budget < 0:
             raise ValueError(f"budget must be >= 0, got {budget}")
         framing, count = framing_of(format), self._counter
         split = split_turns([*history, *current_turn])
         prompts, stored_summaries = self._lead(system_message, split.lead)
         query = next((m.content for m in split.current if m.role == "user"), "")
-        memory_block, recalled, kept_memories = self._recall(query, memory_filters)
-        summaries = [*stored_summaries, *self._summaries, *self._live_shared(history)]
+        memory_block, recalled, kept_memories = yield from self._recall(query, memory_filters)
+        live = yield from self._live_shared(history)
+        summaries = [*stored_summaries, *self._summaries, *live]
         system_text = _join([*prompts, memory_block, *summaries])
         system_message_price = (
             price(Message.system(system_text), framing, count) if system_text else 0
@@ -383,29 +511,62 @@ class HistoryManager:
         Raises:
             ValueError: Long-term memory enabled without a memory.
             SummarizerError: The summarizer failed (nothing is kept then).
+            TypeError: The manager's history is an ``AsyncRedisHistory``, or its memory's
+                methods are coroutines: use :meth:`aon_turn_complete`.
         """
+        plan = self._turn_plan(evicted, agent_id, user_id, conversation_id)
+        return drive(plan, self._sync_step())
+
+    async def aon_turn_complete(
+        self,
+        evicted: Sequence[Message],
+        agent_id: str,
+        user_id: str | None = None,
+        conversation_id: str | None = None,
+    ) -> str | None:
+        """:meth:`on_turn_complete` for an asyncio pod: the summarizer runs in a worker thread
+        (or is awaited, when its ``summarize`` is a coroutine), Redis is awaited.
+
+        Raises:
+            TypeError: The manager's history is a ``RedisHistory``, or its memory a
+                ``RedisLongTermMemory``: give their asyncio counterparts.
+            ValueError, SummarizerError: as :meth:`on_turn_complete`.
+        """
+        plan = self._turn_plan(evicted, agent_id, user_id, conversation_id)
+        return await adrive(plan, self._async_step())
+
+    def _turn_plan(
+        self,
+        evicted: Sequence[Message],
+        agent_id: str,
+        user_id: str | None,
+        conversation_id: str | None,
+    ) -> Plan[_Step, str | None]:
+        """What :meth:`on_turn_complete` does, asking for each call out it makes."""
+
         if not self.config.enable_summarization:
             return None
         if self._summarizer is None:
             self._summarizer = resolve_summarizer(None)
         if self._shared is not None:
-            summary = self._on_turn_shared(evicted, self._summarizer)
+            summary = yield from self._on_turn_shared(evicted, self._summarizer)
             if summary is None:
                 return None
         else:
             fresh = [m for m in evicted if m.id not in self._summarized]
             if not fresh:
                 return None
-            summary = self._summarizer.summarize(fresh)
+            summary = yield _Summarize(self._summarizer, fresh)
         if self.config.enable_long_term_memory:
+            self._require_memory()
             filters = MemoryFilters(agent_id, user_id, conversation_id)
-            self._require_memory().store(summary, {**filters.metadata(), "kind": "summary"})
+            yield _Remember(summary, {**filters.metadata(), "kind": "summary"})
         if self._shared is None:
             self._summaries.append(summary)
             self._summarized.update(m.id for m in evicted)
         return summary
 
-    def _live_shared(self, history: Sequence[Message]) -> list[str]:
+    def _live_shared(self, history: Sequence[Message]) -> Plan[_Step, list[str]]:
         """The shared summaries whose messages are all still in ``history``; the others
         (compaction's summary stands for some of their messages) are noted as stale, for the
         next ``on_turn_complete`` to drop."""
@@ -414,7 +575,7 @@ class HistoryManager:
         live = {m.id for m in history}
         texts: list[str] = []
         stale: list[int] = []
-        for summary in self._read_shared():
+        for summary in (yield from self._read_shared()):
             if live.issuperset(summary.ids):
                 texts.append(summary.text)
             else:
@@ -422,10 +583,11 @@ class HistoryManager:
         self._stale = stale
         return texts
 
-    def _on_turn_shared(self, evicted: Sequence[Message], summarizer: Summarizer) -> str | None:
+    def _on_turn_shared(
+        self, evicted: Sequence[Message], summarizer: Summarizer | AsyncSummarizer
+    ) -> Plan[_Step, str | None]:
         """Claim the evicted messages no pod summarized or is summarizing, summarize them and
         store the summary; ``None`` when another pod has them all."""
-        assert self._history is not None
         assert self._shared is not None
         offered = list(evicted)[-limits.MAX_SUMMARY_CANDIDATES :]
         token = os.urandom(8).hex()
@@ -436,16 +598,15 @@ class HistoryManager:
             claim_ms=round(self.config.summary_claim_seconds * 1000),
             stale=self._stale[: limits.MAX_SUMMARIES],
         )
-        positions = self._history.execute(claim)
+        positions: list[int] = yield claim
         self._stale = []
         if not positions:  # another pod's, or no conversation to keep them in
             return None
         fresh = [offered[i] for i in positions]
-        summary = summarizer.summarize(fresh)
-        store = self._shared.store(
+        summary: str = yield _Summarize(summarizer, fresh)
+        yield self._shared.store(
             summary, [m.id for m in fresh], token=token, kept=self.config.max_summaries
         )
-        self._history.execute(store)
         return summary
 
     def _cost(self, messages: Sequence[Message], framing: Framing) -> int:
@@ -469,17 +630,19 @@ class HistoryManager:
             prompts.append(fallback)
         return prompts, summaries
 
-    def _recall(self, query: str, filters: MemoryFilters | None) -> tuple[str, int, int]:
+    def _recall(
+        self, query: str, filters: MemoryFilters | None
+    ) -> Plan[_Step, tuple[str, int, int]]:
         """The memory block for the system message, how many memories were recalled and how
         many of them it holds."""
         if not self.config.enable_long_term_memory:
             return "", 0, 0
-        memory = self._require_memory()
+        self._require_memory()
         if filters is None:
             raise ValueError("long-term memory is enabled: pass memory_filters (an agent_id)")
         if not query or not self.config.recall_top_k:
             return "", 0, 0
-        records = memory.recall(query, filters, self.config.recall_top_k)
+        records: list[MemoryRecord] = yield _Recall(query, filters, self.config.recall_top_k)
         lines: list[str] = []
         limit = self.config.memory_token_budget
         for record in records:
@@ -490,7 +653,70 @@ class HistoryManager:
             return "", len(records), 0
         return "\n".join([MEMORY_HEADER, *lines]), len(records), len(lines)
 
-    def _require_memory(self) -> LongTermMemory:
+    def _sync_step(self, *, memory: bool = True) -> Callable[[_Step], Any]:
+        """How the sync methods do a step; refuses, before any, an asyncio history or (unless
+        the method uses no ``memory``) memory."""
+        history, plugged = self._history, self._memory
+        if isinstance(history, AsyncRedisHistory):
+            raise TypeError(
+                "this manager's history is an AsyncRedisHistory: call its coroutines "
+                "(aprepare_messages, aon_turn_complete, asummaries)"
+            )
+        if memory and plugged is not None and _is_async(plugged):
+            raise TypeError(
+                f"this manager's memory ({type(plugged).__name__}) is asyncio: call its "
+                "coroutines (aprepare_messages, aon_turn_complete)"
+            )
+        if memory and _is_coroutine(self._summarizer, "summarize"):
+            raise TypeError(
+                f"this manager's summarizer ({type(self._summarizer).__name__}) is asyncio: "
+                "call its coroutines (aon_turn_complete)"
+            )
+        sync_memory = cast(LongTermMemory, plugged)
+
+        def do(step: _Step) -> Any:
+            if isinstance(step, Call):
+                assert isinstance(history, RedisHistory)
+                return history.execute(step)
+            if isinstance(step, _Summarize):
+                return cast(Summarizer, step.summarizer).summarize(step.messages)
+            if isinstance(step, _Recall):
+                return sync_memory.recall(*step)
+            return sync_memory.store(*step)
+
+        return do
+
+    def _async_step(self) -> Callable[[_Step], Awaitable[Any]]:
+        """How the coroutines do a step; refuses, before any, a history or memory that
+        would block the event loop."""
+        history, memory = self._history, self._memory
+        if isinstance(history, RedisHistory):
+            raise TypeError(
+                "this manager's history is a RedisHistory, which blocks the event loop: give "
+                "it an AsyncRedisHistory, or call the sync methods"
+            )
+        if isinstance(memory, RedisLongTermMemory):
+            raise TypeError(
+                "this manager's memory is a RedisLongTermMemory, which blocks the event loop: "
+                "give it an AsyncRedisLongTermMemory"
+            )
+
+        async def do(step: _Step) -> Any:
+            if isinstance(step, Call):
+                assert isinstance(history, AsyncRedisHistory)
+                return await history.execute(step)
+            if isinstance(step, _Summarize):
+                summarizer: Any = step.summarizer
+                if _is_coroutine(summarizer, "summarize"):
+                    return await summarizer.summarize(step.messages)
+                return await asyncio.to_thread(summarizer.summarize, step.messages)
+            plugged: Any = memory  # an AsyncLongTermMemory, or one with no I/O to wait on
+            done = plugged.recall(*step) if isinstance(step, _Recall) else plugged.store(*step)
+            return await done if inspect.isawaitable(done) else done
+
+        return do
+
+    def _require_memory(self) -> LongTermMemory | AsyncLongTermMemory:
         if self._memory is None:
             raise ValueError("long-term memory is enabled: give one with .with_memory(memory)")
         return self._memory

@@ -10,6 +10,7 @@ over an inverted index, every write one script: ``lua/memory_*.lua``), and
 from __future__ import annotations
 
 from redis_history.memory.base import (
+    AsyncLongTermMemory,
     InMemoryMemory,
     LongTermMemory,
     MemoryFilters,
@@ -19,6 +20,7 @@ from redis_history.memory.base import (
 from redis_history.memory.redis_memory import AsyncRedisLongTermMemory, RedisLongTermMemory
 
 __all__ = [
+    "AsyncLongTermMemory",
     "AsyncRedisLongTermMemory",
     "InMemoryMemory",
     "LongTermMemory",

@@ -24,7 +24,14 @@ from typing import Any, Protocol, runtime_checkable
 from redis_history import limits
 from redis_history._plugins import PluginKind
 
-__all__ = ["InMemoryMemory", "LongTermMemory", "MemoryFilters", "MemoryRecord", "resolve_memory"]
+__all__ = [
+    "AsyncLongTermMemory",
+    "InMemoryMemory",
+    "LongTermMemory",
+    "MemoryFilters",
+    "MemoryRecord",
+    "resolve_memory",
+]
 
 
 def tag_tuple(tags: object, what: str = "tags") -> tuple[str, ...]:
@@ -114,6 +121,20 @@ class LongTermMemory(Protocol):
         ...
 
     def recall(self, query: str, filters: MemoryFilters, top_k: int) -> list[MemoryRecord]:
+        """At most ``top_k`` memories ``filters`` allows, nearest ``query`` first."""
+        ...
+
+
+@runtime_checkable
+class AsyncLongTermMemory(Protocol):
+    """:class:`LongTermMemory` with coroutines, for asyncio pods (the manager's coroutines
+    await it)."""
+
+    async def store(self, text: str, metadata: Mapping[str, Any]) -> str:
+        """Keep ``text`` with ``metadata``; returns the memory's id."""
+        ...
+
+    async def recall(self, query: str, filters: MemoryFilters, top_k: int) -> list[MemoryRecord]:
         """At most ``top_k`` memories ``filters`` allows, nearest ``query`` first."""
         ...
 

@@ -4,8 +4,9 @@ The summaries of one conversation live in its ``summaries`` hash
 (:attr:`~redis_history.store.keys.ConversationKeys.summaries`, laid out in
 ``lua/includes/summaries.lua``). Each operation is a :class:`~redis_history.store._core.Call`:
 the script, its keys and arguments, checked against :mod:`redis_history.limits` before anything
-is sent, and the reply's decoding. A front end runs the calls (``context/manager.py`` through a
-:class:`~redis_history.RedisHistory`); an asyncio one would run the same calls.
+is sent, and the reply's decoding. The context layer's manager runs the calls through its
+history's ``execute``: a :class:`~redis_history.RedisHistory`'s, or an
+:class:`~redis_history.AsyncRedisHistory`'s, awaited.
 """
 
 from __future__ import annotations

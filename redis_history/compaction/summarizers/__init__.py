@@ -23,7 +23,12 @@ system prompt it repeats, so a summary of summaries keeps the old facts.
 from __future__ import annotations
 
 from redis_history.compaction.summarizers._text import PREFIX
-from redis_history.compaction.summarizers.base import ALIASES, Summarizer, resolve_summarizer
+from redis_history.compaction.summarizers.base import (
+    ALIASES,
+    AsyncSummarizer,
+    Summarizer,
+    resolve_summarizer,
+)
 from redis_history.compaction.summarizers.extractive import ExtractiveSummarizer
 from redis_history.compaction.summarizers.openai_compatible import (
     DEFAULT_PROMPT,
@@ -36,6 +41,7 @@ __all__ = [
     "ALIASES",
     "DEFAULT_PROMPT",
     "PREFIX",
+    "AsyncSummarizer",
     "ExtractiveSummarizer",
     "OpenAICompatibleSummarizer",
     "Summarizer",

@@ -12,7 +12,7 @@ from redis_history.compaction.summarizers.extractive import ExtractiveSummarizer
 from redis_history.compaction.summarizers.openai_compatible import OpenAICompatibleSummarizer
 from redis_history.models import Message
 
-__all__ = ["ALIASES", "Summarizer", "resolve_summarizer", "summarize"]
+__all__ = ["ALIASES", "AsyncSummarizer", "Summarizer", "resolve_summarizer", "summarize"]
 
 
 @runtime_checkable
@@ -22,6 +22,18 @@ class Summarizer(Protocol):
     conversation id, policy) as ``context=``; a direct call may leave it out."""
 
     def summarize(
+        self, messages: Sequence[Message], *, context: CompactionContext | None = None
+    ) -> str:
+        """The summary of ``messages``."""
+        ...
+
+
+@runtime_checkable
+class AsyncSummarizer(Protocol):
+    """A :class:`Summarizer` whose ``summarize`` is a coroutine: the context layer's
+    coroutines await it (compaction workers take a :class:`Summarizer`)."""
+
+    async def summarize(
         self, messages: Sequence[Message], *, context: CompactionContext | None = None
     ) -> str:
         """The summary of ``messages``."""
