@@ -54,11 +54,19 @@ from pydantic import (
 from pydantic_core import CoreSchema, core_schema, from_json
 
 from redis_history.errors import InvalidMessageError
+from redis_history.parts import (
+    ContentPart,
+    TextPart,
+    from_openai_chat,
+    stand_in,
+    to_openai_chat,
+)
 
 __all__ = [
     "JSON_SCALARS",
     "MAX_ID_LENGTH",
     "MAX_NESTING",
+    "MAX_PARTS",
     "JsonObject",
     "Message",
     "Role",
@@ -84,6 +92,9 @@ down, so 128 leaves a margin of 67 levels.
 
 MAX_ID_LENGTH = 256
 """The longest message or tool call id."""
+
+MAX_PARTS = 256
+"""The most content parts one message may hold."""
 
 JSON_SCALARS = frozenset({str, int, float, bool, type(None)})
 """The types of JSON values that do not nest."""
@@ -269,7 +280,11 @@ class Message(BaseModel):
     role: Role
     """Who speaks."""
     content: str = Field(default="", strict=True)
-    """The text of the message (may be empty for an assistant that only calls tools)."""
+    """The text of the message (may be empty for an assistant that only calls tools, and is
+    empty when the message holds ``parts``)."""
+    parts: tuple[ContentPart, ...] = Field(default=(), max_length=MAX_PARTS)
+    """The content as parts, in order (text, images, files, audio; :mod:`redis_history.parts`),
+    when it is more than text; ``content`` is empty then. :attr:`text` is the text either way."""
     tool_calls: tuple[ToolCall, ...] = ()
     """Function calls requested by an assistant message."""
     tool_call_id: str | None = Field(default=None, strict=True)
@@ -293,7 +308,29 @@ class Message(BaseModel):
         ids = [call.id for call in self.tool_calls]
         if len(set(ids)) != len(ids):
             raise ValueError("tool call ids within one message must be unique")
+        if self.parts and self.content:
+            raise ValueError("a message holds content or parts, not both")
+        if self.parts and self.role in ("system", "assistant"):
+            kinds = {p.type for p in self.parts} - {"text"}
+            if kinds:
+                raise ValueError(f"a {self.role} message carries text only, not {sorted(kinds)}")
         return self
+
+    @property
+    def text(self) -> str:
+        """The message's text: ``content``, or its text parts joined."""
+        if not self.parts:
+            return self.content
+        return "".join(p.text for p in self.parts if isinstance(p, TextPart))
+
+    @property
+    def readable(self) -> str:
+        """The text with a short stand-in for each other part (``[image: image/png, 182
+        KB]``): what a summarizer or a transcript reads."""
+        if not self.parts:
+            return self.content
+        pieces = [p.text if isinstance(p, TextPart) else f" {stand_in(p)} " for p in self.parts]
+        return "".join(pieces).strip()
 
     @classmethod
     def system(cls, content: str, **fields: Any) -> Self:
@@ -301,9 +338,10 @@ class Message(BaseModel):
         return cls(role="system", content=content, **fields)
 
     @classmethod
-    def user(cls, content: str, **fields: Any) -> Self:
-        """A user message."""
-        return cls(role="user", content=content, **fields)
+    def user(cls, content: str | Sequence[str | ContentPart], **fields: Any) -> Self:
+        """A user message: text, or a list of text and parts
+        (``Message.user(["What is this?", ImagePart(data=png, media_type="image/png")])``)."""
+        return cls(role="user", **_content_fields(content), **fields)
 
     @classmethod
     def assistant(
@@ -313,9 +351,11 @@ class Message(BaseModel):
         return cls(role="assistant", content=content, tool_calls=tuple(tool_calls), **fields)
 
     @classmethod
-    def tool(cls, content: str, *, tool_call_id: str, **fields: Any) -> Self:
-        """A tool result answering ``tool_call_id``."""
-        return cls(role="tool", content=content, tool_call_id=tool_call_id, **fields)
+    def tool(
+        cls, content: str | Sequence[str | ContentPart], *, tool_call_id: str, **fields: Any
+    ) -> Self:
+        """A tool result answering ``tool_call_id``: text, or text and parts (a screenshot)."""
+        return cls(role="tool", tool_call_id=tool_call_id, **_content_fields(content), **fields)
 
     def to_openai(self) -> dict[str, Any]:
         """This message as a chat-completions request message (:func:`chat_message`)."""
@@ -325,15 +365,16 @@ class Message(BaseModel):
     def from_openai(cls, data: Mapping[str, Any], **fields: Any) -> Self:
         """Parse a chat-completions message; ``developer`` maps to ``system``.
 
-        Content given as a list of parts keeps its text parts; any other part
-        (an image, audio) raises ``ValueError`` rather than being dropped silently.
+        Content given as a list of parts is kept as parts (:func:`~redis_history.parts.
+        from_openai_chat`), or as text when they are all text; a part of an unknown type
+        raises ``InvalidMessageError`` rather than being dropped silently.
         """
         role = data.get("role")
         if role == "developer":
             role = "system"
         return cls(
             role=role,
-            content=_text_content(data.get("content")),
+            **_content_fields(_chat_content(data.get("content"))),
             tool_calls=tuple(ToolCall.from_openai(c) for c in data.get("tool_calls") or ()),
             tool_call_id=data.get("tool_call_id"),
             name=data.get("name"),
@@ -347,6 +388,8 @@ def chat_message(fields: Mapping[str, Any]) -> dict[str, Any]:
     format: ``Message.to_openai``, ``snapshot_openai`` and the ``openai_chat`` wire format
     all use it. ``name`` is sent except on a tool result, which the API gives none."""
     role, content = fields["role"], fields.get("content", "")
+    if parts := fields.get("parts"):
+        content = [to_openai_chat(part) for part in parts]
     out: dict[str, Any] = {"role": role, "content": content}
     if (name := fields.get("name")) is not None and role != "tool":
         out["name"] = name
@@ -359,14 +402,20 @@ def chat_message(fields: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _text_content(content: str | Sequence[Mapping[str, Any]] | None) -> str:
+def _content_fields(content: str | Sequence[str | ContentPart]) -> dict[str, Any]:
+    """``content`` for a factory: text as is; a list of strings and parts as ``parts``, or,
+    when it holds only text, as the text joined."""
+    if isinstance(content, str):
+        return {"content": content}
+    parts = [TextPart(text=p) if isinstance(p, str) else p for p in content]
+    if all(isinstance(p, TextPart) for p in parts):
+        return {"content": "".join(p.text for p in parts if isinstance(p, TextPart))}
+    return {"parts": tuple(parts)}
+
+
+def _chat_content(content: str | Sequence[Mapping[str, Any]] | None) -> str | list[Any]:
     if content is None:
         return ""
     if isinstance(content, str):
         return content
-    texts = []
-    for part in content:
-        if part.get("type") != "text":
-            raise ValueError(f"content part of type {part.get('type')!r} is not supported")
-        texts.append(str(part.get("text", "")))
-    return "".join(texts)
+    return [from_openai_chat(part) for part in content]

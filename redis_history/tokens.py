@@ -31,6 +31,7 @@ from redis_history._encodings import ENCODINGS, SPECS, load_encoding
 from redis_history._plugins import PluginKind, PluginPathError
 from redis_history.errors import EncodingUnavailableError
 from redis_history.models import Message, ToolCall
+from redis_history.parts import TextPart
 
 if TYPE_CHECKING:
     import tiktoken
@@ -114,7 +115,7 @@ def price(message: Message, framing: Framing, counter: TokenCounter) -> int:
 
 def _rest(message: Message, framing: Framing, count: Callable[[str], int]) -> int:
     """The part of :func:`price` after the role and the content."""
-    tokens = 0
+    tokens = sum(count(part.text) for part in message.parts if isinstance(part, TextPart))
     if message.name and framing.names and message.role != "tool":
         tokens += count(message.name) + framing.name
     for call in message.tool_calls:
@@ -395,7 +396,7 @@ class Pricer:
         if tokens is None:
             tokens = self.roles[role] = CHAT.message + count(role)
         tokens += count(message.content)
-        if message.name or message.tool_calls or message.tool_call_id:
+        if message.name or message.tool_calls or message.tool_call_id or message.parts:
             tokens += _rest(message, CHAT, count)
         return tokens
 

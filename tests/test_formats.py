@@ -643,8 +643,8 @@ def test_chat_request_with_multipart_content_and_a_failed_tool() -> None:
     assert [shape(m) for m in wrapped] == [shape(m) for m in messages]
 
 
-def test_chat_request_with_an_image_is_refused() -> None:
-    """An image part raises ValueError rather than being dropped."""
+def test_a_chat_request_with_an_image_keeps_it() -> None:
+    """An image part is kept as an ``ImagePart`` and rendered back as it came."""
     image = [
         {
             "role": "user",
@@ -654,8 +654,10 @@ def test_chat_request_with_an_image_is_refused() -> None:
             ],
         }
     ]
-    with pytest.raises(ValueError, match="'image_url' is not supported"):
-        parse(image, "openai_chat")
+    (message,) = parse(image, "openai_chat")
+    assert message.text == "What is this?"
+    assert [part.type for part in message.parts] == ["text", "image"]
+    assert render([message], "openai_chat")["messages"] == image
 
 
 def test_responses_input_items_parse_to_a_well_formed_history() -> None:

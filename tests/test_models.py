@@ -87,8 +87,11 @@ def test_from_openai_accepts_developer_and_text_parts() -> None:
 
 
 def test_from_openai_refuses_what_it_cannot_keep() -> None:
-    """Image parts and non-JSON arguments raise instead of being dropped."""
-    with pytest.raises(ValueError, match="image_url"):
+    """Unknown parts, an image without a source and non-JSON arguments raise instead of
+    being dropped."""
+    with pytest.raises(ValueError, match="'refusal' is not supported"):
+        Message.from_openai({"role": "user", "content": [{"type": "refusal", "refusal": "no"}]})
+    with pytest.raises(ValueError, match="exactly one of data or url"):
         Message.from_openai({"role": "user", "content": [{"type": "image_url", "image_url": {}}]})
     with pytest.raises(ValueError, match="not JSON"):
         ToolCall.from_openai({"id": "c", "function": {"name": "f", "arguments": "{oops"}})

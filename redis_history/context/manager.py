@@ -431,7 +431,7 @@ class HistoryManager:
         framing, count = framing_of(format), self._counter
         split = split_turns([*history, *current_turn])
         prompts, stored_summaries = self._lead(system_message, split.lead)
-        query = next((m.content for m in split.current if m.role == "user"), "")
+        query = next((m.text for m in split.current if m.role == "user"), "")
         memory_block, recalled, kept_memories = yield from self._recall(query, memory_filters)
         live = yield from self._live_shared(history)
         summaries = [*stored_summaries, *self._summaries, *live]

@@ -58,6 +58,7 @@ from redis_history.models import (
     ToolCall,
     chat_message,
 )
+from redis_history.parts import PART_TYPES
 from redis_history.store._stored import (
     ROLES,
     envelope_schema,
@@ -229,6 +230,11 @@ def _shape_problem(message: Message) -> str | None:
         return "a tool result, and only one, carries a tool_call_id"
     if not (fields["name"] is None or type(fields["name"]) is str):
         return "name is not a string"
+    parts = fields.get("parts", ())
+    if not isinstance(parts, tuple | list) or not all(isinstance(p, PART_TYPES) for p in parts):
+        return "parts is not a list of content parts"
+    if parts and fields["content"]:
+        return "a message holds content or parts, not both"
     if not isinstance(fields["metadata"], dict) or not isinstance(fields["created_at"], datetime):
         return "metadata is not an object, or created_at not a datetime"
     return None
@@ -275,6 +281,8 @@ def _plain_body(message: Message) -> bytes | None:
     """
     fields = message.__dict__
     if fields["tool_calls"] or fields["metadata"] or fields["name"] is not None:
+        return None
+    if fields.get("parts"):
         return None
     content, answers, moment = fields["content"], fields["tool_call_id"], fields["created_at"]
     role = fields["role"]
@@ -328,6 +336,11 @@ def _problem(message: Message) -> str | None:
     for field in ("id", "content", "name", "tool_call_id"):
         if problem := _text_problem(getattr(message, field), field):
             return problem
+    for i, part in enumerate(message.parts):
+        for field in ("text", "url", "file_id", "filename", "media_type"):
+            where = f"parts[{i}].{field}"
+            if problem := _text_problem(getattr(part, field, None), where):
+                return problem
     for i, call in enumerate(message.tool_calls):
         where = f"tool_calls[{i}]"
         if not isinstance(call, ToolCall):

@@ -57,7 +57,7 @@ class ToolOutputElider:
         out: list[Message] = []
         elided = False
         for message in request.messages:
-            size = len(message.content.encode("utf-8", "surrogatepass"))
+            size = _size(message)
             tool = tools.get(message.id)
             if tool is not None and message.role == "tool" and size >= self.min_bytes:
                 out.append(_stub(message, tool, size))
@@ -68,6 +68,12 @@ class ToolOutputElider:
 
     def __repr__(self) -> str:
         return f"ToolOutputElider(min_bytes={self.min_bytes})"
+
+
+def _size(message: Message) -> int:
+    """The bytes of a message's text and of its parts' inline data (a screenshot)."""
+    size = len(message.text.encode("utf-8", "surrogatepass"))
+    return size + sum(len(data) for part in message.parts if (data := getattr(part, "data", None)))
 
 
 def _stub(message: Message, tool: str, size: int) -> Message:

@@ -91,7 +91,7 @@ class ExtractiveSummarizer:
 
 def _extract(messages: Sequence[Message]) -> list[str]:
     """The lines an extractive summary keeps, in conversation order."""
-    users = [i for i, m in enumerate(messages) if m.role == "user" and m.content.strip()]
+    users = [i for i, m in enumerate(messages) if m.role == "user" and m.readable.strip()]
     first, last = (users[0], users[-1]) if users else (-1, -1)
     call_names = {call.id: call.name for m in messages for call in m.tool_calls}
     lines: list[str] = []
@@ -101,9 +101,9 @@ def _extract(messages: Sequence[Message]) -> list[str]:
             lines += [one_line(line) for line in previous.splitlines() if line.strip()]
         elif i in (first, last):
             label = "user" if first == last else ("user (first)" if i == first else "user (last)")
-            lines.append(f"- {label}: {one_line(message.content)}")
-        elif message.role == "tool" and message.content.strip():
+            lines.append(f"- {label}: {one_line(message.readable)}")
+        elif message.role == "tool" and message.readable.strip():
             name = message.name or call_names.get(message.tool_call_id or "")
             label = f"tool {name}" if name else "tool result"
-            lines.append(f"- {label}: {one_line(message.content)}")
+            lines.append(f"- {label}: {one_line(message.readable)}")
     return lines

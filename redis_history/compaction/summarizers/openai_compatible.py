@@ -73,7 +73,8 @@ def render_transcript(messages: Sequence[Message]) -> str:
             call_id = message.tool_call_id or ""
             name = call_names.get(call_id) or message.name or "?"
             who = f"tool result of {name} [{call_id}]"
-        lines = [f"{who}: {message.content}"] if message.content or not message.tool_calls else []
+        text = message.readable
+        lines = [f"{who}: {text}"] if text or not message.tool_calls else []
         for call in message.tool_calls:
             call_names[call.id] = call.name
             arguments = json.dumps(call.arguments, ensure_ascii=False, sort_keys=True)
