@@ -137,14 +137,16 @@ def summary(signed: Sequence[float]) -> dict[str, float]:
     }
 
 
-def accuracy(seeds: int, messages: int) -> dict[str, dict[str, dict[str, float]]]:
+def accuracy(
+    seeds: int, messages: int, counters: Sequence[str | None] = COUNTERS
+) -> dict[str, dict[str, dict[str, float]]]:
     """Per category, per counter: :func:`summary` of every fitted request of every seed."""
     results: dict[str, dict[str, dict[str, float]]] = {}
     for category in CATEGORIES:
         conversations = [conversation(category, seed, messages) for seed in range(1, seeds + 1)]
         results[category] = {
             label(counter): summary([e for c in conversations for e in errors(c, counter)])
-            for counter in COUNTERS
+            for counter in counters
         }
     return results
 

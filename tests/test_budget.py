@@ -1,5 +1,6 @@
 """fit_to_budget keeps the lead, the current turn and the most recent whole turns that fit,
-priced as the rendered request: exactly tiktoken's cookbook count with the exact counter."""
+priced as the rendered request: exactly tiktoken's cookbook count with the exact counter, the
+default."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from samples import conversations
 from redis_history import BudgetExceededError, HistoryError, Message, ToolCall
 from redis_history.context import (
     FRAMINGS,
+    HistoryManagerConfig,
     fit_to_budget,
     group_turns,
     message_price,
@@ -23,7 +25,7 @@ from redis_history.context import (
     request_tokens,
     to_messages,
 )
-from redis_history.tokens import message_tokens, resolve_counter
+from redis_history.tokens import REQUEST_COUNTER, message_tokens, resolve_counter
 
 EXACT = resolve_counter("o200k_base")
 
@@ -254,6 +256,31 @@ def test_the_estimate_prices_fitted_requests_within_a_few_percent(
         errors.append(abs(request_tokens(fitted, counter="estimate") - counted) / counted)
     assert max(errors) <= 0.035
     assert statistics.median(errors) <= 0.01
+
+
+def test_the_default_prices_every_kind_of_text_within_the_bounds() -> None:
+    """Given no counter, no request fitted from the held-out corpus (code, tool output, CJK,
+    emoji, short chat, mixed histories) is priced more than 1% under tiktoken's count of it,
+    nor more than 3% over: a fitted request never holds more than the budget."""
+    results = BENCHMARK.accuracy(seeds=1, messages=60, counters=(None,))
+    assert set(results) == {"code", "json", "cjk", "emoji", "short_chat", "mixed"}
+    for category, rows in results.items():
+        row = rows["default"]
+        assert row["requests"] >= 10, category
+        assert row["worst_under"] >= -0.01, (category, row)
+        assert row["worst_over"] <= 0.03, (category, row)
+
+
+def test_requests_are_priced_exactly_unless_a_counter_is_given(varied: list[Message]) -> None:
+    """fit_to_budget, request_tokens and message_price price with the exact counter when
+    given none, as a default HistoryManager does; a history's own default stays the estimate."""
+    assert HistoryManagerConfig().token_counter == REQUEST_COUNTER == "o200k_base"
+    assert request_tokens(varied) == request_tokens(varied, counter=EXACT)
+    assert request_tokens(varied) != request_tokens(varied, counter="estimate")
+    assert [message_price(m) for m in varied] == [message_price(m, counter=EXACT) for m in varied]
+    budget = budgets(varied)[3]
+    assert fit_to_budget(varied, budget) == fit_to_budget(varied, budget, counter=EXACT)
+    assert resolve_counter(None).name == "estimate"
 
 
 def test_the_benchmark_prints_its_tables(capsys: pytest.CaptureFixture[str]) -> None:
