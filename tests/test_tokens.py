@@ -21,9 +21,12 @@ from redis_history.context import message_price
 from redis_history.tokens import (
     DEFAULT_COUNTER,
     DEFAULT_ENCODING,
+    MEMO_CHARS,
+    MEMO_ENTRY_CHARS,
     EncodingUnavailableError,
     EstimatingCounter,
     HeuristicCounter,
+    TextMemo,
     TiktokenCounter,
     TokenCounter,
     load_encoding,
@@ -441,3 +444,81 @@ def test_a_counter_is_asked_the_price_of_each_role_once() -> None:
     for _ in range(2):
         assert message_tokens(Message.user("one two"), unhashable) == 3 + 1 + 2
     assert asked.count("user") == 3
+
+
+class CountedEncoding:
+    """An encoding that counts the passes made over text."""
+
+    def __init__(self, encoding: tiktoken.Encoding) -> None:
+        self.encoding = encoding
+        self.passes = 0
+
+    def encode(self, text: str, **options: Any) -> list[int]:
+        self.passes += 1
+        return self.encoding.encode(text, **options)
+
+
+def test_an_exact_count_is_remembered_by_text_and_a_changed_text_is_counted_anew(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An equal text (another string object, as a new read of a history gives) is not counted
+    again; a changed text is, so no count is ever stale."""
+    counter = TiktokenCounter(memo_chars=10_000)
+    spy = CountedEncoding(counter.encoding)
+    monkeypatch.setattr(counter, "_encoding", spy)
+    text = "The tool returned 42 rows; the first one is malformed.\n" * 3
+    first = counter.count(text)
+    again = counter.count("".join(list(text)))
+    assert again == first == len(spy.encoding.encode(text))
+    assert spy.passes == 1
+    changed = text.replace("42", "43")
+    assert counter.count(changed) == len(spy.encoding.encode(changed))
+    assert spy.passes == 2
+    assert counter.count(text) == first
+    assert spy.passes == 2
+
+
+def test_the_memo_holds_at_most_its_characters() -> None:
+    """Each text is charged its length plus MEMO_ENTRY_CHARS; whatever is put, the charge
+    never passes the bound, the oldest counts go first, and a text over half the bound is
+    not kept at all."""
+    memo = TextMemo(10_000)
+    cost = 50 + MEMO_ENTRY_CHARS
+    for i in range(1_000):
+        memo.put(f"text {i:04d} " * 5, i)
+        assert memo.chars <= 10_000
+    assert len(memo) <= 10_000 // cost
+    assert memo.get("text 0000 " * 5) is None
+    assert memo.get("text 0999 " * 5) == 999
+    memo.put("x" * 5_000, 1)
+    assert memo.get("x" * 5_000) is None
+    memo.clear()
+    assert (len(memo), memo.chars) == (0, 0)
+
+
+def test_what_is_priced_every_turn_stays_in_the_memo() -> None:
+    """A count looked up between the new ones moves back to the young generation, so the
+    texts every request prices are not dropped by the ones that come and go."""
+    memo = TextMemo(10_000)
+    memo.put("the system prompt", 4)
+    for i in range(1_000):
+        memo.put(f"one-off text {i}", i)
+        assert memo.get("the system prompt") == 4
+
+
+def test_an_exact_counter_keeps_its_memo_bounded_and_can_keep_none() -> None:
+    """A counter's memo stays within ``memo_chars``; ``memo_chars=0`` keeps nothing and still
+    counts exactly; a negative one is refused."""
+    small = TiktokenCounter(memo_chars=2_000)
+    none = TiktokenCounter(memo_chars=0)
+    for text in MIXED_TEXT * 20 + [f"row {i}: ok" for i in range(200)]:
+        assert (
+            small.count(text)
+            == none.count(text)
+            == len(none.encoding.encode(text, disallowed_special=()))
+        )
+        assert small.memo.chars <= 2_000
+    assert len(none.memo) == 0
+    assert resolve_counter("o200k_base").memo.chars <= MEMO_CHARS
+    with pytest.raises(ValueError, match="max_chars"):
+        TiktokenCounter(memo_chars=-1)

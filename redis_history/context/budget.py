@@ -11,16 +11,25 @@ Prices (:func:`request_tokens`) are the request as the format frames it (:data:`
 In ``"openai_chat"`` that is OpenAI's cookbook recipe over the request ``render`` makes: 3
 tokens a message, its role, content, ``name`` (plus 1; not on tool results, which render
 without it) and ``tool_call_id``, each tool call's ``function`` object as JSON (its name and
-arguments string), and 3 to prime the reply. With the exact counter (``counter="o200k_base"``)
-that is tiktoken's count of the rendered request, token for token; ``tests/test_budget.py``
-checks it on 400 seeded messages of code, JSON tool results, CJK and emoji. With the default
-estimating counter it is within 0.3% of that count in the median, 1.1% at p95 and 3.0% at most
-(over or under; 100 fitted requests of 5 seeded 400-message conversations,
-``benchmarks/bench_budget.py``), the estimate's own error (see "Token counts" in ``docs/guide.md``):
-give a ``reserve`` or a budget a few percent below the window when the estimate is in use, or
-use the exact counter where the last percent matters.
-A message's price in ``"openai_chat"`` is the one the store records when it is written
-(:func:`~redis_history.tokens.message_tokens`): one recipe, :func:`~redis_history.tokens.price`.
+arguments string), and 3 to prime the reply. With the default counter (``counter=None``:
+:data:`~redis_history.tokens.REQUEST_COUNTER`, ``o200k_base``) that is tiktoken's count of the
+rendered request, token for token; ``tests/test_budget.py`` checks it on 400 seeded messages
+of code, JSON tool results, CJK and emoji, and on a held-out corpus of code, tool output, CJK,
+emoji, short chat and mixed histories (``benchmarks/bench_budget.py``).
+
+The default is exact because a pricing error is the model's: priced under, a fitted request
+is larger than the window. On that corpus the estimate (``counter="estimate"``, what a
+history prices its appends with) priced fitted requests up to 8.9% under (JSON and tool
+output; emoji 8.1%, code 4.1%) and up to 49% over (CJK), and no weights of its character
+classes keep every kind of text within 1% under and 3% over: the best, fitted on that very
+corpus, still range from 3.3% under to 5.3% over (``benchmarks/refit_estimate.py``). Exact
+counts are remembered by text (:class:`~redis_history.tokens.TextMemo`, 4,000,000 characters
+a counter), so a history read anew from Redis and priced again costs dict lookups: fitting a
+128k-token history of 542 messages took 2.0 ms so (41 ms the first time, 4.6 ms with the
+estimate; ``docs/benchmarks.md``).
+A message's price in ``"openai_chat"`` is the one the store records when it is written with
+the same counter (:func:`~redis_history.tokens.message_tokens`): one recipe,
+:func:`~redis_history.tokens.price`.
 
 ``"openai_responses"`` and ``"anthropic"`` are priced by the same recipe, without the names
 those formats drop. Neither API publishes its framing, and Anthropic's tokenizer is not
@@ -40,6 +49,7 @@ from redis_history.tokens import (
     CHAT,
     MESSAGE_OVERHEAD,
     REPLY_PRIMING,
+    REQUEST_COUNTER,
     Framing,
     TokenCounter,
     price,
@@ -75,6 +85,12 @@ def framing_of(format: WireFormat) -> Framing:
         raise unknown_format(format) from None
 
 
+def request_counter(counter: TokenCounter | str | None) -> TokenCounter:
+    """The counter that prices a request: ``counter``, or :data:`REQUEST_COUNTER` for ``None``
+    (exact, remembering its counts; not a history's per-append default, the estimate)."""
+    return resolve_counter(REQUEST_COUNTER if counter is None else counter)
+
+
 def message_price(
     message: Message,
     format: WireFormat = "openai_chat",
@@ -86,12 +102,12 @@ def message_price(
         message: The message.
         format: The request's wire format.
         counter: A token counter or its name (:func:`~redis_history.tokens.resolve_counter`);
-            the fast estimate by default.
+            by default ``o200k_base``, exact (:func:`request_counter`).
 
     Raises:
         ValueError: An unknown format or counter name.
     """
-    return price(message, framing_of(format), resolve_counter(counter))
+    return price(message, framing_of(format), request_counter(counter))
 
 
 def request_tokens(
@@ -106,7 +122,7 @@ def request_tokens(
     Args:
         messages: The request's messages, oldest first.
         format: Its wire format.
-        counter: A token counter or its name; the fast estimate by default.
+        counter: A token counter or its name; by default ``o200k_base``, exact.
         system_prompt: A prompt sent before the messages, priced as a system message.
 
     Returns:
@@ -115,7 +131,7 @@ def request_tokens(
     Raises:
         ValueError: An unknown format or counter name.
     """
-    framing, count = framing_of(format), resolve_counter(counter)
+    framing, count = framing_of(format), request_counter(counter)
     tokens = framing.request + sum(price(m, framing, count) for m in messages)
     if system_prompt is not None:
         tokens += price(Message.system(system_prompt), framing, count)
@@ -202,8 +218,9 @@ def fit_to_budget(
             progress if it is not stored yet).
         budget: The tokens the request may use (the model's window, or less).
         reserve: Tokens kept free, e.g. for the reply (``max_tokens``).
-        counter: A token counter or its name; the fast estimate by default. Pass the one the
-            history prices with to match its stored counts.
+        counter: A token counter or its name; by default ``o200k_base``, exact, whose
+            counts are remembered by text, so pricing the same history again is dict
+            lookups. ``"estimate"`` loads no tokenizer, but can be 9% under (see above).
         format: The wire format the request will be rendered in (its framing is priced).
         system_prompt: A prompt that will be sent before the messages (``render``'s
             ``system_prompt``), priced and always kept.
@@ -221,7 +238,7 @@ def fit_to_budget(
     """
     if budget < 0 or reserve < 0:
         raise ValueError(f"budget and reserve must be >= 0, got {budget} and {reserve}")
-    framing, count = framing_of(format), resolve_counter(counter)
+    framing, count = framing_of(format), request_counter(counter)
     split = split_turns(messages)
     system = sum(price(m, framing, count) for m in split.lead)
     if system_prompt is not None:

@@ -125,9 +125,9 @@ class HistoryManagerConfig(BaseModel):
     summary_claim_seconds: float = Field(default=120.0, gt=0, le=3600)
     """With ``history=``: how long a pod's claim on the messages it summarizes holds; a pod
     that crashed meanwhile leaves them to be claimed again after it."""
-    token_counter: str = "estimate"
+    token_counter: str = "o200k_base"
     """The counter that prices requests (:func:`~redis_history.tokens.resolve_counter`):
-    ``"estimate"`` (fast, within a few percent), ``"o200k_base"`` (exact), a model name…"""
+    ``"o200k_base"`` (exact, counts remembered by text), ``"estimate"`` (fast, never exact)…"""
 
 
 @dataclass(frozen=True, slots=True)
