@@ -8,7 +8,8 @@ redis-py's exceptions::
     ├── InvalidMessageError (ValueError)     bad input; nothing was written
     │   ├── RoleOrderError                   role out of order
     │   ├── ToolPairingError                 tool result without an open call, or calls left open
-    │   └── MessageTooLargeError             envelope over ``max_message_bytes``
+    │   ├── MessageTooLargeError             envelope over ``max_message_bytes``
+    │   └── InvalidMediaError                media bytes that are not what they claim, or cut short
     ├── LimitExceededError (ValueError)      an input over a documented limit; nothing was written
     ├── StaleSnapshotError                   the prefix a write-back summarized has changed
     ├── LockLostError                        a fenced write-back no longer holds the lock
@@ -41,6 +42,7 @@ __all__ = [
     "DumpVersionError",
     "EncodingUnavailableError",
     "HistoryError",
+    "InvalidMediaError",
     "InvalidMessageError",
     "InvalidTransitionError",
     "JobRefusedError",
@@ -94,6 +96,19 @@ class ToolPairingError(InvalidMessageError):
 
 class MessageTooLargeError(InvalidMessageError):
     """A serialized message is larger than the history's ``max_message_bytes``."""
+
+
+class InvalidMediaError(InvalidMessageError):
+    """Media bytes (an image's header, a document's signature) that are not a format
+    redis-history reads, or that are truncated or malformed; the message says what is wrong.
+
+    ``media_type`` is the type the bytes were taken for (``"image/jpeg"``), ``None`` when
+    their first bytes match no known format.
+    """
+
+    def __init__(self, message: str, *, media_type: str | None = None) -> None:
+        super().__init__(message)
+        self.media_type = media_type
 
 
 class LimitExceededError(HistoryError, ValueError):
