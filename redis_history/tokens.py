@@ -34,8 +34,9 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from redis_history._encodings import ENCODINGS, SPECS, load_encoding
 from redis_history._plugins import PluginKind, PluginPathError
 from redis_history.errors import EncodingUnavailableError
+from redis_history.media import anthropic_image_tokens, image_size, openai_image_tokens
 from redis_history.models import Message, ToolCall
-from redis_history.parts import TextPart
+from redis_history.parts import ImagePart, TextPart, stand_in
 
 if TYPE_CHECKING:
     import tiktoken
@@ -86,6 +87,28 @@ REPLY_PRIMING = 3
 """Tokens every chat-completions request spends priming the reply (OpenAI's cookbook)."""
 
 
+def openai_image_price(part: ImagePart) -> int:
+    """An image part's tokens in OpenAI's APIs (GPT-4o's tiles), its size read from its header;
+    an image given by URL, whose size is unknown here, at the most an image can cost."""
+    width, height = image_size(part.data) if part.data is not None else UNSEEN_OPENAI
+    return openai_image_tokens(width, height, part.detail or "auto")
+
+
+def anthropic_image_price(part: ImagePart) -> int:
+    """An image part's tokens in Anthropic's Messages API (28-px patches, standard tier); by
+    URL, at the most an image can cost."""
+    width, height = image_size(part.data) if part.data is not None else UNSEEN_ANTHROPIC
+    return anthropic_image_tokens(width, height)
+
+
+UNSEEN_OPENAI = (768, 2048)
+"""The size an image given by URL is priced at in OpenAI's formats: the most tiles (8) any
+image is cut into, 1,445 tokens at high detail."""
+UNSEEN_ANTHROPIC = (1568, 1568)
+"""The size an image given by URL is priced at in Anthropic's format: the standard tier's
+most, 1,568 tokens."""
+
+
 @dataclass(frozen=True, slots=True)
 class Framing:
     """The tokens a wire format adds around the text of a request."""
@@ -99,6 +122,8 @@ class Framing:
     names: bool
     """Whether the format sends a message's ``name`` (chat completions does, except on tool
     results)."""
+    image: Callable[[ImagePart], int] = openai_image_price
+    """What an image part costs in the format: OpenAI's tiles by default."""
 
 
 CHAT = Framing(MESSAGE_OVERHEAD, NAME_OVERHEAD, REPLY_PRIMING, names=True)
@@ -126,9 +151,24 @@ def price(message: Message, framing: Framing, counter: TokenCounter) -> int:
     return tokens + _rest(message, framing, count)
 
 
+def _parts(message: Message, framing: Framing, count: Callable[[str], int]) -> int:
+    """The tokens of a message's parts: text counted, images as the format bills them, and
+    a file or audio as its stand-in's text (their price is the provider's: PDF pages,
+    seconds of audio; the stand-in is what a summary reads)."""
+    tokens = 0
+    for part in message.parts:
+        if isinstance(part, TextPart):
+            tokens += count(part.text)
+        elif isinstance(part, ImagePart):
+            tokens += framing.image(part)
+        else:
+            tokens += count(stand_in(part))
+    return tokens
+
+
 def _rest(message: Message, framing: Framing, count: Callable[[str], int]) -> int:
     """The part of :func:`price` after the role and the content."""
-    tokens = sum(count(part.text) for part in message.parts if isinstance(part, TextPart))
+    tokens = _parts(message, framing, count) if message.parts else 0
     if message.name and framing.names and message.role != "tool":
         tokens += count(message.name) + framing.name
     for call in message.tool_calls:

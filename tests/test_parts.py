@@ -4,13 +4,16 @@ back, and rendered in the chat-completions format."""
 from __future__ import annotations
 
 import base64
+import io
 from typing import Any
 
 import pytest
 import redis
+from PIL import Image
 from pydantic import ValidationError
 
-from redis_history import InvalidMessageError, Message, RedisHistory
+from redis_history import InvalidMediaError, InvalidMessageError, Message, RedisHistory
+from redis_history.context import request_tokens
 from redis_history.parts import (
     AudioPart,
     FilePart,
@@ -22,7 +25,15 @@ from redis_history.parts import (
 )
 from redis_history.tokens import TiktokenCounter, message_tokens
 
-PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4
+
+def png(width: int, height: int) -> bytes:
+    """A real PNG of ``width`` x ``height`` pixels."""
+    out = io.BytesIO()
+    Image.new("RGB", (width, height), (200, 30, 30)).save(out, "PNG")
+    return out.getvalue()
+
+
+PNG = png(48, 32)
 PDF = b"%PDF-1.7\n" + b"stream" * 100
 
 
@@ -67,7 +78,7 @@ def test_a_message_holds_content_or_parts_and_only_users_and_tools_hold_media() 
     message = Message.user(["What is this?", ImagePart(data=PNG, media_type="image/png")])
     assert message.content == ""
     assert message.text == "What is this?"
-    assert message.readable == "What is this? [image: image/png, 1 KB]"
+    assert message.readable == f"What is this? [image: image/png, {len(PNG)} B]"
     assert Message.user(["a", TextPart(text="b")]).content == "ab"  # text alone stays text
     screenshot = Message.tool(["page", ImagePart(url="https://x/s.png")], tool_call_id="c1")
     assert screenshot.parts[1].type == "image"
@@ -133,3 +144,44 @@ def test_text_parts_are_priced() -> None:
     plain = message_tokens(Message.user(text), exact)
     parted = message_tokens(Message(role="user", parts=(TextPart(text=text),)), exact)
     assert parted == plain
+
+
+@pytest.mark.parametrize(
+    ("size", "detail", "openai", "anthropic"),
+    [
+        # OpenAI's vision guide: 1024 x 1024 high is 765, low 85; 2048 x 4096 high 1105.
+        ((1024, 1024), "high", 765, 37 * 37),
+        ((1024, 1024), "low", 85, 37 * 37),
+        ((2048, 4096), "high", 1105, 1568),  # Anthropic: scaled to the 1,568-token cap
+        # Anthropic's vision page: one token per 28-px patch (200 x 200: 8 x 8).
+        ((200, 200), None, 255, 64),
+    ],
+)
+def test_images_are_priced_as_each_provider_bills_them(
+    size: tuple[int, int], detail: Any, openai: int, anthropic: int
+) -> None:
+    """A message's image costs what OpenAI's formula gives in the chat format (the store's
+    count) and Anthropic's in the Anthropic format, its size read from the PNG's header."""
+    exact = TiktokenCounter("o200k_base")
+    text = Message.user("What is this?")
+    image = ImagePart(data=png(*size), media_type="image/png", detail=detail)
+    message = Message.user(["What is this?", image])
+    assert message_tokens(message, exact) - message_tokens(text, exact) == openai
+    assert request_tokens([message], "anthropic") - request_tokens([text], "anthropic") == anthropic
+
+
+def test_an_image_by_url_is_priced_at_the_most_an_image_costs() -> None:
+    exact = TiktokenCounter("o200k_base")
+    text = message_tokens(Message.user("x"), exact)
+    by_url = Message.user(["x", ImagePart(url="https://example.com/a.png")])
+    low = Message.user(["x", ImagePart(url="https://example.com/a.png", detail="low")])
+    assert message_tokens(by_url, exact) - text == 1445
+    assert message_tokens(low, exact) - text == 85
+
+
+def test_an_image_that_is_not_one_is_refused_before_anything_is_sent(client: redis.Redis) -> None:
+    history = RedisHistory(client, "conv-bad-image")
+    fake = Message.user(["see", ImagePart(data=b"not an image at all", media_type="image/png")])
+    with pytest.raises(InvalidMediaError):
+        history.append(fake)
+    assert client.keys("*") == []

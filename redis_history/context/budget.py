@@ -52,6 +52,7 @@ from redis_history.tokens import (
     REQUEST_COUNTER,
     Framing,
     TokenCounter,
+    anthropic_image_price,
     price,
     resolve_counter,
 )
@@ -71,7 +72,9 @@ FRAMINGS: Mapping[WireFormat, Framing] = MappingProxyType(
     {
         "openai_chat": CHAT,
         "openai_responses": Framing(MESSAGE_OVERHEAD, 0, REPLY_PRIMING, names=False),
-        "anthropic": Framing(MESSAGE_OVERHEAD, 0, REPLY_PRIMING, names=False),
+        "anthropic": Framing(
+            MESSAGE_OVERHEAD, 0, REPLY_PRIMING, names=False, image=anthropic_image_price
+        ),
     }
 )
 """Each :data:`~redis_history.context.WireFormat`'s framing; see the module docstring."""
