@@ -127,7 +127,7 @@ def test_a_prefix_gives_the_size_once_it_holds_the_header_and_the_typed_error_be
     gives the full size from then on; never an IndexError."""
     fmt, mode, options = VARIANTS[variant]
     data = encoded(size, fmt, mode, **options)
-    answers = []
+    answers: list[tuple[int, int] | None] = []
     for end in range(len(data) + 1):
         try:
             answers.append(image_size(data[:end]))
@@ -423,7 +423,7 @@ def test_openai_patch_prices_match_the_guide_s_examples(
     change them."""
     expected = math.ceil(patches * Fraction(multiplier))
     for detail in ("low", "high", "auto"):
-        assert openai_image_tokens(width, height, detail, model=model) == expected  # type: ignore[arg-type]
+        assert openai_image_tokens(width, height, detail, model=model) == expected
 
 
 def test_openai_auto_is_charged_as_high_and_small_images_are_not_scaled_up() -> None:
@@ -503,9 +503,9 @@ def test_prices_refuse_sizes_that_are_not_positive_integers(price: Any) -> None:
     for width, height in [(0, 10), (10, 0), (-5, 10)]:
         with pytest.raises(ValueError, match="must be positive"):
             price(width, height)
-    for width in [10.0, True, "10"]:
+    for bad in [10.0, True, "10"]:
         with pytest.raises(TypeError, match="width must be an integer"):
-            price(width, 10)
+            price(bad, 10)
 
 
 def test_unknown_details_tiers_and_models_are_refused() -> None:
