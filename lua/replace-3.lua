@@ -14,6 +14,7 @@ ARGV[2] ttl      ms to set as the conversation's TTL, or 0 to keep the stored on
 ARGV[3] check    1 to check role order and tool pairing, 0 to only track them
 ARGV[4] expect   how many expected ids follow, or -1 for no fence
 ARGV[5..] ids    the ids (JSON-escaped) the list must hold, in order
+ARGV[...] blobs  k, then k pairs of digest and data (see read_blobs)
 ARGV[...] batch  tokens, n, n envelopes, n role items (see read_batch)
 
 Returns the new length, or {code, index, reason} having written nothing:
@@ -27,14 +28,18 @@ Returns the new length, or {code, index, reason} having written nothing:
 --- @include "push"
 --- @include "ids"
 --- @include "read"
+--- @include "blobs"
 
 local msgs, meta, archive = KEYS[1], KEYS[2], KEYS[3]
 local op, expect = ARGV[1], tonumber(ARGV[4])
-local tokens, n, first = read_batch(5 + math.max(expect, 0))
 local total, role, open, ttl, records, exists = read_meta(meta, WRITES)
 if not total then return role end  -- read_meta's refusal
 local done = replayed(meta, WRITES, records, op)
 if done then return done end
+local blobs_at = 5 + math.max(expect, 0)
+local blobs, added, at = read_blobs(meta, blobs_at)
+if not blobs then return added end  -- over the inline data limit
+local tokens, n, first = read_batch(at)
 local new_ttl
 ttl, new_ttl = effective_ttl(ttl, tonumber(ARGV[2]))
 
@@ -99,6 +104,7 @@ end
 
 redis.call('UNLINK', msgs)
 push_all('RPUSH', msgs, values, from, from + n - 1)
+write_blobs(meta, blobs_at, blobs, added)
 rewritten(meta, records, op, n, tokens, role, open, new_ttl)
 refresh_ttl(ttl, msgs, meta, archive)
 return n

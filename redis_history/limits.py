@@ -19,8 +19,11 @@ from typing import Any
 from redis_history.errors import LimitExceededError
 
 __all__ = [
+    "BLOB_MIN_BYTES",
     "MAX_BATCH_BYTES",
     "MAX_BATCH_MESSAGES",
+    "MAX_BLOB_BYTES",
+    "MAX_CONVERSATION_BLOB_BYTES",
     "MAX_MESSAGE_BYTES",
     "MAX_OP_ID_LENGTH",
     "MAX_PAGE",
@@ -34,6 +37,7 @@ __all__ = [
     "MAX_TOKENS",
     "MAX_TOOL_CALLS",
     "MAX_TTL_SECONDS",
+    "MAX_WRITE_BLOB_BYTES",
     "count",
     "limited",
     "op_id",
@@ -51,6 +55,23 @@ summaries; and the most ids a ``replace`` may expect."""
 
 MAX_BATCH_BYTES = 8 << 20
 """The most bytes of stored envelopes one write sends."""
+
+BLOB_MIN_BYTES = 1024
+"""Inline data of a content part (an image's bytes) this large or larger is stored once per
+conversation, outside the message list, the envelope holding its digest; smaller stays in
+the envelope."""
+
+MAX_BLOB_BYTES = 20 << 20
+"""The largest inline data of one content part (OpenAI's limit for an image): 20 MiB."""
+
+MAX_WRITE_BLOB_BYTES = 32 << 20
+"""The most inline data one write sends to be stored outside the list (distinct data
+counted once): 32 MiB, about 30 ms of a script's time at Redis's cost of its arguments."""
+
+MAX_CONVERSATION_BLOB_BYTES = 128 << 20
+"""The most inline data one conversation keeps outside its list, each distinct piece once
+(a read of all of it is one ``HMGET`` well under 250 ms); a write past it is refused by
+the script with ``LimitExceededError``."""
 
 MAX_TOOL_CALLS = 1_024
 """The most tool calls one assistant message may request."""

@@ -17,8 +17,10 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from collections.abc import Mapping
-from typing import Annotated, Any, Literal, Self
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Annotated, Any, Literal, Self, cast
 
 from pydantic import (
     BaseModel,
@@ -40,10 +42,13 @@ __all__ = [
     "FilePart",
     "ImagePart",
     "TextPart",
+    "blob_data",
+    "blobs_at_hand",
     "data_url",
     "from_data_url",
     "from_openai_chat",
     "stand_in",
+    "stored_data",
     "to_openai_chat",
 ]
 
@@ -87,6 +92,59 @@ def _bytes_only(value: Any, info: ValidationInfo) -> Any:
     return value
 
 
+class BlobsWanted(Exception):
+    """Raised by a read that met parts whose data is kept outside the list: ``digests``
+    are to be fetched, and the read run again inside :func:`blob_data`."""
+
+    def __init__(self, digests: set[str]) -> None:
+        super().__init__(f"{len(digests)} blobs to read")
+        self.digests = digests
+
+
+_BLOBS: ContextVar[Mapping[str, bytes] | None] = ContextVar("blobs", default=None)
+_WANTED: ContextVar[set[str] | None] = ContextVar("wanted", default=None)
+
+
+@contextmanager
+def blob_data(blobs: Mapping[str, bytes] | None) -> Iterator[set[str]]:
+    """Within it, parts read with a ``blob`` get their data from ``blobs``; with ``None``,
+    their digests are collected into the set it yields (their data left unset)."""
+    token = _BLOBS.set(blobs)
+    wanted: set[str] = set()
+    collecting = _WANTED.set(wanted)
+    try:
+        yield wanted
+    finally:
+        _WANTED.reset(collecting)
+        _BLOBS.reset(token)
+
+
+def blobs_at_hand() -> bool:
+    """Whether a read runs inside :func:`blob_data` with the blobs' data."""
+    return _BLOBS.get() is not None
+
+
+def stored_data(part: Any) -> Any:
+    """``part``, read with a ``blob``, with its data from the blobs of :func:`blob_data`.
+
+    Raises:
+        ValueError: outside a store's read (``blob`` is the store's), or a blob missing.
+    """
+    digest = part.blob
+    assert digest is not None
+    blobs = _BLOBS.get()
+    if blobs is None:
+        wanted = _WANTED.get()
+        if wanted is None:
+            raise ValueError("blob is set by the store's reads only")
+        wanted.add(digest)
+        return part
+    data = blobs.get(digest)
+    if data is None:
+        raise ValueError(f"the data of blob {digest} is missing")
+    return part.model_copy(update={"data": data, "blob": None})
+
+
 class _Source(_Part):
     """Inline bytes, a URL, or (files only) a provider's file id: exactly one of them."""
 
@@ -96,6 +154,9 @@ class _Source(_Part):
     """Where the model fetches it (``https://...``); ``data:`` URLs are made inline."""
     media_type: MediaType | None = None
     """``image/png``, ``application/pdf``...: required with inline bytes."""
+    blob: str | None = Field(default=None, exclude=True, repr=False)
+    """Set by the store only, while a part it reads waits for its data (kept outside the
+    message list, :mod:`redis_history.store.blobs`); never on a part a read returns."""
 
     @model_validator(mode="before")
     @classmethod
@@ -114,6 +175,8 @@ class _Source(_Part):
 
     @model_validator(mode="after")
     def _one_source(self) -> Self:
+        if self.blob is not None:
+            return cast(Self, stored_data(self))
         if self._sources() != 1:
             raise ValueError(f"{type(self).__name__} needs exactly one of {self._names()}")
         if self.data is not None and self.media_type is None:
@@ -154,11 +217,22 @@ class AudioPart(_Part):
     """Inline audio (OpenAI's ``input_audio``): its bytes and their format."""
 
     type: Literal["audio"] = "audio"
-    data: bytes
+    data: bytes = b""
+    """The audio, inline (base64 in JSON)."""
     format: Literal["wav", "mp3"]
     """The encoding, as OpenAI names it."""
+    blob: str | None = Field(default=None, exclude=True, repr=False)
+    """As :attr:`ImagePart.blob`: the store's, while a read waits for the data."""
 
     _data = field_validator("data", mode="before")(_bytes_only)
+
+    @model_validator(mode="after")
+    def _stored(self) -> Self:
+        if self.blob is not None:
+            return cast(Self, stored_data(self))
+        if not self.data:
+            raise ValueError("AudioPart needs its data")
+        return self
 
     @property
     def media_type(self) -> str:
@@ -259,6 +333,8 @@ def to_openai_chat(part: ContentPart) -> dict[str, Any]:
 
 
 def _inline_url(part: ImagePart | FilePart) -> str:
+    if part.data is None:  # a read's first pass, which its blobs' data will replace
+        return f"blob:{part.blob}"
     assert part.data is not None
     assert part.media_type is not None
     return data_url(part.data, part.media_type)

@@ -315,8 +315,8 @@ def test_a_lost_stage_writes_nothing(
     real_redis.flushall()
     stage = dumps._stage
 
-    def then_expire(client: Any, staged: tuple[str, str, str], *args: Any) -> None:
-        stage(client, staged, *args)
+    def then_expire(client: Any, staged: tuple[str, str, str], *args: Any, **options: Any) -> None:
+        stage(client, staged, *args, **options)
         client.delete(staged[0])
 
     monkeypatch.setattr(dumps, "_stage", then_expire)

@@ -23,6 +23,7 @@ from redis_history import (
     ToolCall,
     limits,
 )
+from redis_history.parts import FilePart
 
 ROOT = Path(__file__).resolve().parent.parent
 SLOW_US = 250_000
@@ -39,6 +40,7 @@ def test_the_scripts_limits_are_the_clients() -> None:
         "MAX_ENTRY_BYTES": limits.MAX_MESSAGE_BYTES,
         "MAX_REWRITE": limits.MAX_REWRITE,
         "MAX_ROLLBACK": limits.MAX_ROLLBACK,
+        "MAX_BLOB_TOTAL": limits.MAX_CONVERSATION_BLOB_BYTES,
     }
 
 
@@ -253,3 +255,33 @@ def test_long_runs_of_summaries_or_tool_results_stay_under_250_ms(slowlog: redis
     with pytest.raises(LimitExceededError, match="tool results before"):
         loose.truncate(loose.len() - 1)
     assert loose.truncate(0) == 90_002  # no read at all
+
+
+@pytest.mark.real_redis
+@pytest.mark.slow
+def test_inline_data_at_its_limits_stays_under_250_ms(slowlog: redis.Redis) -> None:
+    """A conversation filled with 128 MiB of inline data, 32 MiB a write (two 16 MiB files
+    each), then read whole (one ``HMGET`` of all of it), replaced, exported and deleted."""
+    history = RedisHistory(slowlog, "c")
+    per_part = limits.MAX_WRITE_BLOB_BYTES // 2
+    writes = limits.MAX_CONVERSATION_BLOB_BYTES // limits.MAX_WRITE_BLOB_BYTES
+    sent: list[Message] = []
+    for w in range(writes):
+        files = [
+            FilePart(data=bytes([w, i]) * (per_part // 2), media_type="application/pdf")
+            for i in range(2)
+        ]
+        sent += [Message.user([f"files {w}", *files]), Message.assistant("read")]
+        history.append_many(sent[-2:])
+    assert (
+        slowlog.hget(history.keys.meta, "blobs") == str(limits.MAX_CONVERSATION_BLOB_BYTES).encode()
+    )
+    with pytest.raises(LimitExceededError):  # past the conversation's limit: refused
+        history.append(
+            Message.user(["one more", FilePart(data=b"z" * 2048, media_type="text/plain")])
+        )
+    assert history.snapshot() == sent
+    with pytest.raises(LimitExceededError):  # all of it in one write: refused before sending
+        history.replace(sent)
+    history.replace(sent[:2])  # one write's worth
+    history.delete()

@@ -2,5 +2,6 @@
 -- MAX_READ_BYTES: the most bytes of envelopes a rewrite reads; MAX_ENTRY_BYTES: the
 -- largest envelope a history writes, so that a read never passes the budget by more;
 -- MAX_REWRITE: the most messages a splice or a truncate removes; MAX_ROLLBACK: how far
--- from the tail a rollback looks.
-local MAX_READ_BYTES, MAX_ENTRY_BYTES, MAX_REWRITE, MAX_ROLLBACK = 8388608, 1048576, 10000, 1000
+-- from the tail a rollback looks; MAX_BLOB_TOTAL: the most inline data a conversation keeps
+-- outside its list.
+local MAX_READ_BYTES, MAX_ENTRY_BYTES, MAX_REWRITE, MAX_ROLLBACK, MAX_BLOB_TOTAL = 8388608, 1048576, 10000, 1000, 134217728

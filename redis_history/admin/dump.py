@@ -31,9 +31,10 @@ what their requests leave out).
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import IO, Any
@@ -51,13 +52,17 @@ from redis_history.errors import (
 from redis_history.limits import (
     MAX_BATCH_BYTES,
     MAX_BATCH_MESSAGES,
+    MAX_BLOB_BYTES,
+    MAX_CONVERSATION_BLOB_BYTES,
     MAX_MESSAGE_BYTES,
     MAX_PAGE,
     MAX_READ_BYTES,
     MAX_TOKENS,
     MAX_TTL_SECONDS,
 )
+from redis_history.models import MAX_PARTS
 from redis_history.roles import RoleState
+from redis_history.store import blobs
 from redis_history.store._core import Call, RedisFailure
 from redis_history.store.codec import Entry, decode_entries, encode_entry
 from redis_history.store.history import RedisHistory
@@ -285,13 +290,23 @@ def _moment(history: RedisHistory) -> tuple[dict[bytes, bytes], int, int]:
     keys = history.keys
     try:
         with history.client.pipeline(transaction=False) as pipe:
-            pipe.hgetall(keys.meta)
+            pipe.hmget(keys.meta, *MOMENT_FIELDS)
             pipe.llen(keys.msgs)
             pipe.llen(keys.archive)
-            fields, length, archived = pipe.execute()
+            values, length, archived = pipe.execute()
     except RedisFailure as exc:
         raise history.core.wrap(exc) from exc
-    return dict(fields), int(length), int(archived)
+    fields = {
+        name.encode(): value for name, value in zip(MOMENT_FIELDS, values, strict=True) if value
+    }
+    return fields, int(length), int(archived)
+
+
+MOMENT_FIELDS = (
+    "total", "baseline", "mark", "version", "ttl", "adropped", "cstate", "compactions",
+    "tokens_freed", "abytes", "blobs", "opa", "ops", "role", "open", "queued",
+)  # fmt: skip
+"""The meta fields an export reads (not its blobs, which the messages read carry)."""
 
 
 def _archive(history: RedisHistory, archived: int, abytes: bytes | None) -> list[Entry]:
@@ -309,11 +324,11 @@ def _archive(history: RedisHistory, archived: int, abytes: bytes | None) -> list
 
 
 def _decode(history: RedisHistory, raw: Sequence[bytes]) -> list[Entry]:
-    try:
-        return decode_entries(raw, where="in the archive ")
-    except CorruptHistoryError as exc:
-        exc.conversation_id, exc.namespace = history.conversation_id, history.namespace
-        raise
+    return history.core.decoded(functools.partial(decode_entries, where="in the archive "), raw)
+
+
+DUMP_ENTRY_BYTES = MAX_MESSAGE_BYTES + 2 * MAX_BLOB_BYTES * MAX_PARTS
+"""The longest entry of a dump: a message the store takes, its parts' data inline (base64)."""
 
 
 def write_dump(dump: Dump, stream: IO[bytes]) -> None:
@@ -321,7 +336,8 @@ def write_dump(dump: Dump, stream: IO[bytes]) -> None:
     stream.write(_json(dump.header()) + b"\n")
     for kind, entries in ((b"archived", dump.archive), (b"live", dump.live)):
         for entry in entries:
-            stream.write(b'{"%s":%s}\n' % (kind, encode_entry(entry, MAX_MESSAGE_BYTES)))
+            line = encode_entry(entry, DUMP_ENTRY_BYTES, inline=True)
+            stream.write(b'{"%s":%s}\n' % (kind, line))
 
 
 def _json(value: Any) -> bytes:
@@ -447,14 +463,18 @@ def restore(
     history = target.history(conversation_id or dump.conversation_id)
     live = [encode_entry(entry, MAX_MESSAGE_BYTES) for entry in dump.live]
     archive = [encode_entry(entry, MAX_MESSAGE_BYTES) for entry in dump.archive]
-    meta = _meta_hash(dump, archive)
+    kept_out = blobs.blobs_of(
+        (entry.message for entry in (*dump.archive, *dump.live)),
+        most=MAX_CONVERSATION_BLOB_BYTES,
+    )
+    meta = _meta_hash(dump, archive, kept_out)
     client, keys = target.client, history.keys
     try:
         if not replace and client.exists(*keys.data):
             raise _exists(history)
         staged = keys.restoring(uuid.uuid4().hex)
         try:
-            _stage(client, staged, live, meta, archive)
+            _stage(client, staged, live, meta, archive, kept_out=kept_out)
             lua = script("restore")
             args = (int(replace), len(live), len(archive), dump.meta.ttl_ms)
             command = (
@@ -495,9 +515,12 @@ def _exists(history: RedisHistory) -> ConversationExistsError:
     )
 
 
-def _meta_hash(dump: Dump, archive: Sequence[bytes]) -> dict[str, str | int]:
+def _meta_hash(
+    dump: Dump, archive: Sequence[bytes], kept_out: Mapping[str, bytes]
+) -> dict[str, str | int]:
     """The meta hash the import writes: the dump's accounting, the turn state of its live
-    messages, and the archive's size as written."""
+    messages, the archive's size as written, and the bytes of the blobs (``_stage`` writes
+    them)."""
     meta, turn = dump.meta, RoleState.of(entry.message for entry in dump.live)
     fields: dict[str, str | int] = {"total": meta.total}
     optional: dict[str, str | int | None] = {
@@ -512,6 +535,7 @@ def _meta_hash(dump: Dump, archive: Sequence[bytes]) -> dict[str, str | int]:
         "cstate": meta.state.encode() if meta.state != CompactionState() else None,
         "compactions": meta.compactions or None,
         "tokens_freed": meta.tokens_freed or None,
+        "blobs": sum(map(len, kept_out.values())) or None,
     }
     fields.update({name: value for name, value in optional.items() if value is not None})
     return fields
@@ -523,6 +547,8 @@ def _stage(
     live: Sequence[bytes],
     meta: dict[str, str | int],
     archive: Sequence[bytes],
+    *,
+    kept_out: Mapping[str, bytes],
 ) -> None:
     """Write the staging keys, each call within one write's limits, each key expiring."""
     staged_msgs, staged_meta, staged_archive = staged
@@ -530,6 +556,13 @@ def _stage(
         pipe.hset(staged_meta, mapping=meta)
         pipe.pexpire(staged_meta, STAGE_TTL_MS)
         pipe.execute()
+    batch: dict[str, bytes] = {}
+    for name, data in (*kept_out.items(), ("", b"")):  # a last, empty one sends the rest
+        if batch and (not name or sum(map(len, batch.values())) + len(data) > MAX_BATCH_BYTES):
+            client.hset(staged_meta, mapping=batch)
+            batch = {}
+        if name:
+            batch[blobs.FIELD + name] = data
     for key, envelopes in ((staged_archive, archive), (staged_msgs, live)):
         for chunk in _chunks(envelopes):
             with client.pipeline(transaction=False) as pipe:

@@ -13,7 +13,6 @@ from redis_history._redact import redact_url
 from redis_history.errors import ConversationNotFoundError
 from redis_history.settings import URL
 from redis_history.store._core import Call, RedisFailure, redis_error
-from redis_history.store._lane import send
 from redis_history.store.history import RedisHistory
 from redis_history.store.keys import DEFAULT_NAMESPACE, DEFAULT_PREFIX, validate_name
 
@@ -123,8 +122,4 @@ class Target:
 def run_call(history: RedisHistory, call: Call[T]) -> T:
     """One of the store's calls for ``history`` that its public methods do not make (a
     range of entries, a script only the operator's commands run), errors typed."""
-    try:
-        reply = send(history.client, call)
-    except RedisFailure as exc:
-        raise history.core.wrap(exc) from exc
-    return call.parse(reply)
+    return history.execute(call)

@@ -17,7 +17,7 @@ import functools
 import hashlib
 import re
 import uuid
-from collections.abc import Callable, Generator, Iterable, Sequence
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Generic, NamedTuple, TypeVar, get_args
@@ -39,6 +39,8 @@ from redis_history.errors import (
     StoreUnavailableError,
 )
 from redis_history.models import MAX_ID_LENGTH, Message
+from redis_history.parts import BlobsWanted, blob_data, blobs_at_hand
+from redis_history.store import blobs
 from redis_history.store.codec import (
     Batch,
     Entry,
@@ -220,6 +222,8 @@ class Call(NamedTuple, Generic[T]):
 
 
 _MULTI, _EXEC = ("MULTI",), ("EXEC",)
+_NO_BLOBS = (0,)
+"""The blobs section of a write that keeps no inline data outside the list."""
 UNSTAGED = object()
 """A staged transaction wrote nothing and the write is to be sent as its script."""
 
@@ -424,14 +428,35 @@ class HistoryCore:
         raise self._context(refusal(reply))
 
     def _decode(self, raw: Sequence[bytes | str]) -> list[Entry]:
-        return self._read(decode_entries, raw)
+        return self.decoded(decode_entries, raw)
 
-    def _read(self, decode: Callable[[Sequence[bytes | str]], list[T]], raw: Any) -> list[T]:
-        """``decode(raw)``, a ``CorruptHistoryError`` carrying the conversation."""
+    def decoded(self, decode: Callable[[Sequence[bytes | str]], list[T]], raw: Any) -> list[T]:
+        """``decode(raw)``, a ``CorruptHistoryError`` carrying the conversation. Parts whose
+        data is kept outside the list raise ``BlobsWanted`` with their digests, for the
+        front end to read them (:meth:`read_blobs`) and parse again with them."""
         try:
-            return decode(raw)
+            if blobs_at_hand():
+                return decode(raw)
+            with blob_data(None) as wanted:
+                out = decode(raw)
         except CorruptHistoryError as exc:
             raise self._context(exc) from exc.__cause__
+        if wanted:
+            raise BlobsWanted(wanted)
+        return out
+
+    def read_blobs(self, digests: Iterable[str]) -> Call[Mapping[str, bytes]]:
+        """The data of the blobs ``digests`` name, by digest (one ``HMGET``); a missing one is
+        a ``CorruptHistoryError``."""
+        names = sorted(digests)
+
+        def parse(reply: Any) -> Mapping[str, bytes]:
+            try:
+                return blobs.found(names, reply)
+            except CorruptHistoryError as exc:
+                raise self._context(exc) from None
+
+        return Call(parse, ("HMGET", self.keys.meta, *blobs.field_names(names)))
 
     def _batch(self, messages: Sequence[Message], *, summary: bool = False) -> Batch:
         """``messages`` encoded for a write script, within ``MAX_BATCH_BYTES``."""
@@ -472,12 +497,23 @@ class HistoryCore:
             except HistoryError as exc:
                 raise self._context(exc) from None
             token = op_token("append", (message.id,))
-            return self._append_call(token, tokens, (envelope,), roles)
+            kept_out = self._blobs(messages) if message.parts else ()
+            return self._append_call(token, tokens, (envelope,), roles, kept_out)
         batch = self._batch(batch_of(messages))
         if not batch.envelopes:
             return NOTHING_TO_SEND
         token = op_token("append", [m.id for m in messages])
-        return self._append_call(token, batch.tokens, batch.envelopes, batch.roles)
+        blobs = self._blobs(messages)
+        return self._append_call(token, batch.tokens, batch.envelopes, batch.roles, blobs)
+
+    def _blobs(self, messages: Sequence[Message]) -> tuple[Any, ...]:
+        """The blobs section of a write's arguments: how many, then digest and data of each
+        (``lua/includes/blobs.lua``)."""
+        try:
+            found = blobs.blobs_of(messages) if any(m.parts for m in messages) else {}
+        except HistoryError as exc:
+            raise self._context(exc) from None
+        return (len(found), *(item for pair in found.items() for item in pair))
 
     def _append_call(
         self,
@@ -485,17 +521,20 @@ class HistoryCore:
         tokens: int,
         envelopes: Sequence[bytes],
         roles: Sequence[str | int],
+        kept_out: tuple[Any, ...] = (),
     ) -> Call[bool | None]:
-        """The append script's call, staged when the envelopes are large."""
+        """The append script's call, staged when the envelopes are large; ``kept_out`` is
+        the blobs section (:meth:`_blobs`), none when empty."""
         head = (*self._append_head, token, self.ttl_ms, self._check)
+        section = kept_out or _NO_BLOBS
         n = len(envelopes)
-        command = (*head, 0, tokens, n, *envelopes, *roles)
+        command = (*head, 0, *section, tokens, n, *envelopes, *roles)
         staged = None
         if (len(envelopes[0]) if n == 1 else sum(map(len, envelopes))) >= STAGE_BYTES:
             stage = self.keys.stage
             staged = (
                 _MULTI,
-                (*head, 1, tokens, n, *roles),
+                (*head, 1, *section, tokens, n, *roles),
                 ("RPUSHX", stage, *envelopes),
                 ("RENAME", stage, self.keys.msgs),
                 _EXEC,
@@ -513,7 +552,8 @@ class HistoryCore:
         batch = self._batch(batch_of(messages))
         fence = _fence(ids_of(expected_ids, "expected_ids", limits.MAX_BATCH_MESSAGES))
         head = (write_token("replace", op_id, self._fresh), self.ttl_ms, self._check, *fence)
-        return _call(self._none, "replace", self._data, batch.args(head))
+        section = self._blobs(messages)
+        return _call(self._none, "replace", self._data, batch.args((*head, *section)))
 
     def splice_prefix(
         self,
@@ -660,14 +700,14 @@ class HistoryCore:
         return Call(self._messages, ("LRANGE", self.keys.msgs, start, stop))
 
     def _messages(self, raw: Sequence[bytes | str]) -> list[Message]:
-        return self._read(decode_messages, raw)
+        return self.decoded(decode_messages, raw)
 
     def openai_messages(self) -> Call[list[dict[str, Any]]]:
         """Every message in the chat-completions format, rendered from the stored JSON."""
         return Call(self._openai, ("LRANGE", self.keys.msgs, 0, -1))
 
     def _openai(self, raw: Sequence[bytes | str]) -> list[dict[str, Any]]:
-        return self._read(decode_openai, raw)
+        return self.decoded(decode_openai, raw)
 
     def turns(self, *, allow_open: bool = True) -> Call[list[Turn]]:
         """Every live message, grouped into turns (the summaries at the head lead the first)."""
@@ -710,7 +750,7 @@ class HistoryCore:
 
     def _page(self, reply: Any) -> TranscriptPage:
         first, after, *raw = reply
-        messages = self._read(functools.partial(decode_messages, summaries=False), raw)
+        messages = self.decoded(functools.partial(decode_messages, summaries=False), raw)
         return TranscriptPage(messages, int(first), None if int(after) < 0 else int(after))
 
     # -- compaction state ---------------------------------------------------------------------

@@ -59,6 +59,7 @@ from redis_history.models import (
     chat_message,
 )
 from redis_history.parts import PART_TYPES
+from redis_history.store import blobs
 from redis_history.store._stored import (
     ROLES,
     envelope_schema,
@@ -160,9 +161,11 @@ def encode_message(
     return envelope, tokens
 
 
-def encode_entry(entry: Entry, max_bytes: int, *, index: int = 0) -> bytes:
+def encode_entry(entry: Entry, max_bytes: int, *, index: int = 0, inline: bool = False) -> bytes:
     """The envelope of a stored entry, its token count and flags kept (an import writes
     what an export read: the tokens were priced when the message was first written).
+    ``inline`` keeps all of its parts' data in it (an export's line), where the store keeps
+    large data outside the list (:mod:`redis_history.store.blobs`).
 
     Raises:
         InvalidMessageError: what :func:`encode_message` refuses.
@@ -171,7 +174,7 @@ def encode_entry(entry: Entry, max_bytes: int, *, index: int = 0) -> bytes:
     message = entry.message
     body = _plain_body(message)
     if body is None:
-        body = _general_body(message, index)
+        body = _general_body(message, index, inline=inline)
     envelope = _HEADS[entry.exact, entry.summary] % (entry.tokens, body)
     if len(envelope) > max_bytes:
         raise MessageTooLargeError(
@@ -181,17 +184,22 @@ def encode_entry(entry: Entry, max_bytes: int, *, index: int = 0) -> bytes:
     return envelope
 
 
-def _general_body(message: Message, index: int) -> bytes:
+def _general_body(message: Message, index: int, *, inline: bool = False) -> bytes:
     """The stored JSON of a message that is not plain (tool calls, metadata, a name, or
     fields a validated message would not hold). A message built without validation
     (``model_construct``) whose fields a read would refuse is refused here, not stored to
     fail every later read."""
     if problem := _shape_problem(message):
         raise _unstorable(message, index, f"it would not read back: {problem}")
+    fields, swaps = message.__dict__, None
+    if not inline and fields.get("parts") and (kept_out := blobs.outside(message)) is not None:
+        fields, swaps = kept_out
     try:
-        body = _STORED.to_json(message.__dict__, exclude_defaults=True)
+        body = _STORED.to_json(fields, exclude_defaults=True)
     except PydanticSerializationError as exc:
         raise _unstorable(message, index, _problem(message) or str(exc)) from exc
+    for marker, reference in swaps or ():
+        body = body.replace(marker, reference)
     if (  # nests only here: a plain message holds no metadata or tool calls
         _may_nest(message)
         and body.count(b"{") + body.count(b"[") > MAX_NESTING

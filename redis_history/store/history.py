@@ -13,7 +13,7 @@ import inspect
 import logging
 import os
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, Self, TypeVar
 
@@ -29,6 +29,7 @@ from redis_history.compaction.state import CompactionState, Event
 from redis_history.errors import HistoryError
 from redis_history.limits import MAX_PAGE
 from redis_history.models import Message
+from redis_history.parts import BlobsWanted, blob_data
 from redis_history.store import metrics
 from redis_history.store._core import (
     DEFAULT_MAX_MESSAGE_BYTES,
@@ -175,7 +176,11 @@ class RedisHistory(_Base):
             reply = send(self.client, call)
         except RedisFailure as exc:
             raise self.core.wrap(exc) from exc
-        return call.parse(reply)
+        try:
+            return call.parse(reply)
+        except BlobsWanted as wanted:  # parts whose data is kept outside the list
+            with blob_data(self.execute(self.core.read_blobs(wanted.digests))):
+                return call.parse(reply)
 
     def _run_waiting(self, call: Call[T]) -> T:
         """Run a write and ``WAIT`` for its replicas on the same connection."""
@@ -593,7 +598,12 @@ class AsyncRedisHistory(_Base):
             reply = await asend(self.client, call)
         except RedisFailure as exc:
             raise self.core.wrap(exc) from exc
-        return call.parse(reply)
+        try:
+            return call.parse(reply)
+        except BlobsWanted as wanted:  # parts whose data is kept outside the list
+            found: Mapping[str, bytes] = await self.execute(self.core.read_blobs(wanted.digests))
+            with blob_data(found):
+                return call.parse(reply)
 
     async def _run_waiting(self, call: Call[T]) -> T:
         """See :meth:`RedisHistory._run_waiting`."""

@@ -1,0 +1,118 @@
+"""Blobs: a content part's inline data stored once per conversation, outside the message list.
+
+An image sent in five messages is stored once, and the list, which appends, walks and
+snapshots go over, stays small. Inline data of at least :data:`~redis_history.limits.
+BLOB_MIN_BYTES` is written to the conversation's meta hash as the field ``blob:<digest>``
+(a 16-byte BLAKE2b, hex), in the same script as the message (``lua/includes/blobs.lua``),
+and the part in the envelope holds ``"blob":"<digest>"`` instead of ``"data"``. Being fields
+of the meta hash, the blobs have the conversation's TTL, slot, ``delete`` and import for
+free. They are never removed before the conversation is (a message rolled back or
+compacted away may share its data with another), and the meta field ``blobs`` counts
+their bytes against :data:`~redis_history.limits.MAX_CONVERSATION_BLOB_BYTES`.
+
+A read that meets such parts (:class:`~redis_history.parts.BlobsWanted`) reads their data
+with one ``HMGET`` and decodes again with it (:func:`~redis_history.parts.blob_data`):
+blobs are written before any envelope that names them and removed only with the whole
+conversation, so the second read finds them unless the conversation is gone.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from redis_history import limits
+from redis_history.errors import CorruptHistoryError, LimitExceededError
+from redis_history.models import Message
+
+__all__ = ["FIELD", "blobs_of", "digest", "field_names", "found", "outside"]
+
+FIELD = "blob:"
+"""The meta hash field of a blob is this and its digest."""
+_MARKER = b"\x00redis-history blob "
+
+
+def digest(data: bytes) -> str:
+    """The name a blob is stored under: its 16-byte BLAKE2b, in hex."""
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def _stored_outside(part: Any) -> bytes | None:
+    data = getattr(part, "data", None)
+    return data if data is not None and len(data) >= limits.BLOB_MIN_BYTES else None
+
+
+def blobs_of(
+    messages: Iterable[Message], *, most: int = limits.MAX_WRITE_BLOB_BYTES
+) -> dict[str, bytes]:
+    """The data of ``messages``' parts that is stored outside the list, by digest (each
+    once), checked against the limits.
+
+    Raises:
+        LimitExceededError: a part's data over ``MAX_BLOB_BYTES`` (``index`` is its
+            message's), or all of it over ``most`` (one write's limit by default).
+    """
+    out: dict[str, bytes] = {}
+    for index, message in enumerate(messages):
+        for part in message.parts:
+            if (data := _stored_outside(part)) is None:
+                continue
+            if len(data) > limits.MAX_BLOB_BYTES:
+                raise LimitExceededError(
+                    f"message {message.id!r} at index {index}: a part's inline data of "
+                    f"{len(data)} bytes is over MAX_BLOB_BYTES = {limits.MAX_BLOB_BYTES}",
+                    index=index,
+                )
+            out[digest(data)] = data
+    limits.limited(
+        sum(map(len, out.values())),
+        limits.MAX_WRITE_BLOB_BYTES,
+        "bytes of inline data in one write",
+    )
+    return out
+
+
+def outside(message: Message) -> tuple[dict[str, Any], list[tuple[bytes, bytes]]] | None:
+    """What the stored serializer is given for ``message`` so that its large inline data
+    is left out: its fields with each such part's data replaced by a marker, and the JSON
+    text of each marker with the ``"blob"`` reference that takes its place; ``None`` when
+    the message has no such part. The marker names the digest, so it cannot be met in
+    the JSON but where it was put."""
+    changed: list[Any] = []
+    swaps: list[tuple[bytes, bytes]] = []
+    for part in message.parts:
+        data = _stored_outside(part)
+        if data is None:
+            changed.append(part)
+            continue
+        name = digest(data)
+        marker = _MARKER + name.encode()
+        changed.append(part.model_copy(update={"data": marker}))
+        swaps.append(
+            (b'"data":"' + base64.b64encode(marker) + b'"', b'"blob":"' + name.encode() + b'"')
+        )
+    if not swaps:
+        return None
+    return {**message.__dict__, "parts": tuple(changed)}, swaps
+
+
+def field_names(digests: Sequence[str]) -> list[str]:
+    """The meta hash fields of ``digests``."""
+    return [FIELD + name for name in digests]
+
+
+def found(digests: Sequence[str], values: Sequence[bytes | str | None]) -> Mapping[str, bytes]:
+    """The data an ``HMGET`` of ``digests`` returned, by digest.
+
+    Raises:
+        CorruptHistoryError: a blob an envelope names is not there (the conversation was
+            deleted or expired meanwhile, or its meta hash was edited).
+    """
+    out: dict[str, bytes] = {}
+    for name, value in zip(digests, values, strict=True):
+        if value is None:
+            raise CorruptHistoryError(f"the data of blob {name}, which a message names, is missing")
+        out[name] = value.encode() if isinstance(value, str) else value
+    return out
