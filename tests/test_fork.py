@@ -402,6 +402,8 @@ def test_forks_taken_while_pods_append_and_compact_are_prefixes_of_one_version(
         stop.set()
         for thread in threads:
             thread.join()
+        for client in clients[1:]:
+            client.close()
     last = source.snapshot()[-1].id
     forks.append((last, source.fork("fork-last", at=last)))
 
