@@ -16,7 +16,8 @@ redis-py's exceptions::
     ├── InvalidTransitionError (ValueError)       a compaction-state event its state does not allow
     ├── BudgetExceededError (ValueError)     the parts a request must keep do not fit its budget
     ├── ConversationNotFoundError (KeyError)      no such conversation
-    ├── ConversationExistsError              an import would overwrite a conversation
+    ├── MessageNotFoundError (KeyError)      no live message has the id given
+    ├── ConversationExistsError              an import or a fork would overwrite a conversation
     ├── DumpError (ValueError)               a dump that is not what export writes; nothing written
     │   └── DumpVersionError                 a dump from a newer format version
     ├── CorruptHistoryError                  stored data that is not a valid envelope or meta hash
@@ -48,6 +49,7 @@ __all__ = [
     "JobRefusedError",
     "LimitExceededError",
     "LockLostError",
+    "MessageNotFoundError",
     "MessageTooLargeError",
     "ReplicationError",
     "RoleOrderError",
@@ -169,9 +171,17 @@ class ConversationNotFoundError(HistoryError, KeyError):
         return HistoryError.__str__(self)
 
 
+class MessageNotFoundError(HistoryError, KeyError):
+    """No live message of the conversation has the id given (a fork's ``at``): never stored,
+    removed, or moved to the archive by a compaction."""
+
+    def __str__(self) -> str:
+        return HistoryError.__str__(self)
+
+
 class ConversationExistsError(HistoryError):
-    """An import would overwrite a conversation that exists, and was not told to replace it;
-    nothing was written."""
+    """An import or a fork would write a conversation that exists (an import that was not told
+    to replace it); nothing was written."""
 
 
 class DumpError(HistoryError, ValueError):

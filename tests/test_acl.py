@@ -77,7 +77,7 @@ def tenant(server: RedisServer, admin: redis.Redis) -> Iterator[redis.Redis]:
 def test_the_tenant_runs_a_whole_pod_turn_and_a_compaction(tenant: redis.Redis) -> None:
     """In its namespace the tenant appends (staged too), renders, records tokens, rolls back,
     claims a compaction, compacts under the lock as a worker does, reads the transcript,
-    expires and deletes, and keeps long-term memories."""
+    forks (not into another namespace), expires and deletes, and keeps long-term memories."""
     history = RedisHistory(tenant, "c", namespace="tenant-a", ttl=3600)
     history.append(Message.system("You are a travel agent."))
     for turn in range(4):
@@ -103,6 +103,10 @@ def test_the_tenant_runs_a_whole_pod_turn_and_a_compaction(tenant: redis.Redis) 
     assert history.release_compaction_claim(scheduled[0].job_id)
     assert len(history.transcript()) == 17
     assert history.compaction_stats().compactions == 1
+    branch = history.fork("c-branch", at=history.snapshot()[-1].id)
+    assert branch.transcript() == history.transcript()
+    with pytest.raises(AccessDeniedError):
+        history.fork("c-branch", at=history.snapshot()[-1].id, namespace="tenant-b")
     memory = RedisLongTermMemory(tenant, namespace="tenant-a")
     memory.store("likes the sea", {"agent_id": "agent"})
     assert memory.recall("sea", MemoryFilters("agent"), 5)

@@ -182,3 +182,27 @@ def test_blobs_on_a_cluster_and_from_asyncio(
     read = asyncio.run(asyncio_pod())
     assert read[0] == audio
     assert read[2].parts[1] == ImagePart(data=big_png, media_type="image/png")
+
+
+@pytest.mark.parametrize("where", ["redis", "cluster"])
+def test_a_fork_copies_the_data_its_messages_name(
+    where: str, request: pytest.FixtureRequest, big_png: bytes
+) -> None:
+    """A fork holds the data of the messages it copies, in its own meta hash (another slot
+    on a cluster), and not that of the messages it leaves out."""
+    client: Any = request.getfixturevalue("real_redis" if where == "redis" else "cluster_client")
+    source = RedisHistory(client, "conv-source")
+    sent = image_turns(source, big_png, turns=1)
+    other = noisy_png(300, 200, seed=1)
+    source.append_many(
+        [
+            Message.user(["and this", ImagePart(data=other, media_type="image/png")]),
+            Message.assistant("no"),
+        ]
+    )
+    fork = source.fork("conv-fork", at=sent[-1].id)
+    assert fork.snapshot() == sent
+    assert client.hget(fork.keys.meta, "blobs") == str(len(big_png)).encode()
+    assert client.hexists(fork.keys.meta, blobs.FIELD + blobs.digest(other)) == 0
+    source.delete()
+    assert fork.snapshot() == sent  # the fork's own copy

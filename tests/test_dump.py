@@ -42,6 +42,7 @@ from redis_history.admin.target import Target
 from redis_history.cli import main
 from redis_history.compaction.run import run_compaction
 from redis_history.limits import MAX_BATCH_MESSAGES
+from redis_history.store import _staging as staging
 
 pytestmark = pytest.mark.real_redis
 
@@ -291,19 +292,19 @@ def test_the_import_is_staged_in_chunks_within_the_write_limits(
 ) -> None:
     """No call of an import sends more entries than one write of the store may: with the
     limit lowered to 3, the live messages go in runs of at most 3, and still read back equal."""
-    assert dumps.MAX_BATCH_MESSAGES == MAX_BATCH_MESSAGES  # type: ignore[attr-defined]
+    assert staging.MAX_BATCH_MESSAGES == MAX_BATCH_MESSAGES  # type: ignore[attr-defined]
     original = RedisHistory(real_redis, "c", namespace="t")
     original.append_many(turns(3))  # 13 messages
     data = exported(original)
-    monkeypatch.setattr(dumps, "MAX_BATCH_MESSAGES", 3)
+    monkeypatch.setattr(staging, "MAX_BATCH_MESSAGES", 3)
     real_redis.config_resetstat()
     _, copy = import_conversation(Target(real_redis, "u"), io.BytesIO(data))
     assert real_redis.info("commandstats")["cmdstat_rpush"]["calls"] == 5
     assert_equal_conversations(copy, original)
-    chunks = list(dumps._chunks([b"x" * 10] * 7))
+    chunks = list(staging.chunks([b"x" * 10] * 7))
     assert [len(c) for c in chunks] == [3, 3, 1]
-    monkeypatch.setattr(dumps, "MAX_BATCH_BYTES", 25)
-    assert [len(c) for c in dumps._chunks([b"x" * 10] * 7)] == [2, 2, 2, 1]
+    monkeypatch.setattr(staging, "MAX_BATCH_BYTES", 25)
+    assert [len(c) for c in staging.chunks([b"x" * 10] * 7)] == [2, 2, 2, 1]
 
 
 def test_a_lost_stage_writes_nothing(
@@ -315,9 +316,11 @@ def test_a_lost_stage_writes_nothing(
     real_redis.flushall()
     stage = dumps._stage
 
-    def then_expire(client: Any, staged: tuple[str, str, str], *args: Any, **options: Any) -> None:
-        stage(client, staged, *args, **options)
-        client.delete(staged[0])
+    def then_expire(
+        history: RedisHistory, staged: tuple[str, str, str], *args: Any, **options: Any
+    ) -> None:
+        stage(history, staged, *args, **options)
+        history.client.delete(staged[0])
 
     monkeypatch.setattr(dumps, "_stage", then_expire)
     with pytest.raises(HistoryError, match="staged data was gone"):

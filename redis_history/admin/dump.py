@@ -18,7 +18,8 @@ import validates the whole dump first (a bad line is a :class:`~redis_history.er
 naming it, and nothing is written), stages the lists and the meta hash under the
 conversation's hash tag in chunks no larger than one write of the store (``MAX_BATCH_MESSAGES``
 entries, ``MAX_BATCH_BYTES``), then puts them in place with one script (``lua/restore-8.lua``),
-so no reader sees part of an import, on a Redis Cluster too.
+so no reader sees part of an import, on a Redis Cluster too (``redis_history.store._staging``,
+which a fork shares).
 
 What is not carried: the records of recent writes (a retry of a write made before the export
 is not recognised after the import), a pending compaction claim and the compaction lock (both
@@ -33,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import os
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -50,8 +52,6 @@ from redis_history.errors import (
     HistoryError,
 )
 from redis_history.limits import (
-    MAX_BATCH_BYTES,
-    MAX_BATCH_MESSAGES,
     MAX_BLOB_BYTES,
     MAX_CONVERSATION_BLOB_BYTES,
     MAX_MESSAGE_BYTES,
@@ -63,11 +63,11 @@ from redis_history.limits import (
 from redis_history.models import MAX_PARTS
 from redis_history.roles import RoleState
 from redis_history.store import blobs
-from redis_history.store._core import Call, RedisFailure
+from redis_history.store._core import OP_TOKEN_BYTES, Call, RedisFailure
+from redis_history.store._staging import STAGE_TTL_MS, meta_hash, restore_call, stage_calls
 from redis_history.store.codec import Entry, decode_entries, encode_entry
 from redis_history.store.history import RedisHistory
 from redis_history.store.keys import validate_name
-from redis_history.store.scripts import script
 
 __all__ = [
     "FORMAT",
@@ -91,8 +91,6 @@ FORMAT_VERSION = 1
 READ_ATTEMPTS = 5
 """How many times an export reads a conversation that writers keep changing before it
 gives up."""
-STAGE_TTL_MS = 3_600_000
-"""The staging keys of an import expire after an hour, should the import never finish."""
 _MAX_TTL_MS = MAX_TTL_SECONDS * 1000
 
 
@@ -474,20 +472,16 @@ def restore(
             raise _exists(history)
         staged = keys.restoring(uuid.uuid4().hex)
         try:
-            _stage(client, staged, live, meta, archive, kept_out=kept_out)
-            lua = script("restore")
-            args = (int(replace), len(live), len(archive), dump.meta.ttl_ms)
-            command = (
-                "EVALSHA",
-                lua.sha,
-                lua.nkeys,
-                *keys.data,
-                keys.lock,
-                keys.summaries,
-                *staged,
-                *args,
+            _stage(history, staged, live, meta, archive, kept_out=kept_out)
+            call = restore_call(
+                keys,
+                staged,
+                replace=replace,
+                live=len(live),
+                archived=len(archive),
+                ttl_ms=dump.meta.ttl_ms,
+                op=os.urandom(OP_TOKEN_BYTES),
             )
-            call: Call[int] = Call(int, command, lua)
             done = run_call(history, call)
         except BaseException:
             with contextlib.suppress(*RedisFailure):  # else they expire by themselves
@@ -498,13 +492,17 @@ def restore(
     if done == 0:
         raise _exists(history)
     if done < 0:
-        raise HistoryError(
-            "the import's staged data was gone before it was put in place (expired or "
-            "deleted); nothing was written: import again",
-            conversation_id=history.conversation_id,
-            namespace=history.namespace,
-        )
+        raise _lost(history)
     return history
+
+
+def _lost(history: RedisHistory) -> HistoryError:
+    return HistoryError(
+        "the import's staged data was gone before it was put in place (expired or "
+        "deleted); nothing was written: import again",
+        conversation_id=history.conversation_id,
+        namespace=history.namespace,
+    )
 
 
 def _exists(history: RedisHistory) -> ConversationExistsError:
@@ -521,28 +519,25 @@ def _meta_hash(
     """The meta hash the import writes: the dump's accounting, the turn state of its live
     messages, the archive's size as written, and the bytes of the blobs (``_stage`` writes
     them)."""
-    meta, turn = dump.meta, RoleState.of(entry.message for entry in dump.live)
-    fields: dict[str, str | int] = {"total": meta.total}
-    optional: dict[str, str | int | None] = {
-        "role": turn.role or None,
-        "open": _json(turn.open).decode() if turn.open else None,
-        "baseline": meta.baseline,
-        "mark": meta.mark if meta.baseline is not None else None,
-        "version": meta.version or None,
-        "ttl": meta.ttl_ms or None,
-        "abytes": sum(map(len, archive)) or None,
-        "adropped": meta.archive_dropped or None,
-        "cstate": meta.state.encode() if meta.state != CompactionState() else None,
-        "compactions": meta.compactions or None,
-        "tokens_freed": meta.tokens_freed or None,
-        "blobs": sum(map(len, kept_out.values())) or None,
-    }
-    fields.update({name: value for name, value in optional.items() if value is not None})
-    return fields
+    meta = dump.meta
+    return meta_hash(
+        RoleState.of(entry.message for entry in dump.live),
+        meta.total,
+        archive,
+        baseline=meta.baseline,
+        mark=meta.mark if meta.baseline is not None else None,
+        version=meta.version or None,
+        ttl=meta.ttl_ms or None,
+        adropped=meta.archive_dropped or None,
+        cstate=meta.state.encode() if meta.state != CompactionState() else None,
+        compactions=meta.compactions or None,
+        tokens_freed=meta.tokens_freed or None,
+        blobs=sum(map(len, kept_out.values())) or None,
+    )
 
 
 def _stage(
-    client: Any,
+    history: RedisHistory,
     staged: tuple[str, str, str],
     live: Sequence[bytes],
     meta: dict[str, str | int],
@@ -551,36 +546,8 @@ def _stage(
     kept_out: Mapping[str, bytes],
 ) -> None:
     """Write the staging keys, each call within one write's limits, each key expiring."""
-    staged_msgs, staged_meta, staged_archive = staged
-    with client.pipeline(transaction=False) as pipe:
-        pipe.hset(staged_meta, mapping=meta)
-        pipe.pexpire(staged_meta, STAGE_TTL_MS)
-        pipe.execute()
-    batch: dict[str, bytes] = {}
-    for name, data in (*kept_out.items(), ("", b"")):  # a last, empty one sends the rest
-        if batch and (not name or sum(map(len, batch.values())) + len(data) > MAX_BATCH_BYTES):
-            client.hset(staged_meta, mapping=batch)
-            batch = {}
-        if name:
-            batch[blobs.FIELD + name] = data
-    for key, envelopes in ((staged_archive, archive), (staged_msgs, live)):
-        for chunk in _chunks(envelopes):
-            with client.pipeline(transaction=False) as pipe:
-                pipe.rpush(key, *chunk)
-                pipe.pexpire(key, STAGE_TTL_MS)
-                pipe.execute()
-
-
-def _chunks(envelopes: Sequence[bytes]) -> Iterable[Sequence[bytes]]:
-    """``envelopes`` in runs of at most ``MAX_BATCH_MESSAGES`` and ``MAX_BATCH_BYTES``."""
-    start, size = 0, 0
-    for index, envelope in enumerate(envelopes):
-        if index - start == MAX_BATCH_MESSAGES or (size + len(envelope) > MAX_BATCH_BYTES and size):
-            yield envelopes[start:index]
-            start, size = index, 0
-        size += len(envelope)
-    if start < len(envelopes):
-        yield envelopes[start:]
+    for call in stage_calls(staged, live, meta, archive, lambda: _lost(history), kept_out=kept_out):
+        run_call(history, call)
 
 
 def import_conversation(

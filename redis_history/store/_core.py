@@ -98,7 +98,7 @@ DEFAULT_MAX_MESSAGE_BYTES = limits.MAX_MESSAGE_BYTES
 
 OPS_KEPT = 32
 """How many recent writes of each kind a conversation remembers (``OPS_KEPT`` in
-``lua/includes/meta.lua``): appends, and all other writes, are remembered apart. A retried
+``lua/includes/records.lua``): appends, and all other writes, are remembered apart. A retried
 write is recognised, and not applied again, while fewer than this many other writes of its
 kind have reached the conversation since."""
 

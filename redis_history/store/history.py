@@ -44,6 +44,7 @@ from redis_history.store._core import (
     TranscriptPage,
     TranscriptPages,
 )
+from redis_history.store._fork import fork_steps
 from redis_history.store._lane import (
     anode_pipeline,
     arefresh_layout,
@@ -123,6 +124,16 @@ class _Base:
             clock=_now_ms,
             entropy=os.urandom,
         )
+        self._options: dict[str, Any] = {
+            "prefix": prefix,
+            "token_counter": self.core.counter,
+            "validate": validate,
+            "max_message_bytes": max_message_bytes,
+            "ttl": ttl,
+            "wait_replicas": wait_replicas,
+            "wait_timeout": wait_timeout,
+        }
+        """What a fork's history is made with, beside the client."""
 
     @property
     def conversation_id(self) -> str:
@@ -146,6 +157,12 @@ class _Base:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.namespace!r}/{self.conversation_id!r})"
+
+    def _sibling(self, conversation_id: str, namespace: str | None) -> Self:
+        """A history of another conversation on the same client, with the same options (in
+        this history's namespace unless ``namespace`` is given)."""
+        namespace = self.namespace if namespace is None else namespace
+        return type(self)(self.client, conversation_id, namespace=namespace, **self._options)
 
 
 class RedisHistory(_Base):
@@ -324,6 +341,54 @@ class RedisHistory(_Base):
                 op_id=op_id,
             )
         )
+
+    def fork(self, new_conversation_id: str, *, at: str, namespace: str | None = None) -> Self:
+        """Copy the conversation up to and including message ``at`` into a new conversation.
+
+        The copy is a prefix of one version of this conversation, whatever other pods
+        append or rewrite meanwhile, and appears whole at once; it is read and written in
+        calls no larger than one write of the store. It holds the live messages (ids,
+        contents, token counts, summary flags) and the archive, so its transcript is this
+        one's record up to ``at``; its turn state is the prefix's (its next append is
+        checked against it), its token estimate counts the prefix (with the baseline the
+        model last reported, if that was before ``at``), it has this conversation's TTL,
+        and a fresh compaction state. Shared summaries, claims and locks stay here.
+        redis-py's resend of a write whose reply was lost is applied once; a repeat of the
+        call after a ``StoreUnavailableError`` may find the new conversation made
+        (``ConversationExistsError``).
+
+        Args:
+            new_conversation_id: the new conversation; the same rules as the constructor's.
+            at: the id of the live message the copy ends with.
+            namespace: the new conversation's namespace; this history's when ``None``.
+
+        Returns:
+            A history of the new conversation: the same class, client and options as this.
+
+        Raises:
+            ConversationExistsError: the new conversation exists.
+            MessageNotFoundError: ``at`` is not a live message of this conversation.
+            ToolPairingError: the copy would end with tool calls unanswered (``at`` is a
+                call, or a result while others of its calls are unanswered), when
+                validating.
+            ValueError: an unusable conversation id, namespace or message id.
+            HistoryError: rewrites changed this conversation during each of
+                ``READ_ATTEMPTS`` reads. Nothing is written when any of these is raised.
+        """
+        target = self._sibling(new_conversation_id, namespace)
+        flow = fork_steps(self.core, target.core, at)
+        result: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                step = flow.send(result) if error is None else flow.throw(error)
+            except StopIteration:
+                return target
+            result, error = None, None
+            try:
+                result = (target if step.target else self).execute(step.call)
+            except BaseException as exc:  # handed to the flow, which removes what it staged
+                error = exc
 
     def truncate(self, n: int, *, op_id: str | None = None) -> int:
         """Keep at most ``n`` messages; returns how many were removed.
@@ -694,6 +759,25 @@ class AsyncRedisHistory(_Base):
                 op_id=op_id,
             )
         )
+
+    async def fork(
+        self, new_conversation_id: str, *, at: str, namespace: str | None = None
+    ) -> Self:
+        """See :meth:`RedisHistory.fork`."""
+        target = self._sibling(new_conversation_id, namespace)
+        flow = fork_steps(self.core, target.core, at)
+        result: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                step = flow.send(result) if error is None else flow.throw(error)
+            except StopIteration:
+                return target
+            result, error = None, None
+            try:
+                result = await (target if step.target else self).execute(step.call)
+            except BaseException as exc:  # handed to the flow, which removes what it staged
+                error = exc
 
     async def truncate(self, n: int, *, op_id: str | None = None) -> int:
         """See :meth:`RedisHistory.truncate`."""

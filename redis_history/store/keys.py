@@ -13,9 +13,10 @@ With prefix ``rh``, namespace ``NS`` and conversation ``C``::
     rh:NS:{C}:stage    LIST    msgs, renamed for the moment a large append lands (inside
                                one MULTI/EXEC: never seen outside it; one left there by
                                anything else is deleted by the next staged append)
-    rh:NS:{C}:restore:T:msgs  an import's staged list, meta hash (``:meta``) and archive
-                              (``:archive``), renamed over the three data keys at once by
-                              ``lua/restore-8.lua``; they expire if the import never ends
+    rh:NS:{C}:restore:T:msgs  an import's or a fork's staged list, meta hash (``:meta``) and
+                              archive (``:archive``), renamed over the three data keys at
+                              once by ``lua/restore-8.lua``; they expire if the copy never
+                              ends
 
 The meta hash's fields: ``total`` (tokens of the live messages), ``baseline`` and
 ``mark`` (the LLM's reported input tokens and the total when it was recorded),
@@ -184,11 +185,11 @@ class ConversationKeys:
         return (self.msgs, self.meta, self.archive)
 
     def restoring(self, token: str) -> tuple[str, str, str]:
-        """Where an import named ``token`` stages the list, the meta hash and the archive
-        before ``lua/restore-8.lua`` renames them over the conversation's keys (same hash
-        tag, so one slot)."""
+        """Where an import or a fork named ``token`` stages the list, the meta hash and the
+        archive before ``lua/restore-8.lua`` renames them over the conversation's keys (same
+        hash tag, so one slot)."""
         if not token.isalnum():
-            raise ValueError(f"an import token is letters and digits, got {token!r}")
+            raise ValueError(f"a staging token is letters and digits, got {token!r}")
         staged = f"{self.msgs.removesuffix(':msgs')}:restore:{token}"
         return f"{staged}:msgs", f"{staged}:meta", f"{staged}:archive"
 

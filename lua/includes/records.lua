@@ -1,0 +1,39 @@
+-- The records of a conversation's recent writes, kept in its meta hash, so that a
+-- retried write is applied once (docs/internals.md, operation records).
+
+-- The last OPS_KEPT writes of each kind are recorded, oldest first: appends in the
+-- field 'opa' as their 6-byte operation tokens; every other write in 'ops', its
+-- token then its result as a 4-byte integer (10 bytes). An append's replay needs
+-- no result, and every byte a script reads and writes costs.
+local OPS_KEPT, TOKEN_SIZE, RESULT_SIZE = 32, 6, 4
+local APPENDS, WRITES = 'opa', 'ops'
+
+-- The recorded result (an integer; 0 for an append) of operation `op` if it was
+-- applied already, else nil. A replay rewrites the records as they were: that
+-- write is replicated, so a WAIT on the retry's connection also covers the
+-- original write.
+local function replayed(meta, ring, records, op)
+  local size = ring == APPENDS and TOKEN_SIZE or TOKEN_SIZE + RESULT_SIZE
+  local at = string.find(records, op, 1, true)
+  while at and (at - 1) % size ~= 0 do at = string.find(records, op, at + 1, true) end
+  if not at then return nil end
+  redis.call('HSET', meta, ring, records)
+  if size == TOKEN_SIZE then return 0 end
+  local a, b, c, d = string.byte(records, at + TOKEN_SIZE, at + size - 1)
+  return ((a * 256 + b) * 256 + c) * 256 + d
+end
+
+-- Write the fields and values given after `new_ttl` to meta together with the
+-- record of `op` (and its `result`, an integer >= 0 or nil, unless an append) in
+-- `ring`, and the TTL to store (`new_ttl`, or nil to keep the stored one).
+local function commit(meta, ring, records, op, result, new_ttl, ...)
+  local record = op
+  if ring == WRITES then
+    local r = result or 0
+    record = op .. string.char(math.floor(r / 16777216) % 256, math.floor(r / 65536) % 256,
+                               math.floor(r / 256) % 256, r % 256)
+  end
+  if #records >= OPS_KEPT * #record then records = string.sub(records, #record + 1) end
+  redis.call('HSET', meta, ring, records .. record, ...)
+  if new_ttl then redis.call('HSET', meta, 'ttl', new_ttl) end
+end
