@@ -25,6 +25,8 @@ ARGV[6] abytes   the archive's cap in bytes, or 0 for none
 ARGV[7] check    1 to refuse a result that parts a tool call from its result, 0 not to
 ARGV[8] expect   how many ids follow (= drop), or -1 for no fence
 ARGV[9..] ids    with expect: the ids (JSON-escaped) the caller summarized, oldest first
+ARGV[...] blobs  k, then k pairs of digest and data: what the new messages keep outside
+                 the list (see read_blobs)
 ARGV[...] batch  the summaries: tokens, n, n envelopes, n role items (see read_batch)
 
 Returns the number dropped, or {code, index, reason} having written nothing:
@@ -38,6 +40,7 @@ Returns the number dropped, or {code, index, reason} having written nothing:
 --- @include "envelopes"
 --- @include "ids"
 --- @include "message"
+--- @include "blobs"
 --- @include "parted"
 --- @include "lost"
 --- @include "read"
@@ -45,12 +48,14 @@ Returns the number dropped, or {code, index, reason} having written nothing:
 local msgs, meta, archive, lock = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local op, drop, token = ARGV[1], tonumber(ARGV[3]), ARGV[4]
 local amax, abytes, check, expect = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7] == '1', tonumber(ARGV[8])
-local tokens, count, first = read_batch(9 + math.max(expect, 0))
-
 local total, role, open, ttl, records, exists = read_meta(meta, WRITES)
 if not total then return role end  -- read_meta's refusal
 local done = replayed(meta, WRITES, records, op)
 if done then return done end
+local blobs_at = 9 + math.max(expect, 0)
+local blobs, added, at = read_blobs(meta, blobs_at)
+if not blobs then return added end  -- over the inline data limit
+local tokens, count, first = read_batch(at)
 local new_ttl
 ttl, new_ttl = effective_ttl(ttl, tonumber(ARGV[2]))
 if token ~= '' and redis.call('GET', lock) ~= token then
@@ -144,6 +149,7 @@ redis.call('LTRIM', msgs, n, -1)
 local reversed = {}
 for i = first + count - 1, first, -1 do reversed[#reversed + 1] = ARGV[i] end
 push_all('LPUSH', msgs, reversed, 1, #reversed)
+write_blobs(meta, blobs_at, blobs, added)
 
 -- What is left after the prefix keeps the turn state; only when nothing is do the new messages
 -- (summaries, or the turns a compactor kept, tool calls and all) set it.

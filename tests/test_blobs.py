@@ -15,18 +15,20 @@ from redis.cluster import RedisCluster
 
 from redis_history import (
     AsyncRedisHistory,
+    CompactionPolicy,
     CorruptHistoryError,
+    ExtractiveSummarizer,
     LimitExceededError,
     Message,
     RedisHistory,
+    ToolOutputElider,
     limits,
+    run_compaction,
 )
 from redis_history.admin.dump import load_dump, read_dump, restore, write_dump
 from redis_history.admin.target import Target
 from redis_history.parts import AudioPart, FilePart, ImagePart
 from redis_history.store import blobs
-
-pytestmark = pytest.mark.real_redis
 
 
 def noisy_png(width: int, height: int, seed: int = 0) -> bytes:
@@ -62,6 +64,7 @@ def image_turns(history: Any, image: bytes, turns: int = 5) -> list[Message]:
     return sent
 
 
+@pytest.mark.real_redis
 def test_an_image_in_five_messages_is_stored_once(real_redis: redis.Redis, big_png: bytes) -> None:
     """Five messages with one 2.4 MB image grow Redis by less than twice its size, and the
     message list stays small; every message reads back with the image."""
@@ -74,6 +77,7 @@ def test_an_image_in_five_messages_is_stored_once(real_redis: redis.Redis, big_p
     assert real_redis.hget(history.keys.meta, "blobs") == str(len(big_png)).encode()
 
 
+@pytest.mark.real_redis
 def test_every_read_gives_the_data_back(real_redis: redis.Redis, big_png: bytes) -> None:
     history = RedisHistory(real_redis, "conv-reads")
     sent = image_turns(history, big_png, turns=3)
@@ -90,6 +94,7 @@ def test_every_read_gives_the_data_back(real_redis: redis.Redis, big_png: bytes)
     assert history.snapshot()[-2:] == sent[2:4]  # data shared with a rolled-back message
 
 
+@pytest.mark.real_redis
 def test_small_data_stays_in_the_envelope(real_redis: redis.Redis) -> None:
     history = RedisHistory(real_redis, "conv-small")
     tiny = noisy_png(8, 8)
@@ -100,6 +105,7 @@ def test_small_data_stays_in_the_envelope(real_redis: redis.Redis) -> None:
     assert history.snapshot() == [message]
 
 
+@pytest.mark.real_redis
 def test_a_replayed_append_counts_its_data_once(real_redis: redis.Redis, big_png: bytes) -> None:
     history = RedisHistory(real_redis, "conv-replay")
     message = Message.user(["again", ImagePart(data=big_png, media_type="image/png")])
@@ -111,6 +117,7 @@ def test_a_replayed_append_counts_its_data_once(real_redis: redis.Redis, big_png
     assert history.snapshot()[2] == other
 
 
+@pytest.mark.real_redis
 def test_the_data_follows_the_conversation_ttl_and_delete(
     real_redis: redis.Redis, big_png: bytes
 ) -> None:
@@ -121,6 +128,7 @@ def test_the_data_follows_the_conversation_ttl_and_delete(
     assert real_redis.keys("*") == []
 
 
+@pytest.mark.real_redis
 def test_export_and_import_carry_the_data(real_redis: redis.Redis, big_png: bytes) -> None:
     history = RedisHistory(real_redis, "conv-export")
     sent = image_turns(history, big_png, turns=2)
@@ -135,6 +143,7 @@ def test_export_and_import_carry_the_data(real_redis: redis.Redis, big_png: byte
     assert real_redis.hget(copy.keys.meta, "blobs") == str(len(big_png)).encode()
 
 
+@pytest.mark.real_redis
 def test_over_the_limits_is_refused_and_nothing_written(real_redis: redis.Redis) -> None:
     history = RedisHistory(real_redis, "conv-limits")
     huge = b"\x89PNG\r\n\x1a\n" + bytes(limits.MAX_BLOB_BYTES)
@@ -150,6 +159,7 @@ def test_over_the_limits_is_refused_and_nothing_written(real_redis: redis.Redis)
     assert {key: real_redis.dump(key) for key in real_redis.keys("*")} == before
 
 
+@pytest.mark.real_redis
 def test_a_missing_blob_is_a_corrupt_history_error(real_redis: redis.Redis, big_png: bytes) -> None:
     history = RedisHistory(real_redis, "conv-missing")
     image_turns(history, big_png, turns=1)
@@ -158,6 +168,7 @@ def test_a_missing_blob_is_a_corrupt_history_error(real_redis: redis.Redis, big_
         history.snapshot()
 
 
+@pytest.mark.real_redis
 def test_blobs_on_a_cluster_and_from_asyncio(
     cluster_client: RedisCluster, redis_url: str, real_redis: redis.Redis, big_png: bytes
 ) -> None:
@@ -184,6 +195,7 @@ def test_blobs_on_a_cluster_and_from_asyncio(
     assert read[2].parts[1] == ImagePart(data=big_png, media_type="image/png")
 
 
+@pytest.mark.real_redis
 @pytest.mark.parametrize("where", ["redis", "cluster"])
 def test_a_fork_copies_the_data_its_messages_name(
     where: str, request: pytest.FixtureRequest, big_png: bytes
@@ -206,3 +218,26 @@ def test_a_fork_copies_the_data_its_messages_name(
     assert client.hexists(fork.keys.meta, blobs.FIELD + blobs.digest(other)) == 0
     source.delete()
     assert fork.snapshot() == sent  # the fork's own copy
+
+
+def test_the_elider_replaces_old_images_by_stand_ins(sync_client: Any, big_png: bytes) -> None:
+    """``ToolOutputElider(images=True)`` replaces the images of the turns before the kept
+    tail by text stand-ins, written back by the splice; the transcript keeps the originals
+    with their data, and the tail keeps its image. On Redis, a cluster and fakeredis."""
+    history = RedisHistory(sync_client, "conv-elide")
+    history.append(Message.system("You compare charts."))
+    sent = image_turns(history, big_png, turns=3)
+    policy = CompactionPolicy(soft_tokens=50, keep_last_turns=1, min_messages=2)
+    result = run_compaction(
+        history, ExtractiveSummarizer(), policy, compactor=ToolOutputElider(images=True)
+    )
+    assert result.status == "compacted"
+    after = history.snapshot()
+    assert [m.id for m in after[1:]] == [m.id for m in sent]
+    old = after[1]
+    assert [p.type for p in old.parts] == ["text", "text"]
+    assert old.readable.startswith("Is this the same chart? (0)[image: image/png, 2.")
+    assert old.metadata["elided"] == {"parts": 1}
+    assert after[-2] == sent[-2]  # the tail keeps its image
+    assert history.transcript()[1:3] == sent[:2]
+    assert result.tokens_freed > 2 * 200  # two images of the old turns no longer priced

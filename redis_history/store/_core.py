@@ -585,6 +585,7 @@ class HistoryCore:
             *splice.caps,
             self._check,
             *_fence(splice.expected),
+            *self._blobs(splice.summaries),
         )
         args = batch.args(head)
         return _call(self._count, "splice_prefix", (*self._data, self.keys.lock), args)
