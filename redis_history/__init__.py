@@ -45,6 +45,7 @@ from redis_history.errors import (
     StoreUnavailableError,
     SummarizerError,
     ToolPairingError,
+    UnsupportedPartError,
 )
 from redis_history.models import Message, Role, ToolCall
 from redis_history.store._core import CompactionRequest, CompactionStats, TranscriptPage
@@ -117,6 +118,7 @@ __all__ = [
     "ToolStep",
     "TranscriptPage",
     "Turn",
+    "UnsupportedPartError",
     "from_turns",
     "group_turns",
     "resolve_compactor",

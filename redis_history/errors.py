@@ -8,7 +8,8 @@ redis-py's exceptions::
     ├── InvalidMessageError (ValueError)     bad input; nothing was written
     │   ├── RoleOrderError                   role out of order
     │   ├── ToolPairingError                 tool result without an open call, or calls left open
-    │   └── MessageTooLargeError             envelope over ``max_message_bytes``
+    │   ├── MessageTooLargeError             envelope over ``max_message_bytes``
+    │   └── UnsupportedPartError             a content part the wire format cannot carry
     ├── LimitExceededError (ValueError)      an input over a documented limit; nothing was written
     ├── StaleSnapshotError                   the prefix a write-back summarized has changed
     ├── LockLostError                        a fenced write-back no longer holds the lock
@@ -53,6 +54,7 @@ __all__ = [
     "StoreUnavailableError",
     "SummarizerError",
     "ToolPairingError",
+    "UnsupportedPartError",
 ]
 
 
@@ -94,6 +96,16 @@ class ToolPairingError(InvalidMessageError):
 
 class MessageTooLargeError(InvalidMessageError):
     """A serialized message is larger than the history's ``max_message_bytes``."""
+
+
+class UnsupportedPartError(InvalidMessageError):
+    """A content part that a wire format cannot carry (audio for Anthropic, a file by URL for
+    chat completions): ``part`` is its type (``"audio"``), ``format`` the wire format."""
+
+    def __init__(self, message: str, *, part: str, format: str, index: int | None = None) -> None:
+        super().__init__(message, index=index)
+        self.part = part
+        self.format = format
 
 
 class LimitExceededError(HistoryError, ValueError):

@@ -10,7 +10,7 @@ import pytest
 import redis
 from pydantic import ValidationError
 
-from redis_history import InvalidMessageError, Message, RedisHistory
+from redis_history import InvalidMessageError, Message, RedisHistory, UnsupportedPartError
 from redis_history.parts import (
     AudioPart,
     FilePart,
@@ -18,6 +18,7 @@ from redis_history.parts import (
     TextPart,
     data_url,
     from_openai_chat,
+    stand_in,
     to_openai_chat,
 )
 from redis_history.tokens import TiktokenCounter, message_tokens
@@ -133,3 +134,19 @@ def test_text_parts_are_priced() -> None:
     plain = message_tokens(Message.user(text), exact)
     parted = message_tokens(Message(role="user", parts=(TextPart(text=text),)), exact)
     assert parted == plain
+
+
+def test_an_image_may_be_a_providers_file(client: redis.Redis) -> None:
+    """An image given by a provider's file id is stored and read back; chat completions, whose
+    ``image_url`` takes a URL, refuses it by name."""
+    part = ImagePart(file_id="file-img1", detail="high")
+    assert stand_in(part) == "[image: file-img1]"
+    with pytest.raises(ValidationError, match="exactly one of data or url, or a file_id"):
+        ImagePart(file_id="file-img1", url="https://x/y.png")
+    with pytest.raises(UnsupportedPartError, match="image part given by file_id") as caught:
+        to_openai_chat(part)
+    assert (caught.value.part, caught.value.format) == ("image", "openai_chat")
+    history = RedisHistory(client, "conv-file-image")
+    message = Message.user(["What is this?", part])
+    history.append(message)
+    assert history.snapshot() == [message]
