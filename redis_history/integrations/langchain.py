@@ -36,7 +36,6 @@ messages of their role.
 from __future__ import annotations
 
 import base64
-import copy
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Self
 
@@ -54,6 +53,7 @@ import redis.asyncio
 from pydantic import ValidationError
 
 from redis_history.errors import InvalidMessageError
+from redis_history.integrations._inline import place, put_back, take_out
 from redis_history.models import Message, Role, ToolCall
 from redis_history.parts import (
     AudioPart,
@@ -61,7 +61,6 @@ from redis_history.parts import (
     FilePart,
     ImagePart,
     TextPart,
-    data_url,
     decode_base64,
     from_openai_chat,
 )
@@ -149,7 +148,7 @@ def from_langchain(message: BaseMessage) -> Message:
         kept["content"] = data.get("content", [])
         if role in ("user", "tool") and (found := _parts(kept["content"], message.type)):
             parts, inline = found
-            kept["content"], inline = _taken_out(kept["content"], parts, inline)
+            kept["content"], inline = take_out(kept["content"], parts, inline)
             content = {"parts": tuple(parts)}
     if message.type != TYPES[role]:
         kept["type"] = message.type
@@ -178,7 +177,7 @@ def to_langchain(message: Message) -> BaseMessage:
     kind = data.pop("type", TYPES[message.role])
     inline = message.metadata.get(INLINE)
     if isinstance(data.get("content"), list) and isinstance(inline, list):
-        data["content"] = _put_back(data["content"], message.parts, inline)
+        data["content"] = put_back(data["content"], message.parts, inline)
     elif message.parts and "content" not in data:
         data["content"] = [standard_block(part) for part in message.parts]
     data.setdefault("content", message.content)
@@ -210,8 +209,8 @@ def _parts(content: list[Any], kind: str) -> tuple[list[ContentPart], list[dict[
         if found is None:
             continue
         part, at, written = found
-        if at is not None:
-            inline.append({"at": [index, *at], "part": len(parts), "as": written})
+        if at is not None and written is not None:
+            inline.append(place([index, *at], len(parts), written))
         parts.append(part)
     if all(isinstance(part, TextPart) for part in parts):
         return None
@@ -305,57 +304,6 @@ def _filename(block: Mapping[str, Any], extras: Mapping[str, Any]) -> str | None
         if isinstance(holder, Mapping) and isinstance(holder.get("filename"), str):
             return str(holder["filename"])
     return None
-
-
-def _written(part: ContentPart, how: Any) -> str | None:
-    """A part's text or bytes as a block writes them; ``None`` if it has none inline."""
-    if isinstance(part, TextPart):
-        return part.text if how == "text" else None
-    if part.data is None or not isinstance(part, ImagePart | FilePart | AudioPart):
-        return None
-    if how == "base64":
-        return base64.b64encode(part.data).decode()
-    if how == "data_url":
-        return data_url(part.data, part.media_type or "")
-    if how == "utf8":
-        return part.data.decode("utf-8", "surrogatepass")
-    return None
-
-
-def _taken_out(
-    content: list[Any], parts: list[ContentPart], inline: list[dict[str, Any]]
-) -> tuple[list[Any], list[dict[str, Any]]]:
-    """``content`` with ``""`` where each part's text or bytes were (when the part gives them
-    back exactly), and the places that were emptied."""
-    content = copy.deepcopy(content)
-    emptied = []
-    for place in inline:
-        holder, step = _at(content, place["at"])
-        if holder[step] == _written(parts[place["part"]], place["as"]):
-            holder[step] = ""
-            emptied.append(place)
-    return content, emptied
-
-
-def _put_back(content: list[Any], parts: Sequence[ContentPart], inline: list[Any]) -> list[Any]:
-    """A copy of the kept ``content`` with each part's text or bytes back in its place."""
-    content = copy.deepcopy(content)
-    for place in inline:
-        try:
-            holder, step = _at(content, place["at"])
-            value = _written(parts[place["part"]], place["as"])
-        except (LookupError, TypeError):
-            continue  # not where it was taken out: a message rewritten by others
-        if value is not None:
-            holder[step] = value
-    return content
-
-
-def _at(content: Any, path: list[Any]) -> tuple[Any, Any]:
-    """The container holding ``path``'s last step, and that step."""
-    for step in path[:-1]:
-        content = content[step]
-    return content, path[-1]
 
 
 def standard_block(part: ContentPart) -> dict[str, Any]:
