@@ -9,6 +9,8 @@ import base64
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_formats import sdk_checked
 
 from redis_history import InvalidMessageError, Message, ToolCall, UnsupportedPartError
@@ -315,3 +317,35 @@ def test_parts_that_cannot_be_read_raise_a_typed_error() -> None:
     named = {"type": "input_file", "file_data": B64_PDF, "filename": "r.pdf"}
     (message,) = parse([{"role": "user", "content": [named]}], "openai_responses")
     assert message.parts[0] == FilePart(data=PDF, media_type="application/pdf", filename="r.pdf")
+
+
+@st.composite
+def conversations_with_parts(draw: st.DrawFn, format: WireFormat) -> list[Message]:
+    """Turns whose user messages (and tool results, where the format carries more than text)
+    mix text with the parts ``format`` carries, in any order."""
+    content = st.lists(st.text(max_size=8) | st.sampled_from(CARRIED[format]), max_size=4)
+    out: list[Message] = []
+    for turn_index in range(draw(st.integers(1, 3))):
+        out.append(Message.user(draw(content)))
+        if draw(st.booleans()):
+            call = ToolCall(id=f"call_{turn_index}", name="look")
+            out.append(Message.assistant(draw(st.text(max_size=8)), tool_calls=[call]))
+            result = draw(content) if IN_TOOL_RESULTS[format] else draw(st.text(max_size=8))
+            out.append(Message.tool(result, tool_call_id=call.id))
+        out.append(Message.assistant(draw(st.text(max_size=8))))
+    return out
+
+
+@pytest.mark.parametrize("format", WIRE_FORMATS)
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_any_mix_of_carried_parts_round_trips(format: WireFormat, data: st.DataObject) -> None:
+    """For any history of text and the parts a format carries: parse(render(m)) == m, and the
+    request is the SDK's create() parameters."""
+    messages = data.draw(conversations_with_parts(format))
+    request = render(messages, format)
+    back = parse(request, format)
+    assert [m.model_dump(exclude={"id", "created_at"}) for m in back] == [
+        m.model_dump(exclude={"id", "created_at"}) for m in messages
+    ]
+    sdk_checked(request, format)
