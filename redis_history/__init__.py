@@ -47,6 +47,7 @@ from redis_history.errors import (
     StoreUnavailableError,
     SummarizerError,
     ToolPairingError,
+    UnsupportedPartError,
 )
 from redis_history.models import Message, Role, ToolCall
 from redis_history.store._core import CompactionRequest, CompactionStats, TranscriptPage
@@ -121,6 +122,7 @@ __all__ = [
     "ToolStep",
     "TranscriptPage",
     "Turn",
+    "UnsupportedPartError",
     "from_turns",
     "group_turns",
     "resolve_compactor",

@@ -10,6 +10,7 @@ redis-py's exceptions::
     │   ├── ToolPairingError                 tool result without an open call, or calls left open
     │   ├── MessageTooLargeError             envelope over ``max_message_bytes``
     │   └── InvalidMediaError                media bytes that are not what they claim, or cut short
+    │   └── UnsupportedPartError             a content part the wire format cannot carry
     ├── LimitExceededError (ValueError)      an input over a documented limit; nothing was written
     ├── StaleSnapshotError                   the prefix a write-back summarized has changed
     ├── LockLostError                        a fenced write-back no longer holds the lock
@@ -57,6 +58,7 @@ __all__ = [
     "StoreUnavailableError",
     "SummarizerError",
     "ToolPairingError",
+    "UnsupportedPartError",
 ]
 
 
@@ -111,6 +113,16 @@ class InvalidMediaError(InvalidMessageError):
     def __init__(self, message: str, *, media_type: str | None = None) -> None:
         super().__init__(message)
         self.media_type = media_type
+
+
+class UnsupportedPartError(InvalidMessageError):
+    """A content part that a wire format cannot carry (audio for Anthropic, a file by URL for
+    chat completions): ``part`` is its type (``"audio"``), ``format`` the wire format."""
+
+    def __init__(self, message: str, *, part: str, format: str, index: int | None = None) -> None:
+        super().__init__(message, index=index)
+        self.part = part
+        self.format = format
 
 
 class LimitExceededError(HistoryError, ValueError):

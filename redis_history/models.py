@@ -53,7 +53,7 @@ from pydantic import (
 )
 from pydantic_core import CoreSchema, core_schema, from_json
 
-from redis_history.errors import InvalidMessageError
+from redis_history.errors import InvalidMessageError, UnsupportedPartError
 from redis_history.parts import (
     ContentPart,
     TextPart,
@@ -358,7 +358,12 @@ class Message(BaseModel):
         return cls(role="tool", tool_call_id=tool_call_id, **_content_fields(content), **fields)
 
     def to_openai(self) -> dict[str, Any]:
-        """This message as a chat-completions request message (:func:`chat_message`)."""
+        """This message as a chat-completions request message (:func:`chat_message`).
+
+        Raises:
+            UnsupportedPartError: a part chat completions cannot carry (see
+                :func:`chat_message`).
+        """
         return chat_message(self.__dict__)
 
     @classmethod
@@ -386,9 +391,23 @@ def chat_message(fields: Mapping[str, Any]) -> dict[str, Any]:
     """A message as a chat-completions request message, from its fields: a model's, or a
     stored message's (the fields at their default left out). The one rendering of the
     format: ``Message.to_openai``, ``snapshot_openai`` and the ``openai_chat`` wire format
-    all use it. ``name`` is sent except on a tool result, which the API gives none."""
+    all use it. ``name`` is sent except on a tool result, which the API gives none.
+
+    Raises:
+        UnsupportedPartError: a part chat completions cannot carry: a file by URL, an image
+            by file id, or anything but text in a tool result (its content is text only).
+    """
     role, content = fields["role"], fields.get("content", "")
     if parts := fields.get("parts"):
+        if role == "tool":
+            for part in parts:
+                if not isinstance(part, TextPart):
+                    raise UnsupportedPartError(
+                        f"the openai_chat format cannot carry {stand_in(part)} in a tool "
+                        "message: a chat-completions tool result holds text only",
+                        part=part.type,
+                        format="openai_chat",
+                    )
         content = [to_openai_chat(part) for part in parts]
     out: dict[str, Any] = {"role": role, "content": content}
     if (name := fields.get("name")) is not None and role != "tool":

@@ -1,11 +1,12 @@
 """Content parts: what a multimodal message holds besides text.
 
 A :class:`~redis_history.models.Message` holds either plain text (``content``, as always) or
-``parts``, in order: :class:`TextPart`, :class:`ImagePart` (a URL, or inline bytes with a media
-type, and an optional detail level), :class:`FilePart` (a document or file: inline bytes, a URL
-or a provider's file id, with a media type and a file name) and :class:`AudioPart` (inline
-audio). Every wire format of :mod:`redis_history.context.formats` renders them in its own
-shape, or names the part it cannot carry.
+``parts``, in order: :class:`TextPart`, :class:`ImagePart` (a URL, inline bytes with a media
+type, or a provider's file id, and an optional detail level), :class:`FilePart` (a document or
+file: inline bytes, a URL or a provider's file id, with a media type and a file name) and
+:class:`AudioPart` (inline audio). Every wire format of :mod:`redis_history.context.formats`
+renders them in its own shape, or raises :class:`~redis_history.errors.UnsupportedPartError`
+naming the part it cannot carry.
 
 Inline bytes are ``bytes`` in Python and base64 in JSON. ``data:`` URLs are taken apart
 into inline bytes and their media type when parsed, so an image sent inline prices and
@@ -33,7 +34,7 @@ from pydantic import (
     model_validator,
 )
 
-from redis_history.errors import InvalidMessageError
+from redis_history.errors import InvalidMessageError, UnsupportedPartError
 
 __all__ = [
     "PART_TYPES",
@@ -45,8 +46,10 @@ __all__ = [
     "blob_data",
     "blobs_at_hand",
     "data_url",
+    "decode_base64",
     "from_data_url",
     "from_openai_chat",
+    "inline",
     "stand_in",
     "stored_data",
     "to_openai_chat",
@@ -146,7 +149,7 @@ def stored_data(part: Any) -> Any:
 
 
 class _Source(_Part):
-    """Inline bytes, a URL, or (files only) a provider's file id: exactly one of them."""
+    """Inline bytes, a URL, or a provider's file id: exactly one of them."""
 
     data: bytes | None = None
     """The bytes, inline (base64 in JSON)."""
@@ -154,6 +157,9 @@ class _Source(_Part):
     """Where the model fetches it (``https://...``); ``data:`` URLs are made inline."""
     media_type: MediaType | None = None
     """``image/png``, ``application/pdf``...: required with inline bytes."""
+    file_id: str | None = Field(default=None, strict=True, min_length=1)
+    """A file uploaded to the provider (OpenAI's or Anthropic's Files API): only the provider
+    that issued it knows it."""
     blob: str | None = Field(default=None, exclude=True, repr=False)
     """Set by the store only, while a part it reads waits for its data (kept outside the
     message list, :mod:`redis_history.store.blobs`); never on a part a read returns."""
@@ -170,14 +176,11 @@ class _Source(_Part):
 
     _data = field_validator("data", mode="before")(_bytes_only)
 
-    def _sources(self) -> int:
-        return (self.data is not None) + (self.url is not None)
-
     @model_validator(mode="after")
     def _one_source(self) -> Self:
         if self.blob is not None:
             return cast(Self, stored_data(self))
-        if self._sources() != 1:
+        if (self.data is not None) + (self.url is not None) + (self.file_id is not None) != 1:
             raise ValueError(f"{type(self).__name__} needs exactly one of {self._names()}")
         if self.data is not None and self.media_type is None:
             raise ValueError(f"{type(self).__name__} with inline data needs a media_type")
@@ -185,32 +188,27 @@ class _Source(_Part):
 
     @classmethod
     def _names(cls) -> str:
-        return "data or url"
+        return "data, url or file_id"
 
 
 class ImagePart(_Source):
-    """An image: a URL, or inline bytes with their media type."""
+    """An image: a URL, inline bytes with their media type, or a provider's file id."""
 
     type: Literal["image"] = "image"
     detail: Detail | None = None
     """How closely the model looks (OpenAI); ``None`` is the API's default (``auto``)."""
+
+    @classmethod
+    def _names(cls) -> str:
+        return "data or url, or a file_id"
 
 
 class FilePart(_Source):
     """A document or file (a PDF, a text file): inline bytes, a URL, or a provider's file id."""
 
     type: Literal["file"] = "file"
-    file_id: str | None = Field(default=None, strict=True, min_length=1)
-    """A file uploaded to the provider (OpenAI's ``file_id``)."""
     filename: str | None = Field(default=None, strict=True)
     """The file's name, sent where the format has one."""
-
-    def _sources(self) -> int:
-        return super()._sources() + (self.file_id is not None)
-
-    @classmethod
-    def _names(cls) -> str:
-        return "data, url or file_id"
 
 
 class AudioPart(_Part):
@@ -285,7 +283,7 @@ def stand_in(part: ContentPart) -> str:
         for d in (
             getattr(part, "filename", None),
             part.media_type,
-            _size(part.data) if part.data is not None else part.url,
+            _size(part.data) if part.data is not None else part.url or part.file_id,
         )
         if d
     ]
@@ -305,11 +303,19 @@ def to_openai_chat(part: ContentPart) -> dict[str, Any]:
     ``data:`` URL for inline bytes), ``file`` (inline bytes or a file id) or ``input_audio``.
 
     Raises:
-        InvalidMessageError: a file given by URL, which chat completions cannot carry.
+        UnsupportedPartError: a file given by URL, or an image given by file id, which chat
+            completions cannot carry.
     """
     if isinstance(part, TextPart):
         return {"type": "text", "text": part.text}
     if isinstance(part, ImagePart):
+        if part.file_id is not None:
+            raise UnsupportedPartError(
+                "an image part given by file_id cannot be sent in the openai_chat format "
+                "(its image_url takes a URL or inline data)",
+                part="image",
+                format="openai_chat",
+            )
         image: dict[str, Any] = {"url": part.url or _inline_url(part)}
         if part.detail is not None:
             image["detail"] = part.detail
@@ -323,9 +329,11 @@ def to_openai_chat(part: ContentPart) -> dict[str, Any]:
     elif part.data is not None:
         file["file_data"] = _inline_url(part)
     else:
-        raise InvalidMessageError(
+        raise UnsupportedPartError(
             "a file part given by URL cannot be sent in the openai_chat format "
-            "(it takes inline data or a file_id)"
+            "(it takes inline data or a file_id)",
+            part="file",
+            format="openai_chat",
         )
     if part.filename is not None:
         file["filename"] = part.filename
@@ -335,9 +343,14 @@ def to_openai_chat(part: ContentPart) -> dict[str, Any]:
 def _inline_url(part: ImagePart | FilePart) -> str:
     if part.data is None:  # a read's first pass, which its blobs' data will replace
         return f"blob:{part.blob}"
+    return data_url(*inline(part))
+
+
+def inline(part: ImagePart | FilePart) -> tuple[bytes, str]:
+    """The inline bytes of ``part`` and their media type (a part with ``data`` has both)."""
     assert part.data is not None
     assert part.media_type is not None
-    return data_url(part.data, part.media_type)
+    return part.data, part.media_type
 
 
 def from_openai_chat(part: Mapping[str, Any]) -> ContentPart:
@@ -357,7 +370,7 @@ def from_openai_chat(part: Mapping[str, Any]) -> ContentPart:
         return ImagePart(type="image", url=image.get("url"), detail=image.get("detail"))
     if kind == "input_audio":
         audio = part.get("input_audio") or {}
-        data = _base64(audio.get("data"), "input_audio data")
+        data = decode_base64(audio.get("data"), "input_audio data")
         return AudioPart(type="audio", data=data, format=audio.get("format"))
     if kind == "file":
         file = part.get("file") or {}
@@ -370,7 +383,12 @@ def from_openai_chat(part: Mapping[str, Any]) -> ContentPart:
     raise InvalidMessageError(f"content part of type {kind!r} is not supported in openai_chat")
 
 
-def _base64(text: Any, what: str) -> bytes:
+def decode_base64(text: Any, what: str) -> bytes:
+    """The bytes of base64 ``text`` (strict: no other characters, padding required).
+
+    Raises:
+        InvalidMessageError: naming ``what``: not text, or not base64.
+    """
     if not isinstance(text, str):
         raise InvalidMessageError(f"{what} must be base64 text")
     try:

@@ -36,6 +36,7 @@ from redis_history.context import (
     parse_response,
     render,
 )
+from redis_history.parts import ImagePart
 from redis_history.roles import RoleState
 
 # --- real payload shapes -----------------------------------------------------------------
@@ -560,7 +561,8 @@ def test_responses_output_text_parts_are_joined() -> None:
 
 
 def test_responses_refusal_and_unsupported_items() -> None:
-    """A refusal part is flagged text; a web search call or an image part raises."""
+    """A refusal part is flagged text; a web search call, or an image in a reply, raises; an
+    image in a user's input is kept as a part and rendered back as it came."""
     refused = copy.deepcopy(RESPONSES_OUTPUT_TEXT)
     refused["output"][0]["content"] = [{"type": "refusal", "refusal": "I can't help."}]
     reply = parse_response(refused, "openai_responses")
@@ -568,9 +570,14 @@ def test_responses_refusal_and_unsupported_items() -> None:
     search = {"output": [{"type": "web_search_call", "id": "ws_1", "status": "completed"}]}
     with pytest.raises(ValueError, match="'web_search_call' is not supported"):
         parse_response(search, "openai_responses")
-    image = [{"role": "user", "content": [{"type": "input_image", "image_url": "https://x/y.png"}]}]
-    with pytest.raises(ValueError, match="'input_image' is not supported"):
-        parse(image, "openai_responses")
+    image = {"type": "input_image", "image_url": "https://x/y.png", "detail": "high"}
+    drawn = {"output": [{"type": "message", "role": "assistant", "content": [image]}]}
+    with pytest.raises(ValueError, match=r"an assistant message holds text only, not \[image"):
+        parse_response(drawn, "openai_responses")
+    asked = [{"type": "message", "role": "user", "content": [image]}]
+    (message,) = parse(asked, "openai_responses")
+    assert message.parts == (ImagePart(url="https://x/y.png", detail="high"),)
+    assert render([message], "openai_responses")["input"] == asked
 
 
 def test_empty_responses_output_is_an_empty_assistant_message() -> None:
@@ -740,19 +747,26 @@ def test_anthropic_request_splits_a_user_turn_into_results_then_text() -> None:
 
 
 def test_anthropic_request_with_system_blocks_or_an_image_block() -> None:
-    """``system`` as text blocks gives one system message each; an image block raises."""
+    """``system`` as text blocks gives one system message each; an image block is kept as a
+    part and rendered back as it came; a block no part holds raises."""
     system = [
         {"type": "text", "text": "A"},
         {"type": "text", "text": "B", "cache_control": {"type": "ephemeral"}},
     ]
     messages = parse({"system": system, "messages": []}, "anthropic")
     assert [shape(m) for m in messages] == [("system", "A", (), None), ("system", "B", (), None)]
+    png = b"\x89PNG\r\n\x1a\n"
     image = {
         "type": "image",
-        "source": {"type": "base64", "media_type": "image/png", "data": "iVBOR"},
+        "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="},
     }
-    with pytest.raises(ValueError, match="'image' is not supported"):
-        parse([{"role": "user", "content": [image]}], "anthropic")
+    turn = [{"role": "user", "content": [image]}]
+    (message,) = parse(turn, "anthropic")
+    assert message.parts == (ImagePart(data=png, media_type="image/png"),)
+    assert render([message], "anthropic")["messages"] == turn
+    search = {"type": "search_result", "source": "https://x", "title": "x", "content": []}
+    with pytest.raises(ValueError, match="'search_result' is not supported"):
+        parse([{"role": "user", "content": [search]}], "anthropic")
 
 
 # --- round trips -------------------------------------------------------------------------

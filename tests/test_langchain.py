@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 from collections.abc import Iterator
 from typing import Any
 
@@ -29,18 +30,22 @@ from langchain_core.runnables.history import RunnableWithMessageHistory
 
 from redis_history import (
     AsyncRedisHistory,
+    InvalidMessageError,
     Message,
     RedisHistory,
     RoleOrderError,
     ToolCall,
     ToolPairingError,
+    UnsupportedPartError,
 )
+from redis_history.context import render
 from redis_history.integrations.langchain import (
     LANGCHAIN,
     RedisHistoryChatMessageHistory,
     from_langchain,
     to_langchain,
 )
+from redis_history.parts import AudioPart, FilePart, ImagePart, TextPart
 
 CONVERSATION: list[BaseMessage] = [
     SystemMessage("You are a travel agent."),
@@ -239,3 +244,169 @@ def test_runnable_with_message_history_keeps_the_conversation(clients: tuple[Any
         (AIMessage, "Porto, then."),
     ]
     assert seen[1][1:3] == stored[:2]  # the second turn's prompt held the first turn
+
+
+# --- images, files and audio --------------------------------------------------------------
+
+PNG = (
+    b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + (64).to_bytes(4, "big") * 2 + bytes(range(256)) * 8
+)  # a 64 x 64 PNG's header, then bytes
+PDF = b"%PDF-1.7\n" + b"stream" * 50
+WAV = b"RIFF....WAVEfmt " * 8
+B64_PNG = base64.b64encode(PNG).decode()
+B64_PDF = base64.b64encode(PDF).decode()
+B64_WAV = base64.b64encode(WAV).decode()
+
+MEDIA_TURN: list[BaseMessage] = [
+    HumanMessage(
+        [
+            {"type": "text", "text": "Compare the chart with the report."},
+            {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{B64_PNG}"}},
+            {"type": "image", "source_type": "url", "url": "https://example.com/map.png"},
+            {
+                "type": "file",
+                "base64": B64_PDF,
+                "mime_type": "application/pdf",
+                "id": "lc_f1",
+                "extras": {"filename": "report.pdf"},
+            },
+            {"type": "audio", "base64": B64_WAV, "mime_type": "audio/wav"},
+            {"type": "text-plain", "text": "notes: 東京", "mime_type": "text/plain"},
+        ],
+        id="h1",
+    ),
+    AIMessage(
+        "", tool_calls=[{"name": "screenshot", "args": {}, "id": "call_s", "type": "tool_call"}]
+    ),
+    ToolMessage(
+        [
+            "The page:",
+            {"type": "image", "source_type": "base64", "data": B64_PNG, "mime_type": "image/png"},
+            {"type": "file", "file_id": "file-abc", "mime_type": "application/pdf"},
+        ],
+        tool_call_id="call_s",
+    ),
+    AIMessage("The chart matches page 2."),
+]
+
+
+def test_images_files_and_audio_are_stored_as_parts_and_read_back_equal(
+    clients: tuple[Any, Any],
+) -> None:
+    """OpenAI-style, v0 and v1 blocks in a human and a tool message become the stored
+    messages' parts, read back equal, and their bytes are stored once."""
+    history = chat(clients)
+    history.add_messages(MEDIA_TURN)
+    assert history.messages == MEDIA_TURN
+    assert history.history is not None
+    stored = history.history.snapshot()
+    assert stored[0].parts == (
+        TextPart(text="Compare the chart with the report."),
+        ImagePart(data=PNG, media_type="image/png"),
+        ImagePart(url="https://example.com/map.png"),
+        FilePart(data=PDF, media_type="application/pdf", filename="report.pdf"),
+        AudioPart(data=WAV, format="wav"),
+        FilePart(data="notes: 東京".encode(), media_type="text/plain"),
+    )
+    assert stored[2].parts == (
+        TextPart(text="The page:"),
+        ImagePart(data=PNG, media_type="image/png"),
+        FilePart(file_id="file-abc", media_type="application/pdf"),
+    )
+    assert stored[0].text == "Compare the chart with the report."
+    raw = b"".join(clients[0].lrange(history.history.keys.msgs, 0, -1))
+    assert raw.count(B64_PDF[8:200].encode()) == 1  # in the part, not again in the kept copy
+    assert raw.count(b"Compare the chart") == 1
+
+
+def test_a_history_written_through_langchain_reaches_every_model_api(
+    clients: tuple[Any, Any],
+) -> None:
+    """The image a HumanMessage carried is an Anthropic image block, a chat image_url and a
+    Responses input_image; the tool's screenshot an image in Anthropic's tool_result. Audio,
+    which Anthropic takes none of, is refused by name."""
+    history = chat(clients)
+    human = HumanMessage(
+        [block for block in MEDIA_TURN[0].content if "audio" not in str(block)], id="h1"
+    )
+    history.add_messages([human, *MEDIA_TURN[1:]])
+    assert history.history is not None
+    stored = history.history.snapshot()
+    anthropic = render(stored, "anthropic")["messages"]
+    assert anthropic[0]["content"][1] == {
+        "type": "image",
+        "source": {"type": "base64", "media_type": "image/png", "data": B64_PNG},
+    }
+    assert anthropic[0]["content"][3]["source"]["media_type"] == "application/pdf"
+    assert anthropic[2]["content"][0]["content"][1]["type"] == "image"
+    chat_request = render(stored[:1], "openai_chat")["messages"][0]
+    assert chat_request["content"][1]["image_url"]["url"] == f"data:image/png;base64,{B64_PNG}"
+    responses = render(stored, "openai_responses")["input"]
+    assert responses[0]["content"][2] == {
+        "type": "input_image",
+        "image_url": "https://example.com/map.png",
+        "detail": "auto",
+    }
+    assert responses[2]["output"][1]["type"] == "input_image"
+    with pytest.raises(UnsupportedPartError, match="audio"):
+        render([from_langchain(MEDIA_TURN[0])], "anthropic")
+
+
+def test_parts_written_by_others_read_as_standard_blocks() -> None:
+    """A message with parts stored without LangChain (parsed from a request, another pod) reads
+    as LangChain's v1 standard blocks, which map back to the same parts."""
+    parts = (
+        TextPart(text="What is this?"),
+        ImagePart(data=PNG, media_type="image/png", detail="low"),
+        FilePart(url="https://example.com/r.pdf", filename="r.pdf"),
+        AudioPart(data=WAV, format="mp3"),
+    )
+    message = to_langchain(Message(role="user", parts=parts))
+    assert message == HumanMessage(
+        [
+            {"type": "text", "text": "What is this?"},
+            {
+                "type": "image",
+                "base64": B64_PNG,
+                "mime_type": "image/png",
+                "extras": {"detail": "low"},
+            },
+            {"type": "file", "url": "https://example.com/r.pdf", "extras": {"filename": "r.pdf"}},
+            {"type": "audio", "base64": B64_WAV, "mime_type": "audio/mpeg"},
+        ]
+    )
+    assert from_langchain(message).parts == parts
+    screenshot = Message.tool(["page", ImagePart(url="https://x/s.png")], tool_call_id="c1")
+    assert to_langchain(screenshot) == ToolMessage(
+        [{"type": "text", "text": "page"}, {"type": "image", "url": "https://x/s.png"}],
+        tool_call_id="c1",
+    )
+
+
+def test_messages_stored_before_parts_read_as_they_did(clients: tuple[Any, Any]) -> None:
+    """A message stored when the image was kept in the metadata alone (text content, no
+    parts) reads back as the same LangChain message."""
+    content: list[Any] = [
+        {"type": "text", "text": "What is this?"},
+        {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}},
+    ]
+    old = Message.user("What is this?", metadata={LANGCHAIN: {"content": content, "id": "h0"}})
+    history = chat(clients)
+    assert history.history is not None
+    history.history.append(old)
+    assert history.messages == [HumanMessage(content, id="h0")]
+
+
+def test_blocks_no_part_holds_stay_in_the_kept_copy() -> None:
+    """A video block, or an AI message's image, is kept for LangChain only; a block a part
+    cannot hold as it is raises, naming the block."""
+    video = {"type": "video", "url": "https://example.com/v.mp4"}
+    human = HumanMessage(["Look", video, {"type": "image", "url": "https://x/y.png"}])
+    stored = from_langchain(human)
+    assert stored.parts == (TextPart(text="Look"), ImagePart(url="https://x/y.png"))
+    assert to_langchain(stored) == human
+    drawn = AIMessage([{"type": "image", "base64": B64_PNG, "mime_type": "image/png"}])
+    assert from_langchain(drawn).parts == ()
+    assert to_langchain(from_langchain(drawn)) == drawn
+    with pytest.raises(InvalidMessageError, match="content block 1 of a LangChain human message"):
+        from_langchain(HumanMessage(["x", {"type": "image", "base64": B64_PNG}]))

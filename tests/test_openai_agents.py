@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import copy
 import json
 import threading
@@ -37,9 +38,12 @@ from redis_history import (
     RedisHistory,
     StoreUnavailableError,
     ToolPairingError,
+    UnsupportedPartError,
 )
+from redis_history.context import render
 from redis_history.integrations.openai_agents import BRIDGE, ITEMS, RedisHistorySession
 from redis_history.models import MAX_NESTING
+from redis_history.parts import AudioPart, FilePart, ImagePart, TextPart, data_url
 from redis_history.roles import RoleState
 from redis_history.store.scripts import script, script_names
 
@@ -631,6 +635,156 @@ def test_clear_session_removes_everything(aclient: Any) -> None:
         assert await s.get_items() == [USER]
 
     run(aclient, scenario())
+
+
+# --- images, files and audio --------------------------------------------------------------
+
+PNG = (
+    b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + (64).to_bytes(4, "big") * 2 + bytes(range(256)) * 8
+)  # a 64 x 64 PNG's header, then bytes
+PDF = b"%PDF-1.7\n" + b"stream" * 50
+WAV = b"RIFF....WAVEfmt " * 8
+PNG_URL = data_url(PNG, "image/png")
+PDF_URL = data_url(PDF, "application/pdf")
+ASKED: Any = {
+    "role": "user",
+    "content": [
+        {"type": "input_text", "text": "What do the chart and the report say?"},
+        {"type": "input_image", "image_url": PNG_URL, "detail": "high"},
+        {"type": "input_file", "file_data": PDF_URL, "filename": "report.pdf"},
+        {"type": "input_image", "file_id": "file-img1", "detail": "auto"},
+    ],
+}
+SAID: Any = {
+    "role": "user",
+    "content": [
+        {
+            "type": "input_audio",
+            "input_audio": {"data": base64.b64encode(WAV).decode(), "format": "wav"},
+        }
+    ],
+}
+CALL_SHOT: Any = {
+    **CALL_L,
+    "id": "fc_s",
+    "call_id": "call_s",
+    "name": "screenshot",
+    "arguments": "{}",
+}
+SHOT: Any = {
+    "type": "function_call_output",
+    "call_id": "call_s",
+    "output": [
+        {"type": "input_text", "text": "The page:"},
+        {"type": "input_image", "image_url": "https://example.com/s.png", "detail": "low"},
+    ],
+}
+
+
+def test_images_files_and_audio_are_stored_as_parts_and_read_back_unchanged(
+    aclient: Any,
+) -> None:
+    """A user input's images, file and audio and a tool output's screenshot are the stored
+    messages' parts; get_items gives back the items unchanged; each byte is stored once."""
+
+    async def scenario() -> None:
+        s = session(aclient)
+        await s.add_items(copy.deepcopy([ASKED, CALL_SHOT, SHOT, REPLY, SAID]))
+        assert await s.get_items() == [ASKED, CALL_SHOT, SHOT, REPLY, SAID]
+        asked, _, shot, _, said = await s.history.snapshot()
+        assert asked.parts == (
+            TextPart(text="What do the chart and the report say?"),
+            ImagePart(data=PNG, media_type="image/png", detail="high"),
+            FilePart(data=PDF, media_type="application/pdf", filename="report.pdf"),
+            ImagePart(file_id="file-img1"),
+        )
+        assert shot.parts == (
+            TextPart(text="The page:"),
+            ImagePart(url="https://example.com/s.png", detail="low"),
+        )
+        assert said.parts == (AudioPart(data=WAV, format="wav"),)
+        raw = b"".join(await aclient.lrange(s.history.keys.msgs, 0, -1))
+        assert raw.count(base64.b64encode(PDF)[8:200]) == 1
+        assert raw.count(b"What do the chart") == 1
+        assert await s.pop_item() == SAID
+        assert await s.get_items() == [ASKED, CALL_SHOT, SHOT, REPLY]
+
+    run(aclient, scenario())
+
+
+def test_a_session_history_reaches_every_model_api(aclient: Any) -> None:
+    """What the SDK stored renders for chat completions (the image a data URL, the file
+    inline), for Anthropic (the screenshot in its tool_result) and for Responses as it came;
+    an image by file id, which chat's image_url cannot take, is refused by name."""
+    asked: Any = {**ASKED, "content": ASKED["content"][:3]}
+
+    async def scenario() -> None:
+        s = session(aclient)
+        await s.add_items(copy.deepcopy([asked, CALL_SHOT, SHOT, REPLY]))
+        stored = await s.history.snapshot()
+        chat = render(stored[:1], "openai_chat")["messages"][0]["content"]
+        assert chat[1] == {"type": "image_url", "image_url": {"url": PNG_URL, "detail": "high"}}
+        assert chat[2] == {"type": "file", "file": {"file_data": PDF_URL, "filename": "report.pdf"}}
+        anthropic = render(stored, "anthropic")["messages"]
+        assert anthropic[0]["content"][1]["source"]["type"] == "base64"
+        assert anthropic[2]["content"][0]["content"][1] == {
+            "type": "image",
+            "source": {"type": "url", "url": "https://example.com/s.png"},
+        }
+        responses = render(stored, "openai_responses")["input"]
+        assert responses[0]["content"] == asked["content"]
+        assert responses[2] == SHOT
+        await s.add_items([{"role": "user", "content": ASKED["content"][3:]}])
+        with pytest.raises(UnsupportedPartError, match="image part given by file_id"):
+            render((await s.history.snapshot())[-1:], "openai_chat")
+
+    run(aclient, scenario())
+
+
+def test_items_stored_before_parts_read_as_they_did(aclient: Any) -> None:
+    """A message stored when the image was kept in the items alone (text content, no parts)
+    reads back as the same items; one written by others with parts reads as Responses items
+    (audio as the SDK's input_audio part)."""
+    old_items = [MORE[1]]
+
+    async def scenario() -> None:
+        s = session(aclient)
+        await s.history.append(
+            Message.user("Et ce plan ?", metadata={ITEMS: copy.deepcopy(old_items)})
+        )
+        assert await s.get_items() == old_items
+        await s.history.append(Message.assistant("Un plan de Lisbonne."))
+        await s.history.append(Message.user(["Écoute :", AudioPart(data=WAV, format="wav")]))
+        assert (await s.get_items())[-1] == {
+            "type": "message",
+            "role": "user",
+            "content": [{"type": "input_text", "text": "Écoute :"}, SAID["content"][0]],
+        }
+
+    run(aclient, scenario())
+
+
+@pytest.mark.real_redis
+def test_a_call_after_a_lost_reply_with_another_image_stores_that_image(
+    faulted: str, fault_proxy: FaultProxy
+) -> None:
+    """The repeat of a call is recognised by its items' parts too: after a lost reply, a call
+    with another image (the same text) stores that image, not the first one again."""
+    other: Any = copy.deepcopy(ASKED)
+    other["content"][1]["image_url"] = data_url(PNG[:24] + PNG[24:][::-1], "image/png")
+
+    async def scenario() -> list[Any]:
+        client = no_retry(faulted)
+        s = session(client)
+        fault_proxy.drop_reply(b"EVALSHA")
+        with pytest.raises(StoreUnavailableError):
+            await s.add_items(copy.deepcopy([ASKED]))
+        await s.add_items(copy.deepcopy([other]))
+        items = await s.get_items()
+        await client.aclose()
+        return items
+
+    assert asyncio.run(scenario()) == [ASKED, other]
 
 
 # --- a Runner run against a local stub model ---------------------------------------------

@@ -12,7 +12,13 @@ import redis
 from PIL import Image
 from pydantic import ValidationError
 
-from redis_history import InvalidMediaError, InvalidMessageError, Message, RedisHistory
+from redis_history import (
+    InvalidMediaError,
+    InvalidMessageError,
+    Message,
+    RedisHistory,
+    UnsupportedPartError,
+)
 from redis_history.context import request_tokens
 from redis_history.parts import (
     AudioPart,
@@ -21,6 +27,7 @@ from redis_history.parts import (
     TextPart,
     data_url,
     from_openai_chat,
+    stand_in,
     to_openai_chat,
 )
 from redis_history.tokens import TiktokenCounter, message_tokens
@@ -185,3 +192,19 @@ def test_an_image_that_is_not_one_is_refused_before_anything_is_sent(client: red
     with pytest.raises(InvalidMediaError):
         history.append(fake)
     assert client.keys("*") == []
+
+
+def test_an_image_may_be_a_providers_file(client: redis.Redis) -> None:
+    """An image given by a provider's file id is stored and read back; chat completions, whose
+    ``image_url`` takes a URL, refuses it by name."""
+    part = ImagePart(file_id="file-img1", detail="high")
+    assert stand_in(part) == "[image: file-img1]"
+    with pytest.raises(ValidationError, match="exactly one of data or url, or a file_id"):
+        ImagePart(file_id="file-img1", url="https://x/y.png")
+    with pytest.raises(UnsupportedPartError, match="image part given by file_id") as caught:
+        to_openai_chat(part)
+    assert (caught.value.part, caught.value.format) == ("image", "openai_chat")
+    history = RedisHistory(client, "conv-file-image")
+    message = Message.user(["What is this?", part])
+    history.append(message)
+    assert history.snapshot() == [message]

@@ -25,6 +25,35 @@ tool calls, several ``message`` items) becomes one message, its texts joined in 
 content that is not text (images, audio, files, server tools) raises ``ValueError``
 rather than being dropped.
 
+Content parts (:mod:`redis_history.parts`) of user and tool messages travel in each
+format's own shape; parsing keeps content that is all text as ``content`` and anything
+else as ``parts``. A part a format cannot carry raises
+:class:`~redis_history.errors.UnsupportedPartError` (an ``InvalidMessageError``) naming the
+part, the format and the message, never dropped:
+
+============================  ====================  ======================  ====================
+part                          ``openai_chat``       ``openai_responses``    ``anthropic``
+============================  ====================  ======================  ====================
+text                          ``text``              ``input_text``          ``text``
+image, inline                 ``image_url``         ``input_image``         ``image`` (base64;
+                              (``data:`` URL)       (``data:`` URL)         JPEG/PNG/GIF/WebP)
+image by URL                  ``image_url``         ``input_image``         ``image`` (url)
+image by file id              raises                ``input_image``         ``image`` (file)
+file, inline                  ``file``              ``input_file``          ``document`` (PDF:
+                              (``file_data``)       (``file_data``)         base64; text/plain)
+file by URL                   raises                ``input_file``          ``document`` (url,
+                                                    (``file_url``)          PDF only)
+file by file id               ``file``              ``input_file``          ``document`` (file)
+audio (wav, mp3)              ``input_audio``       raises                  raises
+in a tool result              text only             text, images, files     text, images, files
+============================  ====================  ======================  ====================
+
+An image's ``detail`` travels in both OpenAI formats (the Responses API requires one: none
+is sent as ``"auto"``, and ``"auto"`` reads back as none); Anthropic has no field for it. A
+file's name is chat's and Responses' ``filename``, Anthropic's document ``title``. A media
+type given with a URL or a file id is not sent (the provider reads the file's). A file id
+is the provider's own: only the API that issued it knows it.
+
 What the formats cannot carry, and how some of it is kept in ``metadata``:
 
 - **Every format** drops ``id``, ``created_at`` and ``metadata`` (parsing makes new ones),
@@ -46,16 +75,30 @@ What the formats cannot carry, and how some of it is kept in ``metadata``:
 
 from __future__ import annotations
 
+import base64
 import json
-from collections.abc import Iterable, Mapping, Sequence
+import mimetypes
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from typing import Any, Literal, TypeVar, get_args
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 from pydantic_core import to_jsonable_python
 
-from redis_history.errors import InvalidMessageError
+from redis_history.errors import InvalidMessageError, UnsupportedPartError
 from redis_history.models import MAX_NESTING, Message, ToolCall
+from redis_history.parts import (
+    ContentPart,
+    FilePart,
+    ImagePart,
+    TextPart,
+    data_url,
+    decode_base64,
+    from_data_url,
+    inline,
+    stand_in,
+)
 from redis_history.store.base import History
 from redis_history.store.history import AsyncRedisHistory
 
@@ -109,6 +152,8 @@ def render(
         system only when there is one).
 
     Raises:
+        UnsupportedPartError: a message holds a part ``format`` cannot carry (see the
+            module's table); its ``index``, ``part`` and ``format`` say which.
         ValueError: ``format`` is not a :data:`WireFormat`.
     """
     if format == "openai_chat":
@@ -135,8 +180,10 @@ def parse(request: Any, format: WireFormat) -> list[Message]:
 
     Raises:
         InvalidMessageError: Tool call arguments that are not a JSON object or nest deeper
-            than ``MAX_NESTING``, naming the call.
-        ValueError: Content that is not text, an unknown role or item type, or an unknown
+            than ``MAX_NESTING``, naming the call; a content part missing what it needs or
+            holding what a part cannot (bad base64, an unknown ``detail``).
+        ValueError: A content part no part type holds (a ``search_result`` block...), media
+            in a system or assistant message, an unknown role or item type, or an unknown
             ``format``.
     """
     data = _plain(request)
@@ -262,6 +309,57 @@ def _undumpable(model: BaseModel) -> str:
     return ""
 
 
+P = TypeVar("P", ImagePart, FilePart)
+
+
+def _part(kind: type[P], format: WireFormat, **fields: Any) -> P:
+    """A part built from what ``format`` gave, its problems an ``InvalidMessageError``."""
+    try:
+        return kind(**fields)
+    except ValidationError as exc:
+        problems = "; ".join(error["msg"] for error in exc.errors())
+        raise InvalidMessageError(f"{kind.__name__} from {format}: {problems}") from None
+
+
+def _content(parts: Sequence[ContentPart]) -> dict[str, Any]:
+    """A parsed message's content: its text when every part is text, else its parts."""
+    if all(isinstance(part, TextPart) for part in parts):
+        return {"content": "".join(part.text for part in parts if isinstance(part, TextPart))}
+    return {"parts": tuple(parts)}
+
+
+def _text_only(parts: Sequence[ContentPart], what: str) -> str:
+    """The text of ``parts``, which must all be text (an assistant's)."""
+    for part in parts:
+        if not isinstance(part, TextPart):
+            raise InvalidMessageError(f"{what} holds text only, not {stand_in(part)}")
+    return "".join(part.text for part in parts if isinstance(part, TextPart))
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def _unsupported(part: ContentPart, format: WireFormat, why: str) -> UnsupportedPartError:
+    return UnsupportedPartError(
+        f"the {format} format cannot carry {stand_in(part)}: {why}", part=part.type, format=format
+    )
+
+
+@contextmanager
+def _message_at(index: int, message: Message) -> Iterator[None]:
+    """Name the message whose part a format cannot carry: its index and role."""
+    try:
+        yield
+    except UnsupportedPartError as exc:
+        raise UnsupportedPartError(
+            f"message {index} ({message.role}): {exc.message}",
+            part=exc.part,
+            format=exc.format,
+            index=index,
+        ) from None
+
+
 def _kept(message: Message, key: str) -> list[Any]:
     """The raw items kept under ``metadata[key]``, if they are a list."""
     value = message.metadata.get(key)
@@ -275,7 +373,9 @@ def _render_openai_chat(messages: Sequence[Message], system_prompt: str | None) 
     out: list[dict[str, Any]] = []
     if system_prompt is not None:
         out.append({"role": "system", "content": system_prompt})
-    out.extend(message.to_openai() for message in messages)
+    for index, message in enumerate(messages):
+        with _message_at(index, message):
+            out.append(message.to_openai())
     return {"messages": out}
 
 
@@ -294,20 +394,18 @@ def _chat_message(data: Mapping[str, Any]) -> Message:
 
 def _render_openai_responses(messages: Sequence[Message], system_prompt: str | None) -> Request:
     items: list[dict[str, Any]] = []
-    for message in messages:
+    for index, message in enumerate(messages):
+        with _message_at(index, message):
+            content = _responses_content(message)
         if message.role == "tool":
             items.append(
-                {
-                    "type": "function_call_output",
-                    "call_id": message.tool_call_id,
-                    "output": message.content,
-                }
+                {"type": "function_call_output", "call_id": message.tool_call_id, "output": content}
             )
             continue
         if message.role == "assistant":
             items.extend(_kept(message, OPENAI_REASONING))
-        if message.content or not message.tool_calls:
-            items.append({"type": "message", "role": message.role, "content": message.content})
+        if content or not message.tool_calls:
+            items.append({"type": "message", "role": message.role, "content": content})
         items.extend(
             {
                 "type": "function_call",
@@ -367,8 +465,8 @@ class _ResponsesReader:
             item = _plain(raw)
             kind = item.get("type", "message")  # an easy input message may leave it out
             if kind == "message" and item.get("role") == "assistant":
-                text, refusal = _responses_text(item.get("content"))
-                self.reply.texts.append(text)
+                parts, refusal = _responses_parts(item.get("content"))
+                self.reply.texts.append(_text_only(parts, "an assistant message"))
                 self.reply.refusal |= refusal
             elif kind == "function_call":
                 self.reply.calls.append(_tool_call(item.get("call_id"), item))
@@ -377,11 +475,13 @@ class _ResponsesReader:
             elif kind == "message":
                 self._flush()
                 role = "system" if item.get("role") == "developer" else item.get("role")
-                self.out.append(Message(role=role, content=_responses_text(item.get("content"))[0]))
+                parts, _ = _responses_parts(item.get("content"))
+                self.out.append(Message(role=role, **_content(parts)))
             elif kind == "function_call_output":
                 self._flush()
-                output, _ = _responses_text(item.get("output"))
-                self.out.append(Message.tool(output, tool_call_id=item.get("call_id", "")))
+                parts, _ = _responses_parts(item.get("output"))
+                call_id = item.get("call_id", "")
+                self.out.append(Message(role="tool", tool_call_id=call_id, **_content(parts)))
             else:
                 raise ValueError(f"Responses item of type {kind!r} is not supported")
         self._flush()
@@ -393,21 +493,97 @@ class _ResponsesReader:
             self.reply = _Reply()
 
 
-def _responses_text(content: Any) -> tuple[str, bool]:
-    """The text of a Responses content list (or string), and whether it holds a refusal."""
+def _responses_content(message: Message) -> str | list[dict[str, Any]]:
+    """A message's Responses ``content`` (or a tool result's ``output``): its text, or the list
+    of its parts for a user or tool message that holds parts."""
+    if message.parts and message.role in ("user", "tool"):
+        return [to_responses_part(part) for part in message.parts]
+    return message.text
+
+
+def to_responses_part(part: ContentPart) -> dict[str, Any]:
+    """``part`` as a Responses content part (of a ``message`` or a ``function_call_output``):
+    ``input_text``, ``input_image`` (``image_url``: a URL or a ``data:`` URL; or ``file_id``)
+    or ``input_file`` (``file_data`` as a ``data:`` URL, ``file_url`` or ``file_id``).
+
+    ``detail`` is always sent (the SDK requires it), ``"auto"`` for an image without one.
+
+    Raises:
+        UnsupportedPartError: an audio part: the Responses API takes no audio input.
+    """
+    if isinstance(part, TextPart):
+        return {"type": "input_text", "text": part.text}
+    if isinstance(part, ImagePart):
+        image: dict[str, Any] = {"type": "input_image", "detail": part.detail or "auto"}
+        if part.file_id is not None:
+            image["file_id"] = part.file_id
+        else:
+            image["image_url"] = part.url or data_url(*inline(part))
+        return image
+    if isinstance(part, FilePart):
+        file: dict[str, Any] = {"type": "input_file"}
+        if part.file_id is not None:
+            file["file_id"] = part.file_id
+        elif part.url is not None:
+            file["file_url"] = part.url
+        else:
+            file["file_data"] = data_url(*inline(part))
+        if part.filename is not None:
+            file["filename"] = part.filename
+        return file
+    raise _unsupported(part, "openai_responses", "the Responses API takes no audio input")
+
+
+def from_responses_part(part: Mapping[str, Any]) -> ContentPart:
+    """A Responses content part as a part (the reverse of :func:`to_responses_part`; also
+    ``output_text``). A ``detail`` of ``"auto"`` reads as none, the API's default.
+
+    Raises:
+        InvalidMessageError: a part missing what it needs, or with values a part cannot
+            hold (bad base64, a ``file_data`` whose media type is unknown).
+        ValueError: a part type the Responses API does not define for input.
+    """
+    kind = part.get("type")
+    if kind in ("input_text", "output_text", "text"):
+        return TextPart(text=str(part.get("text", "")))
+    if kind == "input_image":
+        detail = part.get("detail")
+        return _part(
+            ImagePart,
+            "openai_responses",
+            url=part.get("image_url"),
+            file_id=part.get("file_id"),
+            detail=None if detail == "auto" else detail,
+        )
+    if kind == "input_file":
+        fields: dict[str, Any] = {
+            "url": part.get("file_url"),
+            "file_id": part.get("file_id"),
+            "filename": part.get("filename"),
+        }
+        if (data := part.get("file_data")) is not None:
+            if isinstance(data, str) and data[:5].lower() == "data:":
+                fields["data"], fields["media_type"] = from_data_url(data)
+            else:  # bare base64: the media type is the file name's
+                fields["data"] = decode_base64(data, "input_file file_data")
+                fields["media_type"] = mimetypes.guess_type(fields["filename"] or "")[0]
+        return _part(FilePart, "openai_responses", **fields)
+    raise ValueError(f"content part of type {kind!r} is not supported")
+
+
+def _responses_parts(content: Any) -> tuple[list[ContentPart], bool]:
+    """The parts of a Responses content list (or string), and whether it holds a refusal."""
     if content is None or isinstance(content, str):
-        return content or "", False
-    texts, refusal = [], False
+        return ([TextPart(text=content)] if content else []), False
+    parts: list[ContentPart] = []
+    refusal = False
     for part in map(_plain, content):
-        kind = part.get("type")
-        if kind in ("input_text", "output_text", "text"):
-            texts.append(str(part.get("text", "")))
-        elif kind == "refusal":
-            texts.append(str(part.get("refusal", "")))
+        if part.get("type") == "refusal":
+            parts.append(TextPart(text=str(part.get("refusal", ""))))
             refusal = True
         else:
-            raise ValueError(f"content part of type {kind!r} is not supported")
-    return "".join(texts), refusal
+            parts.append(from_responses_part(part))
+    return parts, refusal
 
 
 def _single_reply(messages: list[Message], format: WireFormat) -> Message:
@@ -442,24 +618,26 @@ def _render_anthropic(messages: Sequence[Message], system_prompt: str | None) ->
         else:
             turns.append({"role": role, "content": blocks})
 
-    for message in messages:
+    for index, message in enumerate(messages):
+        with _message_at(index, message):
+            parts = [to_anthropic_part(part) for part in message.parts]
         if message.role == "system":
-            system.append(message.content)
+            system.append(message.text)
         elif message.role == "user":
-            add("user", [{"type": "text", "text": message.content}])
+            add("user", parts or [{"type": "text", "text": message.content}])
         elif message.role == "tool":
             block: dict[str, Any] = {
                 "type": "tool_result",
                 "tool_use_id": message.tool_call_id,
-                "content": message.content,
+                "content": parts or message.content,
             }
             if message.metadata.get(IS_ERROR) is True:
                 block["is_error"] = True
             add("user", [block])
         else:
             blocks = _kept(message, ANTHROPIC_THINKING)
-            if message.content or not message.tool_calls:
-                blocks.append({"type": "text", "text": message.content})
+            if message.text or not message.tool_calls:
+                blocks.append({"type": "text", "text": message.text})
             blocks.extend(
                 {"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments}
                 for call in message.tool_calls
@@ -508,22 +686,113 @@ def _anthropic_text(block: Mapping[str, Any]) -> str:
 
 def _anthropic_user(blocks: list[Mapping[str, Any]]) -> list[Message]:
     out: list[Message] = []
-    texts: list[str] | None = None
+    parts: list[ContentPart] | None = None
     for block in blocks:
         if block.get("type") != "tool_result":
-            texts = (texts or []) + [_anthropic_text(block)]
+            parts = parts or []
+            parts.append(from_anthropic_part(block))
             continue
-        if texts is not None:
-            out.append(Message.user("".join(texts)))
-            texts = None
-        content = "".join(_anthropic_text(part) for part in _blocks(block.get("content")))
+        if parts is not None:
+            out.append(Message(role="user", **_content(parts)))
+            parts = None
+        content = [from_anthropic_part(part) for part in _blocks(block.get("content"))]
         metadata = {IS_ERROR: True} if block.get("is_error") else {}
+        call_id = block.get("tool_use_id", "")
         out.append(
-            Message.tool(content, tool_call_id=block.get("tool_use_id", ""), metadata=metadata)
+            Message(role="tool", tool_call_id=call_id, metadata=metadata, **_content(content))
         )
-    if texts is not None:
-        out.append(Message.user("".join(texts)))
+    if parts is not None:
+        out.append(Message(role="user", **_content(parts)))
     return out
+
+
+ANTHROPIC_IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
+"""The media types of the images Anthropic takes inline."""
+
+
+def to_anthropic_part(part: ContentPart) -> dict[str, Any]:
+    """``part`` as an Anthropic content block: ``text``; ``image`` with a ``base64``, ``url`` or
+    ``file`` source; ``document`` with a ``base64`` (PDF), ``text`` (plain text), ``url`` or
+    ``file`` source, its ``title`` the file's name. An image's ``detail`` has no field here.
+
+    Raises:
+        UnsupportedPartError: audio (Anthropic takes none); an inline image that is not JPEG,
+            PNG, GIF or WebP; an inline file that is not a PDF or UTF-8 plain text; a file by
+            URL whose media type is not PDF.
+    """
+    if isinstance(part, TextPart):
+        return {"type": "text", "text": part.text}
+    if isinstance(part, ImagePart):
+        if part.file_id is not None:
+            source: dict[str, Any] = {"type": "file", "file_id": part.file_id}
+        elif part.url is not None:
+            source = {"type": "url", "url": part.url}
+        else:
+            data, media_type = inline(part)
+            if media_type not in ANTHROPIC_IMAGE_TYPES:
+                raise _unsupported(part, "anthropic", "its images are JPEG, PNG, GIF or WebP")
+            source = {"type": "base64", "media_type": media_type, "data": _b64(data)}
+        return {"type": "image", "source": source}
+    if isinstance(part, FilePart):
+        if part.file_id is not None:
+            source = {"type": "file", "file_id": part.file_id}
+        elif part.url is not None:
+            if part.media_type not in (None, "application/pdf"):
+                raise _unsupported(part, "anthropic", "a document given by URL is a PDF")
+            source = {"type": "url", "url": part.url}
+        else:
+            source = _anthropic_inline_document(part)
+        block: dict[str, Any] = {"type": "document", "source": source}
+        if part.filename is not None:
+            block["title"] = part.filename
+        return block
+    raise _unsupported(part, "anthropic", "Anthropic Messages takes no audio input")
+
+
+def _anthropic_inline_document(part: FilePart) -> dict[str, Any]:
+    data, media_type = inline(part)
+    if media_type == "application/pdf":
+        return {"type": "base64", "media_type": media_type, "data": _b64(data)}
+    if media_type == "text/plain":
+        try:
+            return {"type": "text", "media_type": media_type, "data": data.decode()}
+        except UnicodeDecodeError:
+            raise _unsupported(part, "anthropic", "a plain-text document is UTF-8") from None
+    raise _unsupported(part, "anthropic", "its documents are PDF or plain text")
+
+
+def from_anthropic_part(block: Mapping[str, Any]) -> ContentPart:
+    """An Anthropic content block as a part (the reverse of :func:`to_anthropic_part`).
+
+    Raises:
+        InvalidMessageError: a source missing what it needs, or bad base64.
+        ValueError: a block or source type a part cannot hold (``search_result``, a
+            ``content`` document).
+    """
+    kind = block.get("type")
+    if kind == "text":
+        return TextPart(text=str(block.get("text", "")))
+    if kind not in ("image", "document"):
+        raise ValueError(f"content block of type {kind!r} is not supported")
+    source = _plain(block.get("source")) or {}
+    origin = source.get("type")
+    if origin == "base64":
+        data = decode_base64(source.get("data"), f"an Anthropic {kind}'s data")
+        fields: dict[str, Any] = {"data": data, "media_type": source.get("media_type")}
+    elif origin == "url":
+        fields = {"url": source.get("url")}
+    elif origin == "file":
+        fields = {"file_id": source.get("file_id")}
+    elif origin == "text" and kind == "document" and isinstance(source.get("data"), str):
+        try:
+            fields = {"data": source["data"].encode(), "media_type": "text/plain"}
+        except UnicodeEncodeError:
+            raise InvalidMessageError("an Anthropic document holds a lone surrogate") from None
+    else:
+        raise ValueError(f"an Anthropic {kind} with a source of type {origin!r} is not supported")
+    if kind == "image":
+        return _part(ImagePart, "anthropic", **fields)
+    return _part(FilePart, "anthropic", filename=block.get("title"), **fields)
 
 
 def _anthropic_assistant(blocks: list[Mapping[str, Any]]) -> Message:

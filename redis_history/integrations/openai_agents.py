@@ -29,8 +29,16 @@ How SDK items are stored:
 - **Each text once.** A message's ``content`` is its items' text (what the store prices);
   when that text is one string of one item, the kept copy of the item holds ``""`` in
   its place and ``metadata[TEXT]`` says where, so a large tool output is stored once.
+- **Images, files and audio as parts.** A user input whose content holds ``input_image``,
+  ``input_file`` or ``input_audio`` parts, or a tool output whose ``output`` list holds
+  images or files, is stored as a message with :mod:`parts <redis_history.parts>` (its
+  texts as text parts), which every wire format renders. The kept copy of the items holds
+  ``""`` where each part's text or inline bytes were, and ``metadata[PARTS]`` says where,
+  so they are stored once. Messages stored before parts existed (text content, the image
+  in the items alone) read back as they did.
 - **Messages written by others** (compaction summaries, a pod using the store directly)
-  have no ``ITEMS`` and read as the ``openai_responses`` wire format renders them.
+  have no ``ITEMS`` and read as the ``openai_responses`` wire format renders them (audio in
+  a user message as the SDK's ``input_audio`` part, which its chat-completions models send).
 
 ``pop_item`` is fenced: it removes the message holding the last item by id
 (:meth:`~redis_history.AsyncRedisHistory.rollback`), with the bridges written just
@@ -64,14 +72,27 @@ from typing import TYPE_CHECKING, Any, Self
 import redis.asyncio
 from pydantic_core import to_json
 
-from redis_history.context.formats import render, sdk_data
+from redis_history.context.formats import (
+    from_responses_part,
+    render,
+    sdk_data,
+    to_responses_part,
+)
 from redis_history.errors import (
     InvalidMessageError,
     RoleOrderError,
     StaleSnapshotError,
     ToolPairingError,
 )
+from redis_history.integrations._inline import place, put_back, take_out
 from redis_history.models import Message, Role, ToolCall, check_nesting, parse_json
+from redis_history.parts import (
+    AudioPart,
+    ContentPart,
+    TextPart,
+    from_openai_chat,
+    to_openai_chat,
+)
 from redis_history.roles import RoleState
 from redis_history.store.history import AsyncRedisHistory
 
@@ -82,12 +103,15 @@ else:
     TResponseInputItem = Any
     SessionSettings = Any
 
-__all__ = ["BRIDGE", "ITEMS", "TEXT", "RedisHistorySession", "to_items", "to_messages"]
+__all__ = ["BRIDGE", "ITEMS", "PARTS", "TEXT", "RedisHistorySession", "to_items", "to_messages"]
 
 ITEMS = "openai_agents_items"
 """The ``metadata`` key holding the SDK items a message stores, verbatim and in order."""
 TEXT = "openai_agents_text"
 """The ``metadata`` key saying where in ``ITEMS`` the message's ``content`` was taken out."""
+PARTS = "openai_agents_parts"
+"""The ``metadata`` key saying where in ``ITEMS`` each of the message's parts was taken out
+(:mod:`redis_history.integrations._inline`)."""
 BRIDGE = "openai_agents_bridge"
 """The ``metadata`` key marking a message written only so that the SDK's order passes."""
 
@@ -199,6 +223,7 @@ def _message(role: Role, items: list[dict[str, Any]]) -> Message:
     """
     texts: list[str] = []
     sources: list[tuple[int, list[Any] | None]] = []
+    holders: list[tuple[int, str]] = []
     calls: list[ToolCall] = []
     call_id: str | None = None
     for index, item in enumerate(items):
@@ -219,10 +244,16 @@ def _message(role: Role, items: list[dict[str, Any]]) -> Message:
             call_id = str(item["call_id"])
             key = "output"
         if key is not None:
+            holders.append((index, key))
             text = _text(item.get(key))
             texts.append(text)
             if text:
                 sources.append((index, _text_path(item, key)))
+    if role != "assistant" and (found := _parts(items, holders)):
+        parts, places = found
+        held, places = take_out(items, parts, places)
+        kept: dict[str, Any] = {ITEMS: held, PARTS: places} if places else {ITEMS: held}
+        return Message(role=role, parts=tuple(parts), tool_call_id=call_id, metadata=kept)
     metadata: dict[str, Any] = {ITEMS: items}
     if len(sources) == 1 and sources[0][1] is not None:
         index, path = sources[0][0], sources[0][1]
@@ -234,6 +265,52 @@ def _message(role: Role, items: list[dict[str, Any]]) -> Message:
         assert call_id is not None
         return Message.tool("".join(texts), tool_call_id=call_id, metadata=metadata)
     return Message(role=role, content="".join(texts), tool_calls=tuple(calls), metadata=metadata)
+
+
+def _parts(
+    items: list[dict[str, Any]], holders: list[tuple[int, str]]
+) -> tuple[list[ContentPart], list[dict[str, Any]]] | None:
+    """The parts of the content (or output) of ``items`` at ``holders``, with the places of
+    their texts and bytes; ``None`` when they hold text only (the message stays text)."""
+    parts: list[ContentPart] = []
+    places: list[dict[str, Any]] = []
+    for index, key in holders:
+        value = items[index].get(key)
+        if not isinstance(value, list):
+            if text := _text(value):
+                if isinstance(value, str):
+                    places.append(place([index, key], len(parts), "text"))
+                parts.append(TextPart(text=text))
+            continue
+        for at, content in enumerate(value):
+            found = _content_part(content) if isinstance(content, Mapping) else None
+            if found is not None:
+                part, path, how = found
+                if path is not None:
+                    places.append(place([index, key, at, *path], len(parts), how))
+                parts.append(part)
+    if all(isinstance(part, TextPart) for part in parts):
+        return None
+    return parts, places
+
+
+def _content_part(
+    content: Mapping[str, Any],
+) -> tuple[ContentPart, list[str] | None, str] | None:
+    """A content part of an item as a part, with where its text or bytes are in it and how
+    they are written; ``None`` for a part without text or media (kept in the item only)."""
+    kind = content.get("type")
+    if kind == "input_image":
+        return from_responses_part(content), ["image_url"], "data_url"
+    if kind == "input_file":
+        return from_responses_part(content), ["file_data"], "data_url"
+    if kind == "input_audio":  # the SDK's own part, as chat completions has it
+        return from_openai_chat(content), ["input_audio", "data"], "base64"
+    key = "text" if "text" in content else "refusal" if "refusal" in content else None
+    if key is None:
+        return None
+    text = content[key]
+    return TextPart(text=str(text)), [key] if isinstance(text, str) else None, "text"
 
 
 def to_messages(items: Sequence[Any]) -> list[Message]:
@@ -278,13 +355,24 @@ def _items_of(message: Message) -> list[Any]:
     if message.metadata.get(BRIDGE) is True:
         return []
     items = message.metadata.get(ITEMS)
+    if isinstance(items, list) and message.parts:
+        return put_back(items, message.parts, message.metadata.get(PARTS))
     if isinstance(items, list):
         where = message.metadata.get(TEXT)
         if isinstance(where, list) and where:
             holder, step = _at(items[where[0]], where[1:])
             holder[step] = message.content
         return items
+    if message.role == "user" and message.parts:
+        content = [_item_part(part) for part in message.parts]
+        return [{"type": "message", "role": "user", "content": content}]
     return list(render([message], "openai_responses")["input"])
+
+
+def _item_part(part: ContentPart) -> dict[str, Any]:
+    """A part as an item's content part: the Responses shape, audio as the SDK's
+    ``input_audio``."""
+    return to_openai_chat(part) if isinstance(part, AudioPart) else to_responses_part(part)
 
 
 def _bridge(role: Role, tool_call_id: str | None = None) -> Message:
@@ -358,7 +446,7 @@ def _pop_of(messages: list[Message], holders: list[int]) -> _Pop | None:
 
 def _call_key(messages: Sequence[Message]) -> bytes:
     """What identifies an ``add_items`` call's items: its messages without ids or times."""
-    return to_json([(m.role, m.content, m.metadata) for m in messages])
+    return to_json([(m.role, m.content, m.parts, m.metadata) for m in messages])
 
 
 class RedisHistorySession:
