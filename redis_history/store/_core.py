@@ -445,18 +445,25 @@ class HistoryCore:
             raise BlobsWanted(wanted)
         return out
 
-    def read_blobs(self, digests: Iterable[str]) -> Call[Mapping[str, bytes]]:
-        """The data of the blobs ``digests`` name, by digest (one ``HMGET``); a missing one is
-        a ``CorruptHistoryError``."""
-        names = sorted(digests)
+    def read_blobs(self, references: Iterable[str]) -> list[Call[Mapping[str, bytes]]]:
+        """The calls that read the data of the blobs ``references`` name, each answering it
+        by reference: one ``HMGET`` per 32 MiB of it. A missing one is a
+        ``CorruptHistoryError``."""
 
-        def parse(reply: Any) -> Mapping[str, bytes]:
-            try:
-                return blobs.found(names, reply)
-            except CorruptHistoryError as exc:
-                raise self._context(exc) from None
+        def call(names: list[str]) -> Call[Mapping[str, bytes]]:
+            def parse(reply: Any) -> Mapping[str, bytes]:
+                try:
+                    return blobs.found(names, reply)
+                except CorruptHistoryError as exc:
+                    raise self._context(exc) from None
 
-        return Call(parse, ("HMGET", self.keys.meta, *blobs.field_names(names)))
+            return Call(parse, ("HMGET", self.keys.meta, *blobs.field_names(names)))
+
+        try:
+            groups = blobs.reads(references)
+        except CorruptHistoryError as exc:
+            raise self._context(exc) from None
+        return [call(names) for names in groups]
 
     def _batch(self, messages: Sequence[Message], *, summary: bool = False) -> Batch:
         """``messages`` encoded for a write script, within ``MAX_BATCH_BYTES``."""

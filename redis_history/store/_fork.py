@@ -53,6 +53,7 @@ from redis_history.errors import (
 from redis_history.limits import MAX_BATCH_MESSAGES
 from redis_history.parts import blob_data
 from redis_history.roles import RoleState
+from redis_history.store import blobs
 from redis_history.store._core import Call, HistoryCore, _call, _json_id
 from redis_history.store._staging import meta_hash, restore_call, stage_calls
 from redis_history.store.codec import decode_entries
@@ -128,9 +129,10 @@ def fork_steps(source: HistoryCore, target: HistoryCore, at: str) -> Generator[F
             decode_entries(prefix.archive)
     except CorruptHistoryError as exc:
         raise source._context(exc) from exc.__cause__
-    kept_out: Mapping[str, bytes] = {}
-    if wanted:  # immutable, and removed only with the conversation: read after the lists
-        kept_out = yield ForkStep(source.read_blobs(wanted), False)
+    kept_out: dict[str, bytes] = {}
+    for read in source.read_blobs(wanted):  # immutable, removed only with the conversation
+        data: Mapping[str, bytes] = yield ForkStep(read, False)
+        kept_out.update((blobs.named(reference), value) for reference, value in data.items())
     turn = RoleState.of(entry.message for entry in entries)
     if source.validate and turn.open:
         raise source._context(

@@ -4,14 +4,15 @@ An image sent in five messages is stored once, and the list, which appends, walk
 snapshots go over, stays small. Inline data of at least :data:`~redis_history.limits.
 BLOB_MIN_BYTES` is written to the conversation's meta hash as the field ``blob:<digest>``
 (a 16-byte BLAKE2b, hex), in the same script as the message (``lua/includes/blobs.lua``),
-and the part in the envelope holds ``"blob":"<digest>"`` instead of ``"data"``. Being fields
+and the part in the envelope holds ``"blob":"<digest>:<bytes>"`` instead of ``"data"``. Being fields
 of the meta hash, the blobs have the conversation's TTL, slot, ``delete`` and import for
 free. They are never removed before the conversation is (a message rolled back or
 compacted away may share its data with another), and the meta field ``blobs`` counts
 their bytes against :data:`~redis_history.limits.MAX_CONVERSATION_BLOB_BYTES`.
 
 A read that meets such parts (:class:`~redis_history.parts.BlobsWanted`) reads their data
-with one ``HMGET`` and decodes again with it (:func:`~redis_history.parts.blob_data`):
+with one ``HMGET`` per 32 MiB of it (:func:`reads`: no call runs long) and decodes again
+with it (:func:`~redis_history.parts.blob_data`):
 blobs are written before any envelope that names them and removed only with the whole
 conversation, so the second read finds them unless the conversation is gone.
 """
@@ -27,7 +28,7 @@ from redis_history import limits
 from redis_history.errors import CorruptHistoryError, LimitExceededError
 from redis_history.models import Message
 
-__all__ = ["FIELD", "blobs_of", "digest", "field_names", "found", "outside"]
+__all__ = ["FIELD", "blobs_of", "digest", "field_names", "found", "named", "outside", "reads"]
 
 FIELD = "blob:"
 """The meta hash field of a blob is this and its digest."""
@@ -90,29 +91,59 @@ def outside(message: Message) -> tuple[dict[str, Any], list[tuple[bytes, bytes]]
         name = digest(data)
         marker = _MARKER + name.encode()
         changed.append(part.model_copy(update={"data": marker}))
+        reference = f"{name}:{len(data)}".encode()
         swaps.append(
-            (b'"data":"' + base64.b64encode(marker) + b'"', b'"blob":"' + name.encode() + b'"')
+            (b'"data":"' + base64.b64encode(marker) + b'"', b'"blob":"' + reference + b'"')
         )
     if not swaps:
         return None
     return {**message.__dict__, "parts": tuple(changed)}, swaps
 
 
-def field_names(digests: Sequence[str]) -> list[str]:
-    """The meta hash fields of ``digests``."""
-    return [FIELD + name for name in digests]
+def reads(references: Iterable[str]) -> list[list[str]]:
+    """``references`` (``<digest>:<bytes>``, as envelopes name their blobs) in groups of at
+    most ``MAX_WRITE_BLOB_BYTES`` of data, or one blob: one ``HMGET`` each, so that no read
+    of them runs long on the server.
+
+    Raises:
+        CorruptHistoryError: a reference that is not a digest and a size.
+    """
+    groups: list[list[str]] = []
+    size = limits.MAX_WRITE_BLOB_BYTES + 1
+    for reference in sorted(references):
+        name, _, length = reference.partition(":")
+        if len(name) != 32 or not length.isdigit():
+            raise CorruptHistoryError(f"a message names blob {reference!r}, which is not one")
+        if size + int(length) > limits.MAX_WRITE_BLOB_BYTES:
+            groups.append([])
+            size = 0
+        groups[-1].append(reference)
+        size += int(length)
+    return groups
 
 
-def found(digests: Sequence[str], values: Sequence[bytes | str | None]) -> Mapping[str, bytes]:
-    """The data an ``HMGET`` of ``digests`` returned, by digest.
+def field_names(references: Sequence[str]) -> list[str]:
+    """The meta hash fields of ``references``."""
+    return [FIELD + reference.partition(":")[0] for reference in references]
+
+
+def named(reference: str) -> str:
+    """The digest a reference names."""
+    return reference.partition(":")[0]
+
+
+def found(references: Sequence[str], values: Sequence[bytes | str | None]) -> Mapping[str, bytes]:
+    """The data an ``HMGET`` of ``references`` returned, by reference.
 
     Raises:
         CorruptHistoryError: a blob an envelope names is not there (the conversation was
             deleted or expired meanwhile, or its meta hash was edited).
     """
     out: dict[str, bytes] = {}
-    for name, value in zip(digests, values, strict=True):
+    for reference, value in zip(references, values, strict=True):
         if value is None:
-            raise CorruptHistoryError(f"the data of blob {name}, which a message names, is missing")
-        out[name] = value.encode() if isinstance(value, str) else value
+            raise CorruptHistoryError(
+                f"the data of blob {named(reference)}, which a message names, is missing"
+            )
+        out[reference] = value.encode() if isinstance(value, str) else value
     return out

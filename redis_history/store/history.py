@@ -196,7 +196,11 @@ class RedisHistory(_Base):
         try:
             return call.parse(reply)
         except BlobsWanted as wanted:  # parts whose data is kept outside the list
-            with blob_data(self.execute(self.core.read_blobs(wanted.digests))):
+            found: dict[str, bytes] = {}
+            for read in self.core.read_blobs(wanted.digests):
+                part: Mapping[str, bytes] = self.execute(read)
+                found.update(part)
+            with blob_data(found):
                 return call.parse(reply)
 
     def _run_waiting(self, call: Call[T]) -> T:
@@ -666,7 +670,10 @@ class AsyncRedisHistory(_Base):
         try:
             return call.parse(reply)
         except BlobsWanted as wanted:  # parts whose data is kept outside the list
-            found: Mapping[str, bytes] = await self.execute(self.core.read_blobs(wanted.digests))
+            found: dict[str, bytes] = {}
+            for read in self.core.read_blobs(wanted.digests):
+                part: Mapping[str, bytes] = await self.execute(read)
+                found.update(part)
             with blob_data(found):
                 return call.parse(reply)
 
