@@ -58,6 +58,7 @@ def test_every_round_calls_each_contestant_once_behind_changing_neighbours() -> 
 
 
 @pytest.mark.real_redis
+@pytest.mark.slow  # its 8 writers are processes
 def test_quick_peer_benchmark_prints_every_row_against_the_library_alone() -> None:
     """``bench_peers.py --quick --only redis-history --staging`` runs end to end (the staging
     variants included); the rest show as skipped."""
