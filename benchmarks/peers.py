@@ -43,6 +43,7 @@ __all__ = [
     "new_id",
     "select",
     "to_message",
+    "wire_bytes",
 ]
 
 
@@ -89,22 +90,29 @@ class Store:
         """Release the contestant's connections."""
 
 
+def wire_bytes(message: dict[str, Any]) -> bytes:
+    """A chat-completions message as compact UTF-8 JSON: what the floor stores, made inside
+    its timed call (every contestant serialises its message there)."""
+    return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode()
+
+
 class Floor(Store):
-    """Raw redis-py: the chat-completions JSON in a bare list."""
+    """Raw redis-py: the chat-completions JSON, ``json.dumps`` of the message in the call, in
+    a bare list."""
 
     def __init__(self, url: str, conversation: str) -> None:
         super().__init__(url, conversation)
         self.client = redis.Redis.from_url(url)
         self.key = f"floor:{conversation}"
 
-    def prepare(self, message: Msg) -> bytes:
-        return message.wire_json().encode()
+    def prepare(self, message: Msg) -> dict[str, Any]:
+        return message.wire
 
     def append(self, native: Any) -> object:
-        return self.client.rpush(self.key, native)
+        return self.client.rpush(self.key, wire_bytes(native))
 
     def append_turn(self, natives: list[Any]) -> object:
-        return self.client.rpush(self.key, *natives)
+        return self.client.rpush(self.key, *map(wire_bytes, natives))
 
     def snapshot(self) -> object:
         return [json.loads(item) for item in self.client.lrange(self.key, 0, -1)]
@@ -118,7 +126,7 @@ class LaneFloor(Floor):
     connection held across calls, not taken from the pool and given back each time."""
 
     def append(self, native: Any) -> object:
-        return execute(self.client, ("RPUSH", self.key, native))
+        return execute(self.client, ("RPUSH", self.key, wire_bytes(native)))
 
 
 class AsyncFloor(Floor):
@@ -130,10 +138,10 @@ class AsyncFloor(Floor):
         self.aclient = redis.asyncio.Redis.from_url(url)
 
     def append(self, native: Any) -> object:
-        return self.aclient.rpush(self.key, native)
+        return self.aclient.rpush(self.key, wire_bytes(native))
 
     def append_turn(self, natives: list[Any]) -> object:
-        return self.aclient.rpush(self.key, *natives)
+        return self.aclient.rpush(self.key, *map(wire_bytes, natives))
 
     def snapshot(self) -> object:
         async def read() -> list[Any]:
@@ -427,7 +435,10 @@ FLOOR = Contestant(
     "floor",
     "raw Redis floor",
     Floor,
-    per_call="append: `RPUSH` of the chat-completions JSON; read: `LRANGE` + `json.loads` per item",
+    per_call=(
+        "append: `json.dumps` of the chat-completions message, then `RPUSH`; read: `LRANGE` + "
+        "`json.loads` per item"
+    ),
 )
 ASYNC_FLOOR = Contestant("async-floor", "raw redis.asyncio", AsyncFloor)
 LANE_FLOOR = Contestant("lane-floor", "raw Redis on a held connection", LaneFloor)
