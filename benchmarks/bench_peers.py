@@ -5,7 +5,7 @@ Run from the repository root (the peers come with the ``bench`` extra)::
     python -m pip install -e ".[bench]"
     python benchmarks/bench_peers.py [--mix chat|tool-heavy|both] [--rounds N] [--repeat K]
                                      [--quick] [--only PEER] [--otel] [--markdown]
-                                     [--json PATH] [--profile]
+                                     [--json PATH] [--profile] [--staging] [--compression]
 
 One ``redis-server`` (the newest on the machine) is started for the run. Every
 contestant appends and reads the same seeded traffic (``traffic.py``: the chat
@@ -54,6 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from peers import (
     ASYNC_FLOOR,
+    COMPRESSION_VARIANTS,
     CONTESTANTS,
     FLOOR,
     LANE_FLOOR,
@@ -715,6 +716,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="also run redis-history never staged and always staged (see _core.STAGE_BYTES)",
     )
     parser.add_argument(
+        "--compression",
+        action="store_true",
+        help="also run redis-history never compressing and compressing from 1 KiB "
+        "(see codec.COMPRESS_BYTES)",
+    )
+    parser.add_argument(
         "--otel",
         action="store_true",
         help="configure an OpenTelemetry SDK meter provider first (needs opentelemetry-sdk), "
@@ -796,6 +803,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     contestants, skipped = select(args.only)
     if args.staging:
         contestants += STAGING_VARIANTS
+    if args.compression:
+        contestants += COMPRESSION_VARIANTS
     n_messages = max(s.warmup + s.rounds, *s.snapshot_sizes, 2000 if args.profile else 0)
     n_messages = max(n_messages, WRITERS * (s.writer_messages + 30) * 2)
     mixes = {

@@ -25,12 +25,13 @@ from traffic import Msg
 
 from redis_history import Message, RedisHistory, ToolCall
 from redis_history.integrations.openai_agents import RedisHistorySession
-from redis_history.store import _core
+from redis_history.store import _core, codec
 from redis_history.store._lane import execute
 from redis_history.store.codec import encode_batch, encode_message
 
 __all__ = [
     "ASYNC_FLOOR",
+    "COMPRESSION_VARIANTS",
     "CONTESTANTS",
     "FLOOR",
     "LANE_FLOOR",
@@ -213,6 +214,34 @@ class NeverStaged(StagingStore):
 
 class AlwaysStaged(StagingStore):
     stage_bytes = 0
+
+
+class CompressionStore(RedisHistoryStore):
+    """redis-history with ``codec.COMPRESS_BYTES`` set to :attr:`compress_bytes` around its
+    own writes (``--compression``); reads take either form as it is."""
+
+    compress_bytes = 1 << 62
+
+    def compressing(self, call: Any) -> object:
+        saved, codec.COMPRESS_BYTES = codec.COMPRESS_BYTES, self.compress_bytes
+        try:
+            return call()
+        finally:
+            codec.COMPRESS_BYTES = saved
+
+    def append(self, native: Any) -> object:
+        return self.compressing(lambda: self.history.append(native))
+
+    def append_turn(self, natives: list[Any]) -> object:
+        return self.compressing(lambda: self.history.append_many(natives))
+
+
+class NeverCompressed(CompressionStore):
+    compress_bytes = 1 << 62
+
+
+class CompressedFrom1K(CompressionStore):
+    compress_bytes = 1024
 
 
 MINIMAL_SCRIPT = (
@@ -538,6 +567,13 @@ STAGING_VARIANTS = (
     Contestant("staging", "redis-history, every append staged", AlwaysStaged),
 )
 """Added by ``--staging``: the default store beside the same store never and always staged."""
+
+COMPRESSION_VARIANTS = (
+    Contestant("compression", "redis-history, never compressed", NeverCompressed),
+    Contestant("compression", "redis-history, compressed from 1 KiB", CompressedFrom1K),
+)
+"""Added by ``--compression``: the default store (texts of 2 KiB or more compressed) beside the
+same store storing every text as JSON, and compressing from 1 KiB."""
 
 
 def select(only: Sequence[str] | None) -> tuple[list[Contestant], dict[str, str]]:

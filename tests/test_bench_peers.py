@@ -147,3 +147,19 @@ def test_snapshot_benchmark_runs_and_checks_the_chat_completions_read() -> None:
     for row in ("| realistic | 10 |", "| realistic | 40 |", "| short | 10 |", "| short | 40 |"):
         assert row in out
     assert "nan" not in out
+
+
+@pytest.mark.real_redis
+def test_compression_benchmark_prints_every_codec_and_list_compress_depth() -> None:
+    """``bench_compression.py --quick`` measures the codecs on the tool-heavy mix and the
+    store's envelopes under ``list-compress-depth`` 0 and 1."""
+    out = run_bench("bench_compression.py", "--quick")
+    for row in (
+        "| zstd 1 |",
+        "| zlib 1 |",
+        "| none |",
+        "| MEMORY USAGE of the list per message |",
+        "| snapshot(), median µs |",
+        "compressed, depth 1",
+    ):
+        assert row in out

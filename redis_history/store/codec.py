@@ -379,7 +379,7 @@ def _unpacked(item: bytes | str) -> tuple[bytes, str]:
     if not isinstance(item, bytes) or (found := _PACKED.match(item)) is None:
         raise ValueError("a stored envelope ends with a NUL but has no compressed text")
     end = len(item) - 1 - int(found[1])
-    frame = item[end:-1]
+    frame = memoryview(item)[end:-1]
     try:
         size = zstandard.frame_content_size(frame)
         if end <= found.end() or not 0 <= size <= MAX_MESSAGE_BYTES:
@@ -619,18 +619,26 @@ _FIELDS = stored_validator(envelope_schema, models=False)
 # compressed, read by :func:`_unpacked`, and its text put back into what validates.
 
 
+def _with_text(message: Message, text: str) -> None:
+    """Put ``text`` in ``message``, just validated from its envelope's head (so no one else
+    holds it), as validating its JSON with the text in it would have: the model is frozen,
+    so in its ``__dict__``, without the copy ``model_copy`` makes."""
+    message.__dict__["content"] = text
+    message.__pydantic_fields_set__.add("content")
+
+
 def _read_envelope(item: bytes | str) -> dict[str, Any]:
     head, text = _unpacked(item)
     envelope: dict[str, Any] = _ENVELOPE.validate_json(head)
-    envelope["m"] = envelope["m"].model_copy(update={"content": text})
+    _with_text(envelope["m"], text)
     return envelope
 
 
 def _read_entry(item: bytes | str) -> Entry:
     head, text = _unpacked(item)
     entry: Entry = _ENTRY.validate_json(head)
-    message = entry.message.model_copy(update={"content": text})
-    return entry.model_copy(update={"message": message})
+    _with_text(entry.message, text)
+    return entry
 
 
 def _read_fields(item: bytes | str) -> dict[str, Any]:
