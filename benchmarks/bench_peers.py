@@ -3,15 +3,17 @@
 Run from the repository root (the peers come with the ``bench`` extra)::
 
     python -m pip install -e ".[bench]"
-    python benchmarks/bench_peers.py [--rounds N] [--repeat K] [--quick] [--only PEER] [--otel]
-                                     [--markdown] [--json PATH] [--profile]
+    python benchmarks/bench_peers.py [--mix chat|tool-heavy|both] [--rounds N] [--repeat K]
+                                     [--quick] [--only PEER] [--otel] [--markdown]
+                                     [--json PATH] [--profile] [--staging] [--compression]
 
 One ``redis-server`` (the newest on the machine) is started for the run. Every
-contestant appends and reads the same seeded traffic (``traffic.py``) through
-its own documented API at default settings; the floor is raw redis-py doing the
-least Redis work that stores the same chat-completions JSON (``RPUSH``,
-``LRANGE`` + ``json.loads``). Calls are interleaved, one contestant after the
-other in a rotating order on every round, so machine noise hits all alike;
+contestant appends and reads the same seeded traffic (``traffic.py``: the chat
+mix, the tool-heavy mix, or both) through its own documented API at default
+settings; the floor is raw redis-py doing the least that stores the same
+chat-completions JSON (``json.dumps`` of the message and ``RPUSH``, timed
+together; ``LRANGE`` + ``json.loads``). Calls are interleaved, the contestants
+in a new shuffled order on every round, so machine noise hits all alike;
 every ratio is contestant / floor from the same run (for the 8-writer
 throughput, floor / contestant), so lower is better everywhere. A peer that
 cannot be imported is printed as ``skipped: <why>``.
@@ -52,6 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from peers import (
     ASYNC_FLOOR,
+    COMPRESSION_VARIANTS,
     CONTESTANTS,
     FLOOR,
     LANE_FLOOR,
@@ -62,11 +65,17 @@ from peers import (
     new_id,
     select,
 )
-from traffic import Msg, Turn, flatten, realistic_turns, short_turns, stats_table
+from traffic import Msg, Turn, chat_turns, flatten, stats_table, tool_heavy_turns
 
 from redis_history.demo.server import RedisServer
 
 WRITERS = 8
+
+MIXES: dict[str, tuple[str, Callable[[int], list[Turn]]]] = {
+    "chat": ("chat mix (~600 B messages)", chat_turns),
+    "tool-heavy": ("tool-heavy mix (2-40 KB tool results)", tool_heavy_turns),
+}
+"""``--mix``'s choices: the heading of each mix's tables, and its traffic."""
 FORK = multiprocessing.get_context("fork")
 
 
@@ -231,11 +240,11 @@ async def snapshot_phase(
     turns: Sequence[Turn],
     s: Settings,
     client: redis.Redis,
-) -> tuple[dict[int, dict[str, dict[str, float]]], dict[str, float], dict[str, dict[str, int]]]:
-    """Reads of whole conversations of each size; memory measured on the first size."""
-    timings: dict[int, dict[str, dict[str, float]]] = {}
-    memory: dict[str, float] = {}
-    keys: dict[str, dict[str, int]] = {}
+    *,
+    result: MixResult,
+) -> None:
+    """Reads of whole conversations of each size; memory measured on the first size, and
+    the mean size of those messages' JSON."""
     for k, (n, rounds) in enumerate(zip(s.snapshot_sizes, s.snapshot_rounds, strict=True)):
         stores = open_stores([FLOOR, *contestants], url, f"snap{n}")
         try:
@@ -243,18 +252,22 @@ async def snapshot_phase(
             for store in stores.values():
                 await fill(store, part)
             if k == 0:
+                result.json_bytes = statistics.fmean(
+                    len(m.wire_json().encode()) for m in flatten(part)
+                )
                 for label, store in stores.items():
-                    memory[label], keys[label] = await memory_per_message(client, store, n)
+                    result.memory[label], result.keys[label] = await memory_per_message(
+                        client, store, n
+                    )
             samples = await interleaved(
                 {label: every_round(st.snapshot) for label, st in stores.items()},
                 rounds,
                 max(2, rounds // 10),
             )
-            timings[n] = {label: pcts(values) for label, values in samples.items()}
+            result.snapshots[n] = {label: pcts(values) for label, values in samples.items()}
         finally:
             await close_all(stores)
         client.flushdb()
-    return timings, memory, keys
 
 
 @dataclass
@@ -427,6 +440,8 @@ class MixResult:
     snapshots: dict[int, dict[str, dict[str, float]]] = field(default_factory=dict)
     memory: dict[str, float] = field(default_factory=dict)
     keys: dict[str, dict[str, int]] = field(default_factory=dict)
+    json_bytes: float = 0.0
+    """The mean size of the memory row's messages as compact UTF-8 chat-completions JSON."""
 
 
 def run_mix(
@@ -439,9 +454,7 @@ def run_mix(
     async def latency() -> None:
         result.append = await append_phase(contestants, url, messages, s)
         client.flushdb()
-        result.snapshots, result.memory, result.keys = await snapshot_phase(
-            contestants, url, turns, s, client
-        )
+        await snapshot_phase(contestants, url, turns, s, client, result=result)
 
     asyncio.run(latency())
     return result
@@ -488,6 +501,13 @@ def ratio_rows(
             {x: r.memory[x] / r.memory[f] for x in labels},
         )
     )
+    rows.append(
+        (
+            JSON_ROW,
+            r.json_bytes,
+            {x: r.memory[x] / r.json_bytes for x in [f, *labels]},
+        )
+    )
     return rows
 
 
@@ -499,7 +519,14 @@ def spread(values: Sequence[float], fmt: str, unit: str = "") -> str:
     return f"{median} ({format(min(values), fmt)}-{format(max(values), fmt)})"
 
 
+JSON_ROW = "Redis memory per message / its JSON's bytes"
+"""The memory row against the messages' own size: the floor's cell shows the JSON's mean
+bytes and the floor's own ratio."""
+
+
 def floor_text(row: str, value: float) -> str:
+    if row == JSON_ROW:
+        return f"{value:,.0f} B of JSON"
     if row.startswith("8 writers"):
         return f"{value:,.0f} msg/s"
     if row.startswith("Redis memory"):
@@ -534,6 +561,8 @@ def ratio_table(
     rows = []
     for i, (name, _, _) in enumerate(per_run[0]):
         cells = [name, floor_text(name, statistics.median(p[i][1] for p in per_run))]
+        if name == JSON_ROW:
+            cells[1] += f" (floor {spread([p[i][2][FLOOR.label] for p in per_run], '.2f', 'x')})"
         cells += [spread([p[i][2][x] for p in per_run], ".2f", "x") for x in labels]
         cells += ["skipped"] * len(skipped)
         rows.append(cells)
@@ -632,7 +661,7 @@ def settings(args: argparse.Namespace) -> Settings:
 
 
 def profile(url: str, turns: list[Turn], n: int) -> str:
-    """cProfile of ``n`` default-settings redis-history appends of the realistic mix."""
+    """cProfile of ``n`` default-settings redis-history appends of a mix, in order."""
     store = RedisHistoryStore(url, new_id("profile"))
     natives = [store.prepare(m) for m in flatten(turns)[:n]]
     profiler = cProfile.Profile()
@@ -654,6 +683,13 @@ def profile(url: str, turns: list[Turn], n: int) -> str:
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument(
+        "--mix",
+        choices=("chat", "tool-heavy", "both"),
+        default="both",
+        help="the traffic: user and assistant texts (~600 B), whole tool-calling turns with "
+        "2-40 KB results (~3.6 KB a message), or both (the default)",
+    )
     parser.add_argument("--rounds", type=int, help="timed appends per contestant (default 2000)")
     parser.add_argument(
         "--repeat", type=int, default=1, help="whole runs; cells show median (min-max)"
@@ -669,11 +705,21 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--markdown", action="store_true", help="print the tables as docs/benchmarks.md shows them"
     )
     parser.add_argument("--json", help="write every run's raw numbers here")
-    parser.add_argument("--profile", action="store_true", help="also profile 2,000 default appends")
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="also profile 2,000 default appends (of the tool-heavy mix, unless only chat)",
+    )
     parser.add_argument(
         "--staging",
         action="store_true",
         help="also run redis-history never staged and always staged (see _core.STAGE_BYTES)",
+    )
+    parser.add_argument(
+        "--compression",
+        action="store_true",
+        help="also run redis-history never compressing and compressing from 1 KiB "
+        "(see codec.COMPRESS_BYTES)",
     )
     parser.add_argument(
         "--otel",
@@ -701,8 +747,11 @@ METHOD = (
     "turns to one shared conversation through the store's batch call (`append_many`, "
     "`add_messages`, `add_items`; llama-index has none, so `add_message` per message); the "
     "floor is one `RPUSH` per turn; throughput is messages / (last end - first start). "
+    "The floor's `json.dumps` of each message is inside its timed call, as every "
+    "contestant's own serialisation is. "
     "Snapshot: the whole conversation, read back as the store's own objects. Memory: "
-    "`MEMORY USAGE ... SAMPLES 0` of every key holding the conversation id, per message. "
+    "`MEMORY USAGE ... SAMPLES 0` of every key holding the conversation id, per message, "
+    "against the floor's and against the mean bytes of the messages' own JSON. "
     "The benchmark's own objects (prepared messages) are frozen out of the cyclic GC "
     "(`gc.freeze`), so a full collection of them does not land on whichever call is running."
 )
@@ -754,13 +803,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     contestants, skipped = select(args.only)
     if args.staging:
         contestants += STAGING_VARIANTS
+    if args.compression:
+        contestants += COMPRESSION_VARIANTS
     n_messages = max(s.warmup + s.rounds, *s.snapshot_sizes, 2000 if args.profile else 0)
     n_messages = max(n_messages, WRITERS * (s.writer_messages + 30) * 2)
-    realistic = "realistic agent traffic"
     mixes = {
-        realistic: realistic_turns(n_messages),
-        "short messages (~48 characters)": short_turns(n_messages),
+        name: make(n_messages) for key, (name, make) in MIXES.items() if args.mix in (key, "both")
     }
+    heaviest = list(mixes)[-1]
     runs: dict[str, list[MixResult]] = {name: [] for name in mixes}
     with RedisServer() as server:
         client = server.client()
@@ -769,8 +819,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             for name, turns in mixes.items():
                 runs[name].append(run_mix(contestants, server.url, turns, s, client))
                 client.flushdb()
-        per_call = asyncio.run(per_call_phase(contestants, server.url, mixes[realistic], client))
-        profiled = profile(server.url, mixes[realistic], 2000) if args.profile else ""
+        per_call = asyncio.run(per_call_phase(contestants, server.url, mixes[heaviest], client))
+        profiled = profile(server.url, mixes[heaviest], 2000) if args.profile else ""
         client.close()
 
     dists = ["redis-history", *[d for c in contestants for d in c.dists if d != "redis-history"]]
@@ -801,7 +851,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     keys = {name.split(" ")[0]: rs[0].keys for name, rs in runs.items()}
     print(per_call_table(per_call, keys, contestants, args.markdown))
     if profiled:
-        print(f"\n{hh}Profile: redis-history default append, realistic mix\n")
+        print(f"\n{hh}Profile: redis-history default append, {heaviest}\n")
         print(profiled)
     if args.json:
         dump = {name: [vars(r) for r in rs] for name, rs in runs.items()}

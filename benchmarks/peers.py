@@ -25,12 +25,13 @@ from traffic import Msg
 
 from redis_history import Message, RedisHistory, ToolCall
 from redis_history.integrations.openai_agents import RedisHistorySession
-from redis_history.store import _core
+from redis_history.store import _core, codec
 from redis_history.store._lane import execute
 from redis_history.store.codec import encode_batch, encode_message
 
 __all__ = [
     "ASYNC_FLOOR",
+    "COMPRESSION_VARIANTS",
     "CONTESTANTS",
     "FLOOR",
     "LANE_FLOOR",
@@ -43,6 +44,7 @@ __all__ = [
     "new_id",
     "select",
     "to_message",
+    "wire_bytes",
 ]
 
 
@@ -89,22 +91,29 @@ class Store:
         """Release the contestant's connections."""
 
 
+def wire_bytes(message: dict[str, Any]) -> bytes:
+    """A chat-completions message as compact UTF-8 JSON: what the floor stores, made inside
+    its timed call (every contestant serialises its message there)."""
+    return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode()
+
+
 class Floor(Store):
-    """Raw redis-py: the chat-completions JSON in a bare list."""
+    """Raw redis-py: the chat-completions JSON, ``json.dumps`` of the message in the call, in
+    a bare list."""
 
     def __init__(self, url: str, conversation: str) -> None:
         super().__init__(url, conversation)
         self.client = redis.Redis.from_url(url)
         self.key = f"floor:{conversation}"
 
-    def prepare(self, message: Msg) -> bytes:
-        return message.wire_json().encode()
+    def prepare(self, message: Msg) -> dict[str, Any]:
+        return message.wire
 
     def append(self, native: Any) -> object:
-        return self.client.rpush(self.key, native)
+        return self.client.rpush(self.key, wire_bytes(native))
 
     def append_turn(self, natives: list[Any]) -> object:
-        return self.client.rpush(self.key, *natives)
+        return self.client.rpush(self.key, *map(wire_bytes, natives))
 
     def snapshot(self) -> object:
         return [json.loads(item) for item in self.client.lrange(self.key, 0, -1)]
@@ -118,7 +127,7 @@ class LaneFloor(Floor):
     connection held across calls, not taken from the pool and given back each time."""
 
     def append(self, native: Any) -> object:
-        return execute(self.client, ("RPUSH", self.key, native))
+        return execute(self.client, ("RPUSH", self.key, wire_bytes(native)))
 
 
 class AsyncFloor(Floor):
@@ -130,10 +139,10 @@ class AsyncFloor(Floor):
         self.aclient = redis.asyncio.Redis.from_url(url)
 
     def append(self, native: Any) -> object:
-        return self.aclient.rpush(self.key, native)
+        return self.aclient.rpush(self.key, wire_bytes(native))
 
     def append_turn(self, natives: list[Any]) -> object:
-        return self.aclient.rpush(self.key, *natives)
+        return self.aclient.rpush(self.key, *map(wire_bytes, natives))
 
     def snapshot(self) -> object:
         async def read() -> list[Any]:
@@ -205,6 +214,34 @@ class NeverStaged(StagingStore):
 
 class AlwaysStaged(StagingStore):
     stage_bytes = 0
+
+
+class CompressionStore(RedisHistoryStore):
+    """redis-history with ``codec.COMPRESS_BYTES`` set to :attr:`compress_bytes` around its
+    own writes (``--compression``); reads take either form as it is."""
+
+    compress_bytes = 1 << 62
+
+    def compressing(self, call: Any) -> object:
+        saved, codec.COMPRESS_BYTES = codec.COMPRESS_BYTES, self.compress_bytes
+        try:
+            return call()
+        finally:
+            codec.COMPRESS_BYTES = saved
+
+    def append(self, native: Any) -> object:
+        return self.compressing(lambda: self.history.append(native))
+
+    def append_turn(self, natives: list[Any]) -> object:
+        return self.compressing(lambda: self.history.append_many(natives))
+
+
+class NeverCompressed(CompressionStore):
+    compress_bytes = 1 << 62
+
+
+class CompressedFrom1K(CompressionStore):
+    compress_bytes = 1024
 
 
 MINIMAL_SCRIPT = (
@@ -427,7 +464,10 @@ FLOOR = Contestant(
     "floor",
     "raw Redis floor",
     Floor,
-    per_call="append: `RPUSH` of the chat-completions JSON; read: `LRANGE` + `json.loads` per item",
+    per_call=(
+        "append: `json.dumps` of the chat-completions message, then `RPUSH`; read: `LRANGE` + "
+        "`json.loads` per item"
+    ),
 )
 ASYNC_FLOOR = Contestant("async-floor", "raw redis.asyncio", AsyncFloor)
 LANE_FLOOR = Contestant("lane-floor", "raw Redis on a held connection", LaneFloor)
@@ -527,6 +567,13 @@ STAGING_VARIANTS = (
     Contestant("staging", "redis-history, every append staged", AlwaysStaged),
 )
 """Added by ``--staging``: the default store beside the same store never and always staged."""
+
+COMPRESSION_VARIANTS = (
+    Contestant("compression", "redis-history, never compressed", NeverCompressed),
+    Contestant("compression", "redis-history, compressed from 1 KiB", CompressedFrom1K),
+)
+"""Added by ``--compression``: the default store (texts of 2 KiB or more compressed) beside the
+same store storing every text as JSON, and compressing from 1 KiB."""
 
 
 def select(only: Sequence[str] | None) -> tuple[list[Contestant], dict[str, str]]:

@@ -1,4 +1,5 @@
-"""Seeded agent traffic for the benchmarks: a realistic mix of turns, and a short-message run.
+"""Seeded agent traffic for the benchmarks: realistic, chat and tool-heavy mixes of turns, and a
+short-message run.
 
 The realistic mix is built turn by turn, the way an agent loop writes it: a user
 message (50-500 characters); in about half the turns one or two rounds of an
@@ -7,6 +8,12 @@ of 1-20 KB of JSON; then the assistant's answer (200-2,000 characters). Sizes ar
 drawn log-uniformly inside those ranges (real traffic has more short messages
 than long ones). About 15% of the user and assistant texts carry a fenced code
 block and about 15% are CJK (Chinese and Japanese), as are some tool results.
+
+The chat mix is the realistic mix's turns without their tool rounds: a user message and the
+assistant's answer (about 600 bytes a message). The tool-heavy mix is whole turns of an agent
+that calls a tool every time: a short user message, an assistant tool call, a tool result of
+2-40 KB (log-uniform) of API JSON, HTML, log lines or source code, and a medium reply (about
+3.6 KB a message on average).
 
 The short run alternates user and assistant messages of about 48 characters (the
 message bench_core.py appends), so that the cost of a round trip shows unmixed.
@@ -22,6 +29,7 @@ import json
 import math
 import random
 import statistics
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -30,11 +38,13 @@ __all__ = [
     "Call",
     "Msg",
     "Turn",
+    "chat_turns",
     "flatten",
     "mix_stats",
     "realistic_turns",
     "short_turns",
     "stats_table",
+    "tool_heavy_turns",
     "varied_turns",
 ]
 
@@ -106,7 +116,8 @@ class Msg:
     tool_calls: tuple[Call, ...] = ()
     tool_call_id: str | None = None
     kind: str = "text"
-    """What the content is: ``text``, ``code``, ``cjk``, ``json`` or ``calls`` (tool calls only)."""
+    """What the content is: ``text``, ``code``, ``cjk``, ``json`` or ``calls`` (tool calls only);
+    a tool-heavy result's is one of :data:`TOOL_RESULT_KINDS`."""
     wire: dict[str, Any] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -134,6 +145,11 @@ class Msg:
 
 
 Turn = list[Msg]
+
+
+def _json_len(line: str) -> int:
+    """What ``line`` and the newline after it add to a message's compact UTF-8 JSON."""
+    return len(json.dumps(line, ensure_ascii=False).encode())
 
 
 def flatten(turns: Iterable[Sequence[Msg]]) -> list[Msg]:
@@ -219,6 +235,163 @@ class _Writer:
         doc["total"] = len(records)
         return json.dumps(doc, ensure_ascii=False)
 
+    def html_result(self, n_bytes: int) -> str:
+        """A fetched web page of ``n_bytes`` or a little more (in the message's JSON): head,
+        navigation, then tables and sections until the size is reached."""
+        rng = self.rng
+        words = _WORDS[60:]
+        title = self.prose(rng.randint(20, 60))
+        out = [
+            "<!DOCTYPE html>",
+            '<html lang="en"><head><meta charset="utf-8">',
+            f"<title>{title}</title>",
+            '<meta name="viewport" content="width=device-width, initial-scale=1">',
+            f'<link rel="stylesheet" href="/static/css/site.{rng.randrange(16**8):08x}.css">',
+            '</head><body class="page">',
+            '<nav class="top"><ul>',
+        ]
+        out += [
+            f'<li class="nav-item"><a href="/{w.lower()}/">{w.title()}</a></li>'
+            for w in rng.sample(words, k=rng.randint(4, 8))
+        ]
+        out.append(f'</ul></nav><main id="content"><h1>{title}</h1>')
+        footer = "</main><footer>&copy; 2026</footer></body></html>"
+        size = sum(map(_json_len, out)) + _json_len(footer)
+        while size < n_bytes:
+            if rng.random() < 0.3:
+                rows = [
+                    f'<tr><td class="{rng.choice(words).lower()}">{self.prose(rng.randint(8, 30))}'
+                    f'</td><td class="num">{rng.randint(1, 99999):,}</td><td>'
+                    f'<a href="/item/{rng.randrange(10**7)}">{rng.choice(words)}</a></td></tr>'
+                    for _ in range(rng.randint(3, 12))
+                ]
+                block = '<table class="data"><tbody>' + "".join(rows) + "</tbody></table>"
+            else:
+                link = f'<a href="https://example.com/{rng.choice(words).lower()}">'
+                block = (
+                    f'<div class="section"><h2>{self.prose(rng.randint(15, 50))}</h2>'
+                    f"<p>{self.prose(rng.randint(120, 600))} {link}{rng.choice(words)}</a>.</p>"
+                    "</div>"
+                )
+            out.append(block)
+            size += _json_len(block)
+        out.append(footer)
+        return "\n".join(out)
+
+    def log_result(self, n_bytes: int) -> str:
+        """Log lines, ``n_bytes`` or a little more in the message's JSON: timestamps, levels,
+        modules, request ids, numbers, addresses."""
+        rng = self.rng
+        modules = ("api.handler", "db.pool", "worker.jobs", "cache.redis", "auth", "http.client")
+        levels = ("INFO",) * 6 + ("DEBUG",) * 3 + ("WARNING", "ERROR")
+        at = 1_795_000_000.0 + rng.randrange(10**6)
+        lines: list[str] = []
+        size = 0
+        while size < n_bytes:
+            at += rng.expovariate(20)
+            ms = int(at * 1000) % 1000
+            stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(at))
+            words = self.prose(rng.randint(20, 90)).rstrip(".?:")
+            line = (
+                f"{stamp}.{ms:03d}Z {rng.choice(levels):<7} {rng.choice(modules)} "
+                f"[req={rng.randrange(16**12):012x}] {words} "
+                f"status={rng.choice((200, 200, 200, 201, 204, 404, 500))} "
+                f"duration_ms={rng.uniform(0.2, 900):.1f} "
+                f"peer=10.{rng.randrange(256)}.{rng.randrange(256)}.{rng.randrange(256)}"
+            )
+            lines.append(line)
+            size += _json_len(line)
+        return "\n".join(lines)
+
+    def source_result(self, n_bytes: int) -> str:
+        """A source file read by a tool, ``n_bytes`` or a little more in the message's JSON:
+        a docstring, imports, then classes and their methods."""
+        rng = self.rng
+        words = [w.lower() for w in _WORDS[60:]]
+        out = [
+            f'"""{self.prose(rng.randint(40, 160))}"""',
+            "",
+            "from __future__ import annotations",
+            "",
+        ]
+        out += [f"import {w}" for w in sorted(rng.sample(words, k=rng.randint(2, 6)))]
+        size = sum(map(_json_len, out))
+        while size < n_bytes:
+            name, other = rng.choice(words), rng.choice(words)
+            lines = [
+                "",
+                "",
+                f"class {name.title()}{other.title()}:",
+                f'    """{self.prose(rng.randint(30, 120))}"""',
+                "",
+                f"    def __init__(self, {name}: str, {other}: int = {rng.randrange(99)}) -> None:",
+                f"        self.{name} = {name}",
+                f"        self.{other} = {other}",
+            ]
+            for _ in range(rng.randint(1, 3)):
+                method = f"{rng.choice(words)}_{rng.choice(words)}"
+                lines += [
+                    "",
+                    f"    def {method}(self, items: list[dict[str, object]]) -> int:",
+                    f"        # {self.prose(rng.randint(20, 80))}",
+                    "        total = 0",
+                    "        for item in items:",
+                    f"            if item.get({rng.choice(words)!r}) is None:",
+                    "                continue",
+                    f"            total += int(item[{rng.choice(words)!r}]) * {rng.randint(2, 64)}",
+                    "        return total",
+                ]
+            for line in lines:
+                out.append(line)
+                size += _json_len(line)
+                if size >= n_bytes:
+                    break
+        return "\n".join(out)
+
+    def api_result(self, n_bytes: int) -> str:
+        """An API's JSON response (pretty-printed or compact), ``n_bytes`` or a little more in
+        the message's JSON: a page of records with ids, numbers, timestamps, nested objects
+        and some text."""
+        rng = self.rng
+        words = _WORDS[60:]
+        items: list[dict[str, Any]] = []
+        indent = rng.choice((2, None))
+        doc: dict[str, Any] = {"object": "list", "has_more": True, "data": items}
+        doc["url"] = f"/v1/{rng.choice(words).lower()}s"
+        while True:
+            text = json.dumps(doc, indent=indent, ensure_ascii=False)
+            if _json_len(text) >= n_bytes:
+                return text
+            created = 1_790_000_000 + rng.randrange(10**7)
+            items.append(
+                {
+                    "id": f"{rng.choice(('ord', 'inv', 'evt'))}_{rng.randrange(16**16):016x}",
+                    "object": rng.choice(("order", "invoice", "event")),
+                    "created": created,
+                    "updated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(created + 3600)),
+                    "status": rng.choice(("paid", "open", "void", "pending", "shipped")),
+                    "amount": rng.randint(100, 500_000),
+                    "currency": rng.choice(("eur", "usd", "jpy")),
+                    "customer": {
+                        "id": f"cus_{rng.randrange(16**14):014x}",
+                        "email": f"{rng.choice(words).lower()}.{rng.randrange(999)}@example.com",
+                        "country": rng.choice(("PT", "JP", "DE", "CA", "KE", "CL")),
+                    },
+                    "lines": [
+                        {
+                            "sku": f"SKU-{rng.randrange(10**6):06d}",
+                            "quantity": rng.randint(1, 9),
+                            "unit_amount": rng.randint(100, 90_000),
+                        }
+                        for _ in range(rng.randint(1, 4))
+                    ],
+                    "description": self.prose(rng.randint(20, 140)),
+                    "metadata": {
+                        w.lower(): str(rng.randrange(10**5)) for w in rng.sample(words, 2)
+                    },
+                }
+            )
+
     def arguments(self) -> dict[str, Any]:
         return {
             "query": self.prose(self.rng.randint(15, 60)),
@@ -257,6 +430,60 @@ def realistic_turns(
         turn.append(Msg("assistant", text, kind=kind))
         turns.append(turn)
         total += len(turn)
+    return turns
+
+
+def chat_turns(n_messages: int, seed: int = 11) -> list[Turn]:
+    """The realistic mix's turns without their tool rounds: a user message (50-500
+    characters) and the assistant's answer (200-2,000), about 600 bytes a message."""
+    turns = realistic_turns(n_messages * 2, seed)
+    out: list[Turn] = []
+    total = 0
+    for turn in turns:
+        if total >= n_messages:
+            break
+        out.append([turn[0], turn[-1]])
+        total += 2
+    return out
+
+
+TOOL_RESULT_KINDS = ("api-json", "html", "logs", "source")
+"""What the tool-heavy mix's tool results hold, drawn in equal shares."""
+
+
+def tool_heavy_turns(
+    n_messages: int, seed: int = 11, *, tool_bytes: tuple[int, int] = (2 * 1024, 40 * 1024)
+) -> list[Turn]:
+    """Whole turns of an agent that calls one tool every turn, at least ``n_messages``
+    messages: a short user message (30-300 characters), an assistant tool call, its
+    result of ``tool_bytes`` (log-uniform) of API JSON, HTML, log lines or source code,
+    and a medium reply (200-2,000 characters)."""
+    rng = random.Random(seed * 31 + 7)
+    w = _Writer(rng)
+    makers = {
+        "api-json": w.api_result,
+        "html": w.html_result,
+        "logs": w.log_result,
+        "source": w.source_result,
+    }
+    turns: list[Turn] = []
+    total = 0
+    while total < n_messages:
+        text, kind = w.text(w.length(30, 300))
+        call = Call(f"call_{seed}_{len(turns):06d}", rng.choice(_TOOLS), w.arguments())
+        preamble = w.prose(w.length(20, 120)) if rng.random() < 0.3 else ""
+        result_kind = rng.choice(TOOL_RESULT_KINDS)
+        result = makers[result_kind](w.length(*tool_bytes))
+        reply, reply_kind = w.text(w.length(200, 2000))
+        turns.append(
+            [
+                Msg("user", text, kind=kind),
+                Msg("assistant", preamble, tool_calls=(call,), kind="calls"),
+                Msg("tool", result, tool_call_id=call.id, kind=result_kind),
+                Msg("assistant", reply, kind=reply_kind),
+            ]
+        )
+        total += 4
     return turns
 
 

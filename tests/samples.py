@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+import random
+
 from hypothesis import strategies as st
 
 from redis_history import Message, ToolCall
 
 BIG_OUTPUT = "x" * 5000
 """A tool result large enough for the tool-output elider (and not a plug-in of any kind)."""
+
+
+def incompressible(n: int, seed: int = 7) -> str:
+    """``n`` random hex digits: compressed, they keep about half their bytes (a text of
+    one letter repeated shrinks to a few dozen), so a store's large texts stay large."""
+    return random.Random(seed).randbytes(n // 2 + 1).hex()[:n]
+
+
+STAGED_TEXT = incompressible(3 * 4096)
+"""A text whose envelope is staged (over ``_core.STAGE_BYTES``), compressed or not."""
 
 
 def turns(n: int) -> list[Message]:

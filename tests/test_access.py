@@ -17,7 +17,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 from rq.job import Job, JobStatus
 from rq.serializers import JSONSerializer
-from samples import turns
+from samples import STAGED_TEXT, turns
 from worker_doubles import InProcessWorker
 
 from redis_history import (
@@ -46,7 +46,7 @@ TENANT = ["-@all", "+@connection", "+@read", "+@write", "+@transaction", "+eval"
 TENANT += ["+eval_ro", "+evalsha_ro", "+script|load", "+script|exists", "-@dangerous", "-scan"]
 TENANT += ["-randomkey"]
 """The tenant rule of the project's notes: its own keys, the store's scripts, nothing else."""
-BIG = "x" * _core.STAGE_BYTES
+BIG = STAGED_TEXT
 """A message large enough for its append to be staged."""
 
 

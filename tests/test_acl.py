@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import redis
 from commands import run_cli
+from samples import STAGED_TEXT
 
 from redis_history import (
     AccessDeniedError,
@@ -28,12 +29,11 @@ from redis_history.compaction.run import run_compaction
 from redis_history.context import into_request
 from redis_history.demo.server import RedisServer
 from redis_history.memory import MemoryFilters, RedisLongTermMemory
-from redis_history.store import _core
 
 pytestmark = pytest.mark.real_redis
 
 PASSWORD = "tenant a's pw"
-BIG = "x" * _core.STAGE_BYTES
+BIG = STAGED_TEXT
 """A tool result large enough for its append to be staged (MULTI, RPUSHX, RENAME, EXEC)."""
 
 

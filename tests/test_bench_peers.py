@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from typing import Any
 
 import pytest
 from bench_runs import load_bench, run_bench
@@ -44,6 +46,56 @@ def test_realistic_mix_is_seeded_sized_and_in_role_order() -> None:
     assert all(40 <= len(m.content) <= 56 for m in short)
 
 
+def _follow_role_rules(messages: Sequence[Any]) -> None:
+    """Fails unless redis-history's role rules accept ``messages`` in order."""
+    state = RoleState()
+    for m in messages:
+        state.advance(
+            Message(
+                role=m.role,
+                content=m.content,
+                tool_calls=tuple(
+                    ToolCall(id=c.id, name=c.name, arguments=c.arguments) for c in m.tool_calls
+                ),
+                tool_call_id=m.tool_call_id,
+            )
+        )
+
+
+def test_tool_heavy_mix_is_whole_turns_with_results_of_2_to_40_kb_of_four_kinds() -> None:
+    """Every turn is a user message, one tool call, its result (2-40 KB of JSON, HTML, logs
+    or source code, sized in the message's JSON) and a reply; about 3.6 KB a message; seeded."""
+    traffic = load_bench("traffic")
+    turns = traffic.tool_heavy_turns(2000)
+    messages = traffic.flatten(turns)
+    assert [m.wire_json() for m in messages] == [
+        m.wire_json() for m in traffic.flatten(traffic.tool_heavy_turns(2000))
+    ]
+    assert all(
+        [m.role for m in turn] == ["user", "assistant", "tool", "assistant"] for turn in turns
+    )
+    results = [m for m in messages if m.role == "tool"]
+    assert {m.kind for m in results} == set(traffic.TOOL_RESULT_KINDS)
+    for m in results:
+        assert 2 * 1024 <= len(m.wire_json().encode()) <= 42 * 1024
+    json.loads(next(m for m in results if m.kind == "api-json").content)
+    sizes = [len(m.wire_json().encode()) for m in messages]
+    assert 3_200 <= sum(sizes) / len(sizes) <= 4_200
+    _follow_role_rules(messages)
+
+
+def test_chat_mix_is_user_and_assistant_texts_of_about_600_bytes() -> None:
+    """The chat mix alternates user and assistant texts, no tools, about 600 bytes of JSON
+    a message."""
+    traffic = load_bench("traffic")
+    messages = traffic.flatten(traffic.chat_turns(2000))
+    assert [m.role for m in messages[:4]] == ["user", "assistant", "user", "assistant"]
+    assert not any(m.tool_calls or m.role == "tool" for m in messages)
+    sizes = [len(m.wire_json().encode()) for m in messages]
+    assert 500 <= sum(sizes) / len(sizes) <= 800
+    _follow_role_rules(messages)
+
+
 def test_every_round_calls_each_contestant_once_behind_changing_neighbours() -> None:
     """The append and snapshot rounds are seeded shuffles: each a permutation of every
     contestant, the same for the same seed, and no contestant always behind the same one."""
@@ -60,8 +112,8 @@ def test_every_round_calls_each_contestant_once_behind_changing_neighbours() -> 
 @pytest.mark.real_redis
 @pytest.mark.slow  # its 8 writers are processes
 def test_quick_peer_benchmark_prints_every_row_against_the_library_alone() -> None:
-    """``bench_peers.py --quick --only redis-history --staging`` runs end to end (the staging
-    variants included); the rest show as skipped."""
+    """``bench_peers.py --quick --only redis-history --staging`` runs end to end on both mixes
+    (the staging variants included); the rest show as skipped."""
     out = run_bench(
         "bench_peers.py", "--quick", "--only", "redis-history", "--staging", "--markdown"
     )
@@ -72,6 +124,9 @@ def test_quick_peer_benchmark_prints_every_row_against_the_library_alone() -> No
         "| snapshot of 100 |",
         "| snapshot of 500 |",
         "| Redis memory per message (100 messages) |",
+        "| Redis memory per message / its JSON's bytes |",
+        "### chat mix (~600 B messages)",
+        "### tool-heavy mix (2-40 KB tool results)",
         "redis-history (heuristic counter)",
         "reference: minimal scripted append",
         "reference: encode + RPUSH",
@@ -82,6 +137,7 @@ def test_quick_peer_benchmark_prints_every_row_against_the_library_alone() -> No
     ):
         assert row in out
     assert out.count("skipped: not selected (--only)") == 4
+    assert out.count("| Redis memory per message / its JSON's bytes |") == 2
 
 
 @pytest.mark.real_redis
@@ -92,3 +148,19 @@ def test_snapshot_benchmark_runs_and_checks_the_chat_completions_read() -> None:
     for row in ("| realistic | 10 |", "| realistic | 40 |", "| short | 10 |", "| short | 40 |"):
         assert row in out
     assert "nan" not in out
+
+
+@pytest.mark.real_redis
+def test_compression_benchmark_prints_every_codec_and_list_compress_depth() -> None:
+    """``bench_compression.py --quick`` measures the codecs on the tool-heavy mix and the
+    store's envelopes under ``list-compress-depth`` 0 and 1."""
+    out = run_bench("bench_compression.py", "--quick")
+    for row in (
+        "| zstd 1 |",
+        "| zlib 1 |",
+        "| none |",
+        "| MEMORY USAGE of the list per message |",
+        "| snapshot(), median µs |",
+        "compressed, depth 1",
+    ):
+        assert row in out

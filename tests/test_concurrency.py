@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import redis
+from samples import STAGED_TEXT
 
 from redis_history import (
     CompactionPolicy,
@@ -50,7 +51,7 @@ def append_turns(url: str, writer: int, start: Event) -> None:
 
 
 STAGED_TURNS = 60
-LARGE = "r" * 5000
+LARGE = STAGED_TEXT
 """A tool result whose turn is staged (over ``_core.STAGE_BYTES``)."""
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import redis
+from samples import STAGED_TEXT
 from test_bad_input import dump
 
 from redis_history import CorruptHistoryError, Message, RedisHistory, ToolCall
@@ -36,7 +37,7 @@ def refused(history: RedisHistory, messages: list[Message]) -> dict[str, Callabl
     return {
         "a system message mid-conversation": lambda: history.append(Message.system("late")),
         "a retried append": lambda: history.append_many(messages[-2:]),
-        "a large (staged) append": lambda: history.append(Message.user("x" * 5000)),
+        "a large (staged) append": lambda: history.append(Message.user(STAGED_TEXT)),
         "the estimate": history.token_estimate,
         "the compaction status": history.compaction_status,
         "a splice": lambda: history.splice_prefix(5, Message.system("summary")),

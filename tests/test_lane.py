@@ -20,9 +20,9 @@ import redis.asyncio
 from faults import FaultProxy
 from redis.backoff import NoBackoff
 from redis.retry import Retry
+from samples import STAGED_TEXT
 
 from redis_history import AsyncRedisHistory, Message, RedisHistory
-from redis_history.store import _core
 from redis_history.store._lane import aexecute, execute, lane_of
 
 pytestmark = pytest.mark.real_redis
@@ -327,7 +327,7 @@ def test_an_asyncio_client_encoding_text_otherwise_packs_with_its_own_encoder(
         client = redis.asyncio.Redis.from_url(redis_url, encoding="latin-1")
         history = AsyncRedisHistory(client, "café")
         await history.append(Message.user("hi"))
-        await history.append(Message.assistant("é" * _core.STAGE_BYTES))  # staged
+        await history.append(Message.assistant(STAGED_TEXT))  # staged
         assert not _lane(client).hiredis
         await client.aclose()
 

@@ -40,6 +40,7 @@ from redis_history.compaction.jobs import (
 from redis_history.compaction.policy import CompactionPolicy
 from redis_history.demo.server import RedisServer, free_port
 from redis_history.memory import RedisLongTermMemory
+from redis_history.store.codec import _unpacked
 
 pytestmark = pytest.mark.real_redis
 
@@ -210,12 +211,15 @@ def values_of(client: Any, key: bytes | str) -> list[Any]:
 
 def stored_values(client: redis.Redis) -> Iterator[bytes]:
     """Every value in ``client``'s Redis, and each one zlib can decompress decompressed too
-    (RQ compresses a job's exc_info)."""
+    (RQ compresses a job's exc_info), and a compressed envelope's text."""
     for key in client.keys("*"):
         for value in values_of(client, key):
             yield value
             with contextlib.suppress(zlib.error):
                 yield zlib.decompress(value)
+            if value.endswith(b"\0"):
+                with contextlib.suppress(ValueError):
+                    yield _unpacked(value)[1].encode()
 
 
 def failed_job_error(client: redis.Redis, job_id: str) -> str:

@@ -20,6 +20,7 @@ from backends import SyncOverAsync
 from faults import FaultProxy
 from redis.backoff import NoBackoff
 from redis.retry import Retry
+from samples import STAGED_TEXT
 
 from redis_history import (
     AsyncRedisHistory,
@@ -30,12 +31,11 @@ from redis_history import (
     StoreUnavailableError,
     ToolCall,
 )
-from redis_history.store import _core
 from redis_history.store.scripts import script, script_names
 
 pytestmark = pytest.mark.real_redis
 
-LARGE = "x" * _core.STAGE_BYTES
+LARGE = STAGED_TEXT
 """A text whose envelope is staged at the default threshold."""
 
 

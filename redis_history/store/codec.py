@@ -21,6 +21,21 @@ may be a megabyte long (``lua/includes/envelopes.lua``, ``ids.lua``). A write
 sends the envelopes with one role item per message, so the scripts check role
 order and tool pairing without decoding JSON either.
 
+A message with text and nothing else whose text is :data:`COMPRESS_BYTES` (2 KiB) of
+UTF-8 or more is kept compressed (zstd, level 1): its envelope is the JSON of the
+message without its ``content``, a ``z`` (the compressed text's length) between the
+flags and ``m``, then the compressed text and a NUL byte::
+
+    {"t":4051,"z":3388,"m":{"id":"...","role":"tool","tool_call_id":"call_1","created_at":...}}
+    <3,388 bytes of zstd>\0          (on the same line)
+
+The scripts read ``t``, the id, the role and the ``tool_call_id`` with the same patterns
+(``z`` is one more flag to them). No JSON text ends with a NUL, so the last byte tells a
+reader which form an envelope has: :func:`_unpacked` is the one place that takes a
+compressed one apart, and every read (snapshots, entries, chat-completions dicts, and so
+``show``, ``export`` and ``transcript``) puts the text back as it was written. Envelopes
+written before, and short texts, are plain JSON and read as they always did.
+
 Reads validate each envelope on its own (joining a list of megabytes into one
 document cost more than the per-call overhead saves) and inside pydantic-core,
 the role rules included: :func:`decode_messages` for ``snapshot``,
@@ -34,12 +49,14 @@ process can do about it: ``docs/benchmarks.md``, ``bench_gc.py``).
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+import zstandard
+from pydantic import BaseModel, ConfigDict, Field
 from pydantic_core import PydanticSerializationError, to_json
 from pydantic_core import core_schema as cs
 
@@ -49,7 +66,7 @@ from redis_history.errors import (
     LimitExceededError,
     MessageTooLargeError,
 )
-from redis_history.limits import MAX_TOOL_CALLS
+from redis_history.limits import MAX_MESSAGE_BYTES, MAX_TOOL_CALLS
 from redis_history.models import (
     JSON_SCALARS,
     MAX_ID_LENGTH,
@@ -71,6 +88,7 @@ from redis_history.store._stored import (
 from redis_history.tokens import Pricer, TokenCounter
 
 __all__ = [
+    "COMPRESS_BYTES",
     "ENVELOPE_NESTING",
     "Batch",
     "Entry",
@@ -147,17 +165,11 @@ def encode_message(
     """
     if not isinstance(message, Message):
         raise TypeError(f"expected a Message at index {index}, got {type(message).__name__}")
-    body = _plain_body(message)
-    if body is None:
-        body = _general_body(message, index)
     price = counter if isinstance(counter, Pricer) else Pricer(counter)
     tokens = price(message)
-    envelope = _HEADS[price.exact, summary] % (tokens, body)
-    if len(envelope) > max_bytes:
-        raise MessageTooLargeError(
-            f"message {message.id} is {len(envelope)} bytes stored; the limit is {max_bytes}",
-            index=index,
-        )
+    envelope = _encoded(
+        message, tokens, exact=price.exact, summary=summary, max_bytes=max_bytes, index=index
+    )
     return envelope, tokens
 
 
@@ -171,11 +183,41 @@ def encode_entry(entry: Entry, max_bytes: int, *, index: int = 0, inline: bool =
         InvalidMessageError: what :func:`encode_message` refuses.
         MessageTooLargeError: the envelope is longer than ``max_bytes``.
     """
-    message = entry.message
+    return _encoded(
+        entry.message,
+        entry.tokens,
+        exact=entry.exact,
+        summary=entry.summary,
+        max_bytes=max_bytes,
+        index=index,
+        inline=inline,
+    )
+
+
+def _encoded(
+    message: Message,
+    tokens: int,
+    *,
+    exact: bool,
+    summary: bool,
+    max_bytes: int,
+    index: int,
+    inline: bool = False,
+) -> bytes:
+    """The stored envelope of ``message``: compressed when its text is long enough and
+    ``inline`` is not asked (an export's line is JSON), else JSON. ``max_bytes`` bounds
+    the JSON form either way, so a message is refused or taken whatever its stored form.
+
+    Raises:
+        InvalidMessageError: see :func:`encode_message`.
+        MessageTooLargeError: the JSON envelope is longer than ``max_bytes``.
+    """
+    if not inline and (packed := _packed(message, tokens, exact, summary, max_bytes)):
+        return packed
     body = _plain_body(message)
     if body is None:
         body = _general_body(message, index, inline=inline)
-    envelope = _HEADS[entry.exact, entry.summary] % (entry.tokens, body)
+    envelope = _HEADS[exact, summary] % (tokens, body)
     if len(envelope) > max_bytes:
         raise MessageTooLargeError(
             f"message {message.id} is {len(envelope)} bytes stored; the limit is {max_bytes}",
@@ -260,6 +302,95 @@ _HEADS = {
 }
 """The envelope's head by (exact, summary): ``x`` and ``s`` are left out when 0."""
 
+COMPRESS_BYTES = 2048
+"""A message with text and nothing else keeps its text compressed when that is this many
+UTF-8 bytes or more (and compression saves an eighth of it). Read on every write, so a
+benchmark can move it; what it was for a message stored before does not matter to reads."""
+
+_LEVEL = 1
+"""zstd's level: measured on tool results, level 3 saved 2% more bytes and took 35% more
+time; -1 saved 16% fewer (docs/benchmarks.md)."""
+
+_PACKED_HEADS = {
+    (False, False): b'{"t":%d,"z":%d,"m":%s}',
+    (True, False): b'{"t":%d,"x":1,"z":%d,"m":%s}',
+    (False, True): b'{"t":%d,"s":1,"z":%d,"m":%s}',
+    (True, True): b'{"t":%d,"x":1,"s":1,"z":%d,"m":%s}',
+}
+"""A compressed envelope's head by (exact, summary); the compressed text and a NUL follow."""
+
+_PACKED = re.compile(rb'\{"t":\d+,(?:"[xs]":1,)*"z":(\d+),"m":\{')
+"""A compressed envelope's head up to its message, the compressed length captured. The
+flags may come in any order before ``z`` (``replace-3.lua`` puts ``"s":1`` first)."""
+
+_CONTENT = len(b',"content":')
+_ENVELOPE_HEAD = 64
+"""More than a JSON envelope holds besides its body: the head, the flags, the count."""
+
+
+class _Codecs(threading.local):
+    """A zstd compressor and decompressor for each thread: neither may be used by two
+    threads at once, and making one per call costs more than compressing 2 KiB."""
+
+    def __init__(self) -> None:
+        self.compress = zstandard.ZstdCompressor(level=_LEVEL).compress
+        self.decompress = zstandard.ZstdDecompressor().decompress
+
+
+_CODECS = _Codecs()
+
+
+def _packed(
+    message: Message, tokens: int, exact: bool, summary: bool, max_bytes: int
+) -> bytes | None:
+    """The compressed envelope of ``message``, or ``None`` for a JSON one: a message not
+    plain (:func:`_plain_body`), a text under :data:`COMPRESS_BYTES` or that compression
+    hardly shrinks, and whatever the JSON path names or refuses (a lone surrogate, a JSON
+    envelope over ``max_bytes``)."""
+    content = message.__dict__["content"]
+    if type(content) is not str or len(content) * 4 < COMPRESS_BYTES:  # fewer bytes
+        return None
+    try:
+        text = content.encode()
+    except UnicodeEncodeError:
+        return None
+    if len(text) < COMPRESS_BYTES:
+        return None
+    head = _plain_body(message, text_kept=False)
+    if head is None:
+        return None
+    if len(head) + _ENVELOPE_HEAD + 6 * len(text) > max_bytes:  # escaped, it may be over
+        json_bytes = len(_HEADS[exact, summary] % (tokens, head)) + _CONTENT + len(_dumps(content))
+        if json_bytes > max_bytes:
+            return None
+    frame = _CODECS.compress(text)
+    if len(frame) > len(text) - len(text) // 8:
+        return None
+    return b"".join((_PACKED_HEADS[exact, summary] % (tokens, len(frame), head), frame, b"\0"))
+
+
+def _unpacked(item: bytes | str) -> tuple[bytes, str]:
+    """A compressed envelope as the JSON envelope of its message without the text, and the
+    text. The one place that reads the compressed form.
+
+    Raises:
+        ValueError: ``item`` is not a whole compressed envelope.
+    """
+    if not isinstance(item, bytes) or (found := _PACKED.match(item)) is None:
+        raise ValueError("a stored envelope ends with a NUL but has no compressed text")
+    end = len(item) - 1 - int(found[1])
+    frame = memoryview(item)[end:-1]
+    try:
+        size = zstandard.frame_content_size(frame)
+        if end <= found.end() or not 0 <= size <= MAX_MESSAGE_BYTES:
+            raise ValueError("a stored envelope's compressed text is cut short or too long")
+        return item[:end], _CODECS.decompress(frame).decode()
+    except zstandard.ZstdError as exc:
+        raise ValueError(
+            f"a stored envelope's compressed text does not decompress: {exc}"
+        ) from None
+
+
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 _PLAIN = {
@@ -278,8 +409,9 @@ _PLAIN = {
 """The stored JSON of a plain message, by (role, content not empty, tool_call_id set)."""
 
 
-def _plain_body(message: Message) -> bytes | None:
-    """What the stored serializer writes for ``message``, written faster, or ``None``.
+def _plain_body(message: Message, *, text_kept: bool = True) -> bytes | None:
+    """What the stored serializer writes for ``message``, written faster, or ``None``;
+    without its ``content`` when not ``text_kept`` (a compressed envelope's head).
 
     Most messages hold text and nothing else: no tool calls, name or metadata, and a
     timestamp stored as milliseconds. Their JSON is a template with the strings
@@ -307,16 +439,17 @@ def _plain_body(message: Message) -> bytes | None:
     stamped = stamp(moment)
     if not isinstance(stamped, int):
         return None
+    text = text_kept and content
     try:
         values: list[bytes | int] = [_dumps(fields["id"])]
-        if content:
-            values.append(_dumps(content))
+        if text:
+            values.append(_dumps(text))
         if answers is not None:
             values.append(_dumps(answers))
     except orjson.JSONEncodeError:
         return None
     values.append(stamped)
-    return _PLAIN[fields["role"], bool(content), answers is not None] % tuple(values)
+    return _PLAIN[fields["role"], bool(text), answers is not None] % tuple(values)
 
 
 _dumps = orjson.dumps
@@ -481,26 +614,66 @@ _ENTRY = stored_validator(_entry_schema)
 _FIELDS = stored_validator(envelope_schema, models=False)
 
 
+# Every read below takes an envelope whose last byte is not 0 (``}``, or a ``str`` from a
+# client decoding replies) as JSON and validates it whole; one ending with a NUL is
+# compressed, read by :func:`_unpacked`, and its text put back into what validates.
+
+
+def _with_text(message: Message, text: str) -> None:
+    """Put ``text`` in ``message``, just validated from its envelope's head (so no one else
+    holds it), as validating its JSON with the text in it would have: the model is frozen,
+    so in its ``__dict__``, without the copy ``model_copy`` makes."""
+    message.__dict__["content"] = text
+    message.__pydantic_fields_set__.add("content")
+
+
+def _read_envelope(item: bytes | str) -> dict[str, Any]:
+    head, text = _unpacked(item)
+    envelope: dict[str, Any] = _ENVELOPE.validate_json(head)
+    _with_text(envelope["m"], text)
+    return envelope
+
+
+def _read_entry(item: bytes | str) -> Entry:
+    head, text = _unpacked(item)
+    entry: Entry = _ENTRY.validate_json(head)
+    _with_text(entry.message, text)
+    return entry
+
+
+def _read_fields(item: bytes | str) -> dict[str, Any]:
+    head, text = _unpacked(item)
+    envelope: dict[str, Any] = _FIELDS.validate_json(head)
+    envelope["m"]["content"] = text
+    return envelope
+
+
+_UNREADABLE = (ValueError, IndexError)
+"""What reading an envelope raises when it is not one: ``ValidationError`` and what
+:func:`_unpacked` raises are ``ValueError``s; an empty one has no last byte."""
+
+
 def decode_messages(
     raw: Sequence[bytes | str], *, where: str = "", summaries: bool = True
 ) -> list[Message]:
     """The messages of stored envelopes (without those ``splice_prefix`` wrote, when not
     ``summaries``); raises ``CorruptHistoryError``."""
-    one = _ENVELOPE.validate_json
+    one, packed = _ENVELOPE.validate_json, _read_envelope
     try:
         if summaries:
-            return [one(item)["m"] for item in raw]
-        return [e["m"] for e in map(one, raw) if not e.get("s")]
-    except ValidationError as exc:
+            return [one(item)["m"] if item[-1] else packed(item)["m"] for item in raw]
+        read = (one(item) if item[-1] else packed(item) for item in raw)
+        return [e["m"] for e in read if not e.get("s")]
+    except _UNREADABLE as exc:
         raise _corrupt(raw, where) from exc
 
 
 def decode_entries(raw: Sequence[bytes | str], *, where: str = "") -> list[Entry]:
     """Stored envelopes as entries (message, token count, flags); raises ``CorruptHistoryError``."""
-    one = _ENTRY.validate_json
+    one, packed = _ENTRY.validate_json, _read_entry
     try:
-        return [one(item) for item in raw]
-    except ValidationError as exc:
+        return [one(item) if item[-1] else packed(item) for item in raw]
+    except _UNREADABLE as exc:
         raise _corrupt(raw, where) from exc
 
 
@@ -508,10 +681,10 @@ def decode_openai(raw: Sequence[bytes | str], *, where: str = "") -> list[dict[s
     """The chat-completions messages of stored envelopes, equal to ``Message.to_openai()``
     of each; validated as ``decode_messages`` validates, but into dicts of the stored
     fields instead of models. Raises ``CorruptHistoryError``."""
-    one = _FIELDS.validate_json
+    one, packed = _FIELDS.validate_json, _read_fields
     try:
-        return [_wire(one(item)["m"]) for item in raw]
-    except ValidationError as exc:
+        return [_wire((one(item) if item[-1] else packed(item))["m"]) for item in raw]
+    except _UNREADABLE as exc:
         raise _corrupt(raw, where) from exc
 
 
@@ -533,7 +706,7 @@ def _failing_index(raw: Sequence[bytes | str]) -> int | None:
     """The first envelope that does not validate (only run once a read has failed)."""
     for index, item in enumerate(raw):
         try:
-            _ENVELOPE.validate_json(item)
-        except ValidationError:
+            _ENVELOPE.validate_json(item) if item[-1] else _read_envelope(item)
+        except _UNREADABLE:
             return index
     return None
