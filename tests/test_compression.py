@@ -23,7 +23,8 @@ from redis_history import (
     ToolCall,
     ToolPairingError,
 )
-from redis_history.admin.dump import Target, export_conversation, import_conversation
+from redis_history.admin.dump import export_conversation, import_conversation
+from redis_history.admin.target import Target
 from redis_history.cli import main
 from redis_history.store import codec
 from redis_history.store.codec import (
@@ -260,7 +261,7 @@ def test_any_long_text_reads_back_equal_from_its_compressed_envelope(
     and the entry its count and flags."""
     content = (text * (COMPRESS_BYTES // len(text.encode()) + repeat))[: 6 * COMPRESS_BYTES]
     message = Message(
-        role=role,  # type: ignore[arg-type]
+        role=role,
         content=content,
         tool_call_id="c" if role == "tool" else None,
     )
