@@ -66,10 +66,10 @@ def test_tool_heavy_mix_is_whole_turns_with_results_of_2_to_40_kb_of_four_kinds(
     """Every turn is a user message, one tool call, its result (2-40 KB of JSON, HTML, logs
     or source code, sized in the message's JSON) and a reply; about 3.6 KB a message; seeded."""
     traffic = load_bench("traffic")
-    turns = traffic.tool_heavy_turns(2000)
+    turns = traffic.tool_heavy_turns(800)
     messages = traffic.flatten(turns)
     assert [m.wire_json() for m in messages] == [
-        m.wire_json() for m in traffic.flatten(traffic.tool_heavy_turns(2000))
+        m.wire_json() for m in traffic.flatten(traffic.tool_heavy_turns(800))
     ]
     assert all(
         [m.role for m in turn] == ["user", "assistant", "tool", "assistant"] for turn in turns

@@ -308,8 +308,8 @@ UTF-8 bytes or more (and compression saves an eighth of it). Read on every write
 benchmark can move it; what it was for a message stored before does not matter to reads."""
 
 _LEVEL = 1
-"""zstd's level: measured on tool results, level 3 saved 2% more bytes and took 35% more
-time; -1 saved 16% fewer (docs/benchmarks.md)."""
+"""zstd's level: on tool results, level 3 kept 3% fewer bytes for a quarter more CPU, and
+levels below 1 were no faster and kept 20-40% more (docs/benchmarks.md)."""
 
 _PACKED_HEADS = {
     (False, False): b'{"t":%d,"z":%d,"m":%s}',
