@@ -64,14 +64,16 @@ the envelope."""
 MAX_BLOB_BYTES = 20 << 20
 """The largest inline data of one content part (OpenAI's limit for an image): 20 MiB."""
 
-MAX_WRITE_BLOB_BYTES = 32 << 20
+MAX_WRITE_BLOB_BYTES = 20 << 20
 """The most inline data one write sends to be stored outside the list (distinct data
-counted once): 32 MiB, about 30 ms of a script's time at Redis's cost of its arguments."""
+counted once), and one read fetches: 20 MiB, one part at its largest. Such a script ran
+25-40 ms here, up to 52 ms with both cores busy (a script copies its arguments, then
+Redis copies them again into the hash, on fresh pages each)."""
 
 MAX_CONVERSATION_BLOB_BYTES = 128 << 20
 """The most inline data one conversation keeps outside its list, each distinct piece once
-(a read of all of it is one ``HMGET`` well under 250 ms); a write past it is refused by
-the script with ``LimitExceededError``."""
+(read back ``MAX_WRITE_BLOB_BYTES`` a call); a write past it is refused by the script with
+``LimitExceededError``."""
 
 MAX_TOOL_CALLS = 1_024
 """The most tool calls one assistant message may request."""

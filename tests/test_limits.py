@@ -277,15 +277,16 @@ def test_long_runs_of_summaries_or_tool_results_stay_under_250_ms(slowlog: redis
 @pytest.mark.real_redis
 @pytest.mark.slow
 def test_inline_data_at_its_limits_stays_under_250_ms(slowlog: redis.Redis) -> None:
-    """A conversation filled with 128 MiB of inline data, 32 MiB a write (two 16 MiB files
-    each), then read whole (one ``HMGET`` of all of it), replaced, exported and deleted."""
+    """A conversation filled with 128 MiB of inline data, 20 MiB a write (two 10 MiB files
+    each) and the rest, then read whole (20 MiB an ``HMGET``), replaced, exported and
+    deleted."""
     history = RedisHistory(slowlog, "c")
-    per_part = limits.MAX_WRITE_BLOB_BYTES // 2
-    writes = limits.MAX_CONVERSATION_BLOB_BYTES // limits.MAX_WRITE_BLOB_BYTES
+    write, total = limits.MAX_WRITE_BLOB_BYTES, limits.MAX_CONVERSATION_BLOB_BYTES
+    sizes = [write] * (total // write) + [total % write]
     sent: list[Message] = []
-    for w in range(writes):
+    for w, size in enumerate(sizes):
         files = [
-            FilePart(data=bytes([w, i]) * (per_part // 2), media_type="application/pdf")
+            FilePart(data=bytes([w, i]) * (size // 4), media_type="application/pdf")
             for i in range(2)
         ]
         sent += [Message.user([f"files {w}", *files]), Message.assistant("read")]

@@ -447,7 +447,7 @@ class HistoryCore:
 
     def read_blobs(self, references: Iterable[str]) -> list[Call[Mapping[str, bytes]]]:
         """The calls that read the data of the blobs ``references`` name, each answering it
-        by reference: one ``HMGET`` per 32 MiB of it. A missing one is a
+        by reference: one ``HMGET`` per 20 MiB of it. A missing one is a
         ``CorruptHistoryError``."""
 
         def call(names: list[str]) -> Call[Mapping[str, bytes]]:

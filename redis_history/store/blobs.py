@@ -11,7 +11,7 @@ compacted away may share its data with another), and the meta field ``blobs`` co
 their bytes against :data:`~redis_history.limits.MAX_CONVERSATION_BLOB_BYTES`.
 
 A read that meets such parts (:class:`~redis_history.parts.BlobsWanted`) reads their data
-with one ``HMGET`` per 32 MiB of it (:func:`reads`: no call runs long) and decodes again
+with one ``HMGET`` per 20 MiB of it (:func:`reads`: no call runs long) and decodes again
 with it (:func:`~redis_history.parts.blob_data`):
 blobs are written before any envelope that names them and removed only with the whole
 conversation, so the second read finds them unless the conversation is gone.
