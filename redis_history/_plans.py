@@ -20,11 +20,15 @@ Plan = Generator[S, Any, T]
 """A plan yielding steps of type ``S`` and returning ``T``."""
 
 
-def drive(plan: Plan[S, T], do: Callable[[S], Any]) -> T:
+def drive(
+    plan: Plan[S, T], do: Callable[[S], Any], *, handed: type[BaseException] = Exception
+) -> T:
     """Run ``plan`` to its end, doing each step with ``do``; an exception a step raises is
-    thrown into the plan at the step that asked for it."""
+    thrown into the plan at the step that asked for it. ``handed=BaseException`` hands it
+    an interrupt or a cancellation too, for a plan that must undo what it wrote (it
+    raises it again once done)."""
     result: Any = None
-    error: Exception | None = None
+    error: BaseException | None = None
     while True:
         try:
             step = plan.send(result) if error is None else plan.throw(error)
@@ -33,14 +37,19 @@ def drive(plan: Plan[S, T], do: Callable[[S], Any]) -> T:
         result, error = None, None
         try:
             result = do(step)
-        except Exception as exc:
+        except handed as exc:
             error = exc
 
 
-async def adrive(plan: Plan[S, T], do: Callable[[S], Awaitable[Any]]) -> T:
+async def adrive(
+    plan: Plan[S, T],
+    do: Callable[[S], Awaitable[Any]],
+    *,
+    handed: type[BaseException] = Exception,
+) -> T:
     """:func:`drive` with a step done by awaiting ``do``."""
     result: Any = None
-    error: Exception | None = None
+    error: BaseException | None = None
     while True:
         try:
             step = plan.send(result) if error is None else plan.throw(error)
@@ -49,5 +58,5 @@ async def adrive(plan: Plan[S, T], do: Callable[[S], Awaitable[Any]]) -> T:
         result, error = None, None
         try:
             result = await do(step)
-        except Exception as exc:
+        except handed as exc:
             error = exc

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 
 from redis_history.compaction.policy import CompactionContext
@@ -29,3 +30,22 @@ class Failing:
     ) -> str:
         """Raise :class:`SummarizerError`."""
         raise SummarizerError("the model endpoint is down")
+
+
+class Counting:
+    """Summarizes by joining the user messages' first words; records its calls and the threads
+    they ran on (thread-safe: pods on threads share one)."""
+
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+        self.threads: set[int] = set()
+        self._lock = threading.Lock()
+
+    def summarize(
+        self, messages: Sequence[Message], *, context: CompactionContext | None = None
+    ) -> str:
+        """``Previously:`` and the user messages' first words."""
+        with self._lock:
+            self.calls.append([m.id for m in messages])
+            self.threads.add(threading.get_ident())
+        return "Previously: " + " / ".join(m.content[:10] for m in messages if m.role == "user")

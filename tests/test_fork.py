@@ -201,6 +201,27 @@ def test_refused_forks_write_nothing(sync_client: Any) -> None:
     assert sync_client.exists(*source.fork("new", at="a1").keys.data) == 3
 
 
+def test_an_interrupt_at_the_last_write_leaves_no_staged_copy(
+    sync_client: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An interrupt (not an ``Exception``) raised as the staged copy is put in place reaches
+    the caller, and the fork removes what it staged first: nothing of the target is left."""
+    source = RedisHistory(sync_client, "src")
+    source.append_many(conversation(2))
+    before = everything(sync_client)
+    execute = RedisHistory.execute
+
+    def interrupted(self: RedisHistory, call: Any) -> Any:
+        if call.script is not None and call.script.name == "restore":
+            raise KeyboardInterrupt
+        return execute(self, call)
+
+    monkeypatch.setattr(RedisHistory, "execute", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        source.fork("new", at="a1")
+    assert everything(sync_client) == before
+
+
 def test_a_target_made_while_the_fork_read_is_refused_at_the_end(sync_client: Any) -> None:
     """The final script refuses a target that appeared after the fork looked: the other
     writer's conversation stays as it wrote it, and no staging key is left."""

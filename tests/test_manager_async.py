@@ -13,6 +13,7 @@ import pytest
 import redis
 import redis.asyncio
 import redis.asyncio.cluster
+from summarizers_for_tests import Counting
 
 from redis_history import AsyncRedisHistory, Message, RedisHistory
 from redis_history.compaction.policy import CompactionContext
@@ -30,24 +31,6 @@ PROMPT = "You are a travel agent."
 AGENT = "agent-1"
 
 pytestmark = pytest.mark.real_redis
-
-
-class Counting:
-    """Summarizes by joining the user messages; records its calls and the threads they ran on."""
-
-    def __init__(self) -> None:
-        self.calls: list[list[str]] = []
-        self.threads: set[int] = set()
-        self._lock = threading.Lock()
-
-    def summarize(
-        self, messages: Sequence[Message], *, context: CompactionContext | None = None
-    ) -> str:
-        """``Previously:`` and the user messages' first words."""
-        with self._lock:
-            self.calls.append([m.id for m in messages])
-            self.threads.add(threading.get_ident())
-        return "Previously: " + " / ".join(m.content[:10] for m in messages if m.role == "user")
 
 
 class AsyncSummarizer:

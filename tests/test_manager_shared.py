@@ -4,37 +4,20 @@ pod, each records the messages it covers, and pods completing one turn summarize
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
 from typing import Any
 
 import pytest
 import redis
 from pydantic import ValidationError
+from summarizers_for_tests import Counting
 
 from redis_history import LimitExceededError, Message, RedisHistory, limits
-from redis_history.compaction.policy import CompactionContext
 from redis_history.context import HistoryManager, HistoryManagerConfig, Strategy
 from redis_history.demo.server import RedisServer
 from redis_history.store._summaries import SummaryCore
 
 PROMPT = "You are a travel agent."
 STRATEGIES: tuple[Strategy, ...] = ("sliding_window", "token_budget", "summary_and_tail")
-
-
-class Counting:
-    """Summarizes by joining the user messages, and counts its calls (thread-safe)."""
-
-    def __init__(self) -> None:
-        self.calls: list[list[str]] = []
-        self._lock = threading.Lock()
-
-    def summarize(
-        self, messages: Sequence[Message], *, context: CompactionContext | None = None
-    ) -> str:
-        """``Previously:`` and the user messages' first words."""
-        with self._lock:
-            self.calls.append([m.id for m in messages])
-        return "Previously: " + " / ".join(m.content[:10] for m in messages if m.role == "user")
 
 
 def pod(

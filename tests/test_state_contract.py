@@ -95,6 +95,20 @@ def test_a_failing_scheduler_releases_the_claim(history: Any) -> None:
     assert history.maybe_compact(scheduled.append, DUE)
 
 
+def test_an_interrupted_scheduler_releases_the_claim(history: Any) -> None:
+    """An interrupt while scheduling (not an ``Exception``) reaches the caller, and the claim
+    is released as for an error."""
+    history.append_many(turns(2))
+
+    def interrupted(request: CompactionRequest) -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        history.maybe_compact(interrupted, DUE)
+    scheduled: list[CompactionRequest] = []
+    assert history.maybe_compact(scheduled.append, DUE)
+
+
 def test_maybe_compact_respects_the_thresholds_and_the_state(history: Any) -> None:
     """Below the soft limit, or compacted this turn, nothing is scheduled."""
     history.append_many(turns(1))

@@ -72,6 +72,7 @@ __all__ = [
     "HistoryCore",
     "Schedule",
     "Splice",
+    "Step",
     "TranscriptPage",
     "TranscriptPages",
     "access_denied",
@@ -433,7 +434,7 @@ class HistoryCore:
     def decoded(self, decode: Callable[[Sequence[bytes | str]], list[T]], raw: Any) -> list[T]:
         """``decode(raw)``, a ``CorruptHistoryError`` carrying the conversation. Parts whose
         data is kept outside the list raise ``BlobsWanted`` with their digests, for the
-        front end to read them (:meth:`read_blobs`) and parse again with them."""
+        front end to read them and parse again with them (:meth:`with_blobs`)."""
         try:
             if blobs_at_hand():
                 return decode(raw)
@@ -444,6 +445,17 @@ class HistoryCore:
         if wanted:
             raise BlobsWanted(wanted)
         return out
+
+    def with_blobs(
+        self, call: Call[T], reply: Any, wanted: BlobsWanted
+    ) -> Generator[Call[Mapping[str, bytes]], Mapping[str, bytes], T]:
+        """The plan of a read whose parse wanted blobs: the calls reading them, then
+        ``call``'s ``reply`` parsed again with their data at hand."""
+        found: dict[str, bytes] = {}
+        for read in self.read_blobs(wanted.digests):
+            found.update((yield read))
+        with blob_data(found):
+            return call.parse(reply)
 
     def read_blobs(self, references: Iterable[str]) -> list[Call[Mapping[str, bytes]]]:
         """The calls that read the data of the blobs ``references`` name, each answering it

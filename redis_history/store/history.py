@@ -13,7 +13,7 @@ import inspect
 import logging
 import os
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from datetime import timedelta
 from typing import Any, Self, TypeVar
 
@@ -23,13 +23,14 @@ from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.cluster import RedisCluster
 from redis.exceptions import NoScriptError
 
+from redis_history._plans import adrive, drive
 from redis_history._redact import client_secrets
 from redis_history.compaction.policy import CompactionPolicy
 from redis_history.compaction.state import CompactionState, Event
 from redis_history.errors import HistoryError
 from redis_history.limits import MAX_PAGE
 from redis_history.models import Message
-from redis_history.parts import BlobsWanted, blob_data
+from redis_history.parts import BlobsWanted
 from redis_history.store import metrics
 from redis_history.store._core import (
     DEFAULT_MAX_MESSAGE_BYTES,
@@ -41,6 +42,7 @@ from redis_history.store._core import (
     HistoryCore,
     RedisFailure,
     Schedule,
+    Step,
     TranscriptPage,
     TranscriptPages,
 )
@@ -196,12 +198,7 @@ class RedisHistory(_Base):
         try:
             return call.parse(reply)
         except BlobsWanted as wanted:  # parts whose data is kept outside the list
-            found: dict[str, bytes] = {}
-            for read in self.core.read_blobs(wanted.digests):
-                part: Mapping[str, bytes] = self.execute(read)
-                found.update(part)
-            with blob_data(found):
-                return call.parse(reply)
+            return drive(self.core.with_blobs(call, reply, wanted), self.execute)
 
     def _run_waiting(self, call: Call[T]) -> T:
         """Run a write and ``WAIT`` for its replicas on the same connection."""
@@ -380,19 +377,13 @@ class RedisHistory(_Base):
                 ``READ_ATTEMPTS`` reads. Nothing is written when any of these is raised.
         """
         target = self._sibling(new_conversation_id, namespace)
-        flow = fork_steps(self.core, target.core, at)
-        result: Any = None
-        error: BaseException | None = None
-        while True:
-            try:
-                step = flow.send(result) if error is None else flow.throw(error)
-            except StopIteration:
-                return target
-            result, error = None, None
-            try:
-                result = (target if step.target else self).execute(step.call)
-            except BaseException as exc:  # handed to the flow, which removes what it staged
-                error = exc
+        # Interrupts too are handed to the plan, which removes what it staged.
+        drive(
+            fork_steps(self.core, target.core, at),
+            lambda step: (target if step.target else self).execute(step.call),
+            handed=BaseException,
+        )
+        return target
 
     def truncate(self, n: int, *, op_id: str | None = None) -> int:
         """Keep at most ``n`` messages; returns how many were removed.
@@ -591,26 +582,21 @@ class RedisHistory(_Base):
             StoreUnavailableError: the store, or the queue's Redis, could not be reached;
                 a claim taken is released.
         """
-        flow = self.core.maybe_compact(policy or CompactionPolicy())
-        result: Any = None
-        error: BaseException | None = None
-        while True:
-            try:
-                step = flow.send(result) if error is None else flow.throw(error)
-            except StopIteration as done:
-                if done.value:
-                    metrics.compaction_enqueued()
-                return bool(done.value)
-            result, error = None, None
-            try:
-                if isinstance(step, Call):
-                    result = self.execute(step)
-                elif isinstance(step, CompactionRequest):
-                    result = self._schedule(schedule, step)
-                else:
-                    logger.warning(step)
-            except BaseException as exc:  # handed to the flow, which releases its claim
-                error = exc
+
+        def do(step: Step) -> object:
+            if isinstance(step, Call):
+                return self.execute(step)
+            if isinstance(step, CompactionRequest):
+                return self._schedule(schedule, step)
+            logger.warning(step)
+            return None
+
+        # Interrupts too are handed to the plan, which releases its claim.
+        plan = self.core.maybe_compact(policy or CompactionPolicy())
+        enqueued = drive(plan, do, handed=BaseException)
+        if enqueued:
+            metrics.compaction_enqueued()
+        return enqueued
 
     def _schedule(self, schedule: Schedule, request: CompactionRequest) -> object:
         try:
@@ -670,12 +656,7 @@ class AsyncRedisHistory(_Base):
         try:
             return call.parse(reply)
         except BlobsWanted as wanted:  # parts whose data is kept outside the list
-            found: dict[str, bytes] = {}
-            for read in self.core.read_blobs(wanted.digests):
-                part: Mapping[str, bytes] = await self.execute(read)
-                found.update(part)
-            with blob_data(found):
-                return call.parse(reply)
+            return await adrive(self.core.with_blobs(call, reply, wanted), self.execute)
 
     async def _run_waiting(self, call: Call[T]) -> T:
         """See :meth:`RedisHistory._run_waiting`."""
@@ -772,19 +753,12 @@ class AsyncRedisHistory(_Base):
     ) -> Self:
         """See :meth:`RedisHistory.fork`."""
         target = self._sibling(new_conversation_id, namespace)
-        flow = fork_steps(self.core, target.core, at)
-        result: Any = None
-        error: BaseException | None = None
-        while True:
-            try:
-                step = flow.send(result) if error is None else flow.throw(error)
-            except StopIteration:
-                return target
-            result, error = None, None
-            try:
-                result = await (target if step.target else self).execute(step.call)
-            except BaseException as exc:  # handed to the flow, which removes what it staged
-                error = exc
+        await adrive(
+            fork_steps(self.core, target.core, at),
+            lambda step: (target if step.target else self).execute(step.call),
+            handed=BaseException,
+        )
+        return target
 
     async def truncate(self, n: int, *, op_id: str | None = None) -> int:
         """See :meth:`RedisHistory.truncate`."""
@@ -895,26 +869,20 @@ class AsyncRedisHistory(_Base):
     ) -> bool:
         """See :meth:`RedisHistory.maybe_compact`; a blocking ``schedule`` runs in a thread,
         and one that returns an awaitable is awaited."""
-        flow = self.core.maybe_compact(policy or CompactionPolicy())
-        result: Any = None
-        error: BaseException | None = None
-        while True:
-            try:
-                step = flow.send(result) if error is None else flow.throw(error)
-            except StopIteration as done:
-                if done.value:
-                    metrics.compaction_enqueued()
-                return bool(done.value)
-            result, error = None, None
-            try:
-                if isinstance(step, Call):
-                    result = await self.execute(step)
-                elif isinstance(step, CompactionRequest):
-                    result = await self._schedule(schedule, step)
-                else:
-                    logger.warning(step)
-            except BaseException as exc:  # handed to the flow, which releases its claim
-                error = exc
+
+        async def do(step: Step) -> object:
+            if isinstance(step, Call):
+                return await self.execute(step)
+            if isinstance(step, CompactionRequest):
+                return await self._schedule(schedule, step)
+            logger.warning(step)
+            return None
+
+        plan = self.core.maybe_compact(policy or CompactionPolicy())
+        enqueued = await adrive(plan, do, handed=BaseException)
+        if enqueued:
+            metrics.compaction_enqueued()
+        return enqueued
 
     async def _schedule(self, schedule: Schedule, request: CompactionRequest) -> object:
         try:
