@@ -164,3 +164,20 @@ def test_compression_benchmark_prints_every_codec_and_list_compress_depth() -> N
         "compressed, depth 1",
     ):
         assert row in out
+
+
+@pytest.mark.real_redis
+def test_script_cost_benchmark_prints_each_part_of_a_scripted_append() -> None:
+    """``bench_script_cost.py --quick`` times the command, an empty script, the minimal
+    one and both of the store's append scripts, the wait's slope and the client's CPU."""
+    out = run_bench("bench_script_cost.py", "--quick")
+    for row in (
+        "| RPUSH of the envelope |",
+        "| minimal scripted append |",
+        "| the store's general script, append-4.lua |",
+        "| the store's plain append, append_plain-3.lua |",
+        "| loop 800 |",
+        "Each µs of Redis's time cost the client",
+        "| RedisHistory.append (reply at hand) |",
+    ):
+        assert row in out

@@ -1,12 +1,7 @@
 -- The records of a conversation's recent writes, kept in its meta hash, so that a
 -- retried write is applied once (docs/internals.md, operation records).
 
--- The last OPS_KEPT writes of each kind are recorded, oldest first: appends in the
--- field 'opa' as their 6-byte operation tokens; every other write in 'ops', its
--- token then its result as a 4-byte integer (10 bytes). An append's replay needs
--- no result, and every byte a script reads and writes costs.
-local OPS_KEPT, TOKEN_SIZE, RESULT_SIZE = 32, 6, 4
-local APPENDS, WRITES = 'opa', 'ops'
+--- @include "ring"
 
 -- The recorded result (an integer; 0 for an append) of operation `op` if it was
 -- applied already, else nil. A replay rewrites the records as they were: that

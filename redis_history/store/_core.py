@@ -99,7 +99,7 @@ DEFAULT_MAX_MESSAGE_BYTES = limits.MAX_MESSAGE_BYTES
 
 OPS_KEPT = 32
 """How many recent writes of each kind a conversation remembers (``OPS_KEPT`` in
-``lua/includes/records.lua``): appends, and all other writes, are remembered apart. A retried
+``lua/includes/ring.lua``): appends, and all other writes, are remembered apart. A retried
 write is recognised, and not applied again, while fewer than this many other writes of its
 kind have reached the conversation since."""
 
@@ -381,6 +381,8 @@ class HistoryCore:
         if len(keys) != self._append.nkeys:
             raise AssertionError("append takes the conversation's data keys and its stage")
         self._append_head = ("EVALSHA", self._append.sha, self._append.nkeys, *keys)
+        self._plain = script("append_plain")
+        self._plain_head = ("EVALSHA", self._plain.sha, self._plain.nkeys, *self._data)
         self.redactor = Redactor.of(*secrets)
         """Masks ``secrets`` (the client's password) in the errors :meth:`wrap` makes."""
         self._clock = clock
@@ -507,7 +509,9 @@ class HistoryCore:
     def append(self, messages: Sequence[Message]) -> Call[bool | None]:
         """Append ``messages`` at the tail, all or none; once per batch of message ids. The
         call answers whether the batch was a replay of one applied before (``None`` for an
-        empty batch, which sends nothing)."""
+        empty batch, which sends nothing). One plain message (user, system, or assistant
+        without tool calls) that keeps no data outside the list and is not staged goes to
+        ``lua/append_plain-3.lua``, the rest to ``lua/append-4.lua``."""
         if len(messages) == 1 and isinstance(messages, list | tuple):  # most appends
             message = messages[0]
             try:
@@ -517,6 +521,13 @@ class HistoryCore:
                 raise self._context(exc) from None
             token = op_token("append", (message.id,))
             kept_out = self._blobs(messages) if message.parts else ()
+            if (
+                (len(roles) == 1 or roles[1] == 0)  # user, system, assistant without calls
+                and (not kept_out or kept_out == _NO_BLOBS)
+                and len(envelope) < STAGE_BYTES
+            ):
+                command = (*self._plain_head, token, self.ttl_ms, self._check, tokens, envelope)
+                return Call(self._replayed, (*command, roles[0]), self._plain, True)
             return self._append_call(token, tokens, (envelope,), roles, kept_out)
         batch = self._batch(batch_of(messages))
         if not batch.envelopes:

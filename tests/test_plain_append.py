@@ -1,0 +1,155 @@
+"""``lua/append_plain-3.lua``, the append of one plain message, answers and writes exactly
+what ``lua/append-4.lua`` does for it, from every kind of stored state: the two scripts are
+run side by side on two copies of one conversation and compared, reply and keys."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import redis
+from samples import STAGED_TEXT
+
+from redis_history import Message, RedisHistory, ToolCall
+from redis_history.errors import HistoryError
+from redis_history.parts import FilePart
+from redis_history.store import _core
+from redis_history.store.codec import encode_message, role_item
+
+Setup = Callable[[RedisHistory, redis.Redis], None]
+
+
+def appended(*messages: Message) -> Setup:
+    return lambda history, _client: history.append_many(list(messages))
+
+
+def calls(*ids: str) -> Message:
+    return Message.assistant("", tool_calls=[ToolCall(id=i, name="f", arguments={}) for i in ids])
+
+
+def meta(**fields: str) -> Setup:
+    """The conversation's first turn, then the meta hash's ``fields`` overwritten."""
+
+    def setup(history: RedisHistory, client: redis.Redis) -> None:
+        history.append_many(FIRST)
+        for name, value in fields.items():
+            client.hset(history.keys.meta, name, value)
+
+    return setup
+
+
+def lost(key: str) -> Setup:
+    def setup(history: RedisHistory, client: redis.Redis) -> None:
+        history.append_many(FIRST)
+        client.delete(getattr(history.keys, key))
+
+    return setup
+
+
+FIRST = [Message.system("s", id="s0"), Message.user("u", id="u0")]
+
+
+REPLY, SUMMARY = Message.assistant("a", id="a0"), Message.system("summary", id="sum")
+
+
+def compacted(history: RedisHistory, _client: redis.Redis) -> None:
+    """A turn summarized, the originals in the archive (a key whose TTL a write refreshes)."""
+    history.append_many([*FIRST, REPLY])
+    history.splice_prefix(2, SUMMARY, expected_ids=["s0", "u0"])
+
+
+USER = Message.user("next", id="m-user")
+STATES: dict[str, Setup] = {
+    "new": lambda _history, _client: None,
+    "after system": appended(Message.system("s", id="s0")),
+    "after user": appended(*FIRST),
+    "after assistant": appended(*FIRST, Message.assistant("a", id="a0")),
+    "after answered calls": appended(
+        *FIRST, calls("c1"), Message.tool("r", tool_call_id="c1", id="t1")
+    ),
+    "calls open": appended(*FIRST, calls("c1", "c2")),
+    "a call of two open": appended(
+        *FIRST, calls("c1", "c2"), Message.tool("r", tool_call_id="c1", id="t1")
+    ),
+    "compacted": compacted,
+    "replay of the user message": appended(Message.system("s", id="s0"), USER),
+    "role not a role": meta(role="robot"),
+    "total not a number": meta(total="many"),
+    "open not JSON": meta(open="[c1"),
+    "open holds a number": meta(open="[1]"),
+    "open an empty array": meta(open="[]"),
+    "meta hash lost": lost("meta"),
+    "list lost": lost("msgs"),
+}
+MESSAGES = {
+    "user": USER,
+    "system": Message.system("again", id="m-system"),
+    "assistant": Message.assistant("reply", id="m-assistant"),
+}
+
+
+def general(history: RedisHistory, message: Message) -> _core.Call[Any]:
+    """``append-4.lua``'s call for ``message``, as the store sent it before the plain path."""
+    core = history.core
+    envelope, tokens = encode_message(message, core._price, core.max_message_bytes)
+    token = _core.op_token("append", (message.id,))
+    return core._append_call(token, tokens, (envelope,), role_item(message))
+
+
+def outcome(history: RedisHistory, call: _core.Call[Any]) -> tuple[Any, ...]:
+    try:
+        return ("reply", history.execute(call))
+    except HistoryError as exc:
+        return (type(exc).__name__, str(exc).replace(history.conversation_id, "<id>"))
+
+
+def keys(client: redis.Redis, history: RedisHistory) -> dict[str, Any]:
+    """What the conversation holds: its list, meta hash and archive, and each key's TTL to
+    the nearest minute (a write refreshes the 5 minutes of the setup to the history's 10)."""
+    k = history.keys
+    return {
+        "msgs": client.lrange(k.msgs, 0, -1),
+        "meta": client.hgetall(k.meta),
+        "archive": client.lrange(k.archive, 0, -1),
+        "ttl": [(client.pttl(key) + 30_000) // 60_000 for key in (k.msgs, k.meta, k.archive)],
+    }
+
+
+@pytest.mark.parametrize("ttl", [None, 600])
+@pytest.mark.parametrize("validate", [True, False])
+@pytest.mark.parametrize("role", MESSAGES)
+@pytest.mark.parametrize("state", STATES)
+def test_the_plain_script_answers_and_writes_as_the_general_one(
+    client: redis.Redis, state: str, role: str, validate: bool, ttl: int | None
+) -> None:
+    message = MESSAGES[role]
+    plain = RedisHistory(client, "plain", validate=validate, ttl=ttl)
+    other = RedisHistory(client, "general", validate=validate, ttl=ttl)
+    for history in (plain, other):
+        STATES[state](RedisHistory(client, history.conversation_id, ttl=300), client)
+    call = plain.core.append([message])
+    assert call.script is not None
+    assert call.script.name == "append_plain"
+    assert outcome(plain, call) == outcome(other, general(other, message))
+    assert keys(client, plain) == keys(client, other)
+
+
+def test_only_one_plain_message_without_kept_out_data_takes_the_plain_script() -> None:
+    """A batch, a call, a result, a large envelope (staged) or inline data kept outside the
+    list go to the general script."""
+    history = RedisHistory(redis.Redis(), "c")  # never sent
+
+    def script_of(messages: list[Message]) -> str:
+        call = history.core.append(messages)
+        assert call.script is not None
+        return call.script.name
+
+    assert script_of([Message.user("u")]) == "append_plain"
+    assert script_of([Message.assistant("a")]) == "append_plain"
+    assert script_of([Message.user("u"), Message.assistant("a")]) == "append"
+    assert script_of([calls("c1")]) == "append"
+    assert script_of([Message.tool("r", tool_call_id="c1")]) == "append"
+    assert script_of([Message.user(STAGED_TEXT)]) == "append"
+    part = FilePart(data=bytes(range(256)) * 8, media_type="application/pdf")
+    assert script_of([Message.user(["see", part])]) == "append"
