@@ -82,26 +82,38 @@ STATES: dict[str, Setup] = {
     "meta hash lost": lost("meta"),
     "list lost": lost("msgs"),
 }
-MESSAGES = {
-    "user": USER,
-    "system": Message.system("again", id="m-system"),
-    "assistant": Message.assistant("reply", id="m-assistant"),
+BATCHES = {
+    "user": [USER],
+    "system": [Message.system("again", id="m-system")],
+    "assistant": [Message.assistant("reply", id="m-assistant")],
+    "user, assistant": [USER, Message.assistant("reply", id="m-assistant")],
+    "system, user": [Message.system("again", id="m-system"), USER],
+    "assistant, user, assistant": [
+        Message.assistant("reply", id="m-assistant"),
+        USER,
+        Message.assistant("more", id="m-more"),
+    ],
+    "user, user": [USER, Message.user("again", id="m-again")],
+    "user, system": [USER, Message.system("late", id="m-late")],
 }
 
 
-def general(history: RedisHistory, message: Message) -> _core.Call[Any]:
-    """``append-4.lua``'s call for ``message``, as the store sent it before the plain path."""
+def general(history: RedisHistory, messages: list[Message]) -> _core.Call[Any]:
+    """``append-4.lua``'s call for ``messages``, as the store sent it before the plain path."""
     core = history.core
-    envelope, tokens = encode_message(message, core._price, core.max_message_bytes)
-    token = _core.op_token("append", (message.id,))
-    return core._append_call(token, tokens, (envelope,), role_item(message))
+    token = _core.op_token("append", [m.id for m in messages])
+    if len(messages) == 1:
+        envelope, tokens = encode_message(messages[0], core._price, core.max_message_bytes)
+        return core._append_call(token, tokens, (envelope,), role_item(messages[0]))
+    batch = core._batch(messages)
+    return core._append_call(token, batch.tokens, batch.envelopes, batch.roles)
 
 
 def outcome(history: RedisHistory, call: _core.Call[Any]) -> tuple[Any, ...]:
     try:
         return ("reply", history.execute(call))
     except HistoryError as exc:
-        return (type(exc).__name__, str(exc).replace(history.conversation_id, "<id>"))
+        return (type(exc).__name__, exc.index, str(exc).replace(history.conversation_id, "<id>"))
 
 
 def keys(client: redis.Redis, history: RedisHistory) -> dict[str, Any]:
@@ -118,26 +130,26 @@ def keys(client: redis.Redis, history: RedisHistory) -> dict[str, Any]:
 
 @pytest.mark.parametrize("ttl", [None, 600])
 @pytest.mark.parametrize("validate", [True, False])
-@pytest.mark.parametrize("role", MESSAGES)
+@pytest.mark.parametrize("batch", BATCHES)
 @pytest.mark.parametrize("state", STATES)
 def test_the_plain_script_answers_and_writes_as_the_general_one(
-    client: redis.Redis, state: str, role: str, validate: bool, ttl: int | None
+    client: redis.Redis, state: str, batch: str, validate: bool, ttl: int | None
 ) -> None:
-    message = MESSAGES[role]
+    messages = BATCHES[batch]
     plain = RedisHistory(client, "plain", validate=validate, ttl=ttl)
     other = RedisHistory(client, "general", validate=validate, ttl=ttl)
     for history in (plain, other):
         STATES[state](RedisHistory(client, history.conversation_id, ttl=300), client)
-    call = plain.core.append([message])
+    call = plain.core.append(messages)
     assert call.script is not None
     assert call.script.name == "append_plain"
-    assert outcome(plain, call) == outcome(other, general(other, message))
+    assert outcome(plain, call) == outcome(other, general(other, messages))
     assert keys(client, plain) == keys(client, other)
 
 
 def test_only_one_plain_message_without_kept_out_data_takes_the_plain_script() -> None:
-    """A batch, a call, a result, a large envelope (staged) or inline data kept outside the
-    list go to the general script."""
+    """A call, a result, a batch holding one, a batch over ``PLAIN_BATCH``, a large envelope
+    (staged) or inline data kept outside the list go to the general script."""
     history = RedisHistory(redis.Redis(), "c")  # never sent
 
     def script_of(messages: list[Message]) -> str:
@@ -147,7 +159,11 @@ def test_only_one_plain_message_without_kept_out_data_takes_the_plain_script() -
 
     assert script_of([Message.user("u")]) == "append_plain"
     assert script_of([Message.assistant("a")]) == "append_plain"
-    assert script_of([Message.user("u"), Message.assistant("a")]) == "append"
+    assert script_of([Message.user("u"), Message.assistant("a")]) == "append_plain"
+    assert script_of([Message.user("u"), calls("c1")]) == "append"
+    pairs = [Message.user("u"), Message.assistant("a")] * (_core.PLAIN_BATCH // 2)
+    assert script_of(pairs) == "append_plain"
+    assert script_of([*pairs, Message.user("u")]) == "append"
     assert script_of([calls("c1")]) == "append"
     assert script_of([Message.tool("r", tool_call_id="c1")]) == "append"
     assert script_of([Message.user(STAGED_TEXT)]) == "append"

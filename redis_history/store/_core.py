@@ -61,6 +61,7 @@ __all__ = [
     "MOVED_ON",
     "NOTHING_TO_SEND",
     "OPS_KEPT",
+    "PLAIN_BATCH",
     "STAGE_BYTES",
     "UNSTAGED",
     "WAIT_ATTEMPTS",
@@ -194,6 +195,10 @@ idempotent)."""
 
 WAIT_ATTEMPTS = 4
 """How many times a waited-on write is sent to a cluster whose layout keeps changing."""
+
+PLAIN_BATCH = 32
+"""The most plain messages one append sends to ``lua/append_plain-3.lua`` (a turn, or a
+few): a longer batch goes to ``lua/append-4.lua``, which pushes it in chunks."""
 
 STAGE_BYTES = 4096
 """An append whose envelopes hold at least this many bytes is staged (``Call.staged``):
@@ -509,9 +514,9 @@ class HistoryCore:
     def append(self, messages: Sequence[Message]) -> Call[bool | None]:
         """Append ``messages`` at the tail, all or none; once per batch of message ids. The
         call answers whether the batch was a replay of one applied before (``None`` for an
-        empty batch, which sends nothing). One plain message (user, system, or assistant
-        without tool calls) that keeps no data outside the list and is not staged goes to
-        ``lua/append_plain-3.lua``, the rest to ``lua/append-4.lua``."""
+        empty batch, which sends nothing). Plain messages (user, system, or assistant
+        without tool calls; at most ``PLAIN_BATCH``) that keep no data outside the list and
+        are not staged go to ``lua/append_plain-3.lua``, the rest to ``lua/append-4.lua``."""
         if len(messages) == 1 and isinstance(messages, list | tuple):  # most appends
             message = messages[0]
             try:
@@ -526,15 +531,30 @@ class HistoryCore:
                 and (not kept_out or kept_out == _NO_BLOBS)
                 and len(envelope) < STAGE_BYTES
             ):
-                command = (*self._plain_head, token, self.ttl_ms, self._check, tokens, envelope)
-                return Call(self._replayed, (*command, roles[0]), self._plain, True)
+                return self._plain_call(token, tokens, (envelope,), roles[:1])
             return self._append_call(token, tokens, (envelope,), roles, kept_out)
         batch = self._batch(batch_of(messages))
         if not batch.envelopes:
             return NOTHING_TO_SEND
         token = op_token("append", [m.id for m in messages])
         blobs = self._blobs(messages)
+        if (
+            blobs == _NO_BLOBS
+            and len(messages) <= PLAIN_BATCH
+            and all(m.role != "tool" and not m.tool_calls for m in messages)
+            and sum(map(len, batch.envelopes)) < STAGE_BYTES
+        ):
+            plain = [m.role for m in messages]
+            return self._plain_call(token, batch.tokens, batch.envelopes, plain)
         return self._append_call(token, batch.tokens, batch.envelopes, batch.roles, blobs)
+
+    def _plain_call(
+        self, token: bytes, tokens: int, envelopes: Sequence[bytes], roles: Sequence[str | int]
+    ) -> Call[bool | None]:
+        """``lua/append_plain-3.lua``'s call: plain messages, their envelopes and roles."""
+        n = len(envelopes)
+        command = (*self._plain_head, token, self.ttl_ms, self._check, tokens, n)
+        return Call(self._replayed, (*command, *envelopes, *roles), self._plain, True)
 
     def _blobs(self, messages: Sequence[Message]) -> tuple[Any, ...]:
         """The blobs section of a write's arguments: how many, then digest and data of each
