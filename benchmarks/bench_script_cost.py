@@ -19,8 +19,8 @@ every row). The contestants:
   costs Redis before the script does anything;
 - the minimal scripted append (``peers.MINIMAL_SCRIPT``: ``RPUSH``, ``HINCRBY``);
 - the store's general append script (``lua/append-4.lua``), as it was sent for one message
-  before the plain path (``_core.HistoryCore._append_call``);
-- the store's append of one plain message (``lua/append_plain-3.lua``: the same commands,
+  before short batches had their own (``_core.HistoryCore._append_call``);
+- the store's append of a short batch (``lua/append_small-3.lua``: the same commands,
   checks and records, no helper functions), as ``RedisHistory.append`` sends it.
 
 Then what a microsecond of Redis's time costs the client: scripts that ``RPUSH`` after a
@@ -77,7 +77,7 @@ def contestants(client: redis.Redis) -> dict[str, Callable[[RedisHistory, Messag
     """Each contestant's append of one message to the conversation of a history."""
     empty = client.script_load("return 0")
     minimal = client.script_load(MINIMAL_SCRIPT)
-    for name in ("append", "append_plain"):
+    for name in ("append", "append_small"):
         client.script_load(script(name).source)
 
     def general(history: RedisHistory, message: Message) -> tuple[Any, ...]:
@@ -97,7 +97,7 @@ def contestants(client: redis.Redis) -> dict[str, Callable[[RedisHistory, Messag
             client, ("EVALSHA", minimal, 2, h.keys.msgs, h.keys.meta, 1, general(h, m)[14])
         ),
         "the store's general script, append-4.lua": lambda h, m: execute(client, general(h, m)),
-        "the store's plain append, append_plain-3.lua": lambda h, m: execute(
+        "the store's small append, append_small-3.lua": lambda h, m: execute(
             client, h.core.append([m]).command
         ),
     }
@@ -155,8 +155,8 @@ def amplification(client: redis.Redis, messages: int) -> dict[str, Any]:
         return lambda h, _m: execute(client, ("EVALSHA", sha, 1, h.keys.msgs, envelope))
 
     runs = {f"loop {n}": pushing(client.script_load(padded(n))) for n in LOOPS}
-    plain = [Message.user("x") for _ in range(messages)]
-    measured = interleaved(client, runs, plain, lambda _name: "evalsha", "padded")
+    pushes = [Message.user("x") for _ in range(messages)]
+    measured = interleaved(client, runs, pushes, lambda _name: "evalsha", "padded")
     xs = [measured[f"loop {n}"]["server_us"] for n in LOOPS]
     ys = [measured[f"loop {n}"]["wall_us"] for n in LOOPS]
     slope = statistics.linear_regression(xs, ys).slope

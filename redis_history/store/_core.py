@@ -61,7 +61,7 @@ __all__ = [
     "MOVED_ON",
     "NOTHING_TO_SEND",
     "OPS_KEPT",
-    "PLAIN_BATCH",
+    "SMALL_BATCH",
     "STAGE_BYTES",
     "UNSTAGED",
     "WAIT_ATTEMPTS",
@@ -196,9 +196,10 @@ idempotent)."""
 WAIT_ATTEMPTS = 4
 """How many times a waited-on write is sent to a cluster whose layout keeps changing."""
 
-PLAIN_BATCH = 32
-"""The most plain messages one append sends to ``lua/append_plain-3.lua`` (a turn, or a
-few): a longer batch goes to ``lua/append-4.lua``, which pushes it in chunks."""
+SMALL_BATCH = 32
+"""The most messages one append sends to ``lua/append_small-3.lua`` (a turn, or a few): a
+longer batch goes to ``lua/append-4.lua``, whose walk looks open calls up in a table and
+which pushes in chunks."""
 
 STAGE_BYTES = 4096
 """An append whose envelopes hold at least this many bytes is staged (``Call.staged``):
@@ -386,8 +387,8 @@ class HistoryCore:
         if len(keys) != self._append.nkeys:
             raise AssertionError("append takes the conversation's data keys and its stage")
         self._append_head = ("EVALSHA", self._append.sha, self._append.nkeys, *keys)
-        self._plain = script("append_plain")
-        self._plain_head = ("EVALSHA", self._plain.sha, self._plain.nkeys, *self._data)
+        self._small = script("append_small")
+        self._small_head = ("EVALSHA", self._small.sha, self._small.nkeys, *self._data)
         self.redactor = Redactor.of(*secrets)
         """Masks ``secrets`` (the client's password) in the errors :meth:`wrap` makes."""
         self._clock = clock
@@ -514,9 +515,9 @@ class HistoryCore:
     def append(self, messages: Sequence[Message]) -> Call[bool | None]:
         """Append ``messages`` at the tail, all or none; once per batch of message ids. The
         call answers whether the batch was a replay of one applied before (``None`` for an
-        empty batch, which sends nothing). Plain messages (user, system, or assistant
-        without tool calls; at most ``PLAIN_BATCH``) that keep no data outside the list and
-        are not staged go to ``lua/append_plain-3.lua``, the rest to ``lua/append-4.lua``."""
+        empty batch, which sends nothing). At most ``SMALL_BATCH`` messages that keep no
+        data outside the list and are not staged go to ``lua/append_small-3.lua``, the rest
+        to ``lua/append-4.lua``."""
         if len(messages) == 1 and isinstance(messages, list | tuple):  # most appends
             message = messages[0]
             try:
@@ -526,12 +527,8 @@ class HistoryCore:
                 raise self._context(exc) from None
             token = op_token("append", (message.id,))
             kept_out = self._blobs(messages) if message.parts else ()
-            if (
-                (len(roles) == 1 or roles[1] == 0)  # user, system, assistant without calls
-                and (not kept_out or kept_out == _NO_BLOBS)
-                and len(envelope) < STAGE_BYTES
-            ):
-                return self._plain_call(token, tokens, (envelope,), roles[:1])
+            if (not kept_out or kept_out == _NO_BLOBS) and len(envelope) < STAGE_BYTES:
+                return self._small_call(token, tokens, (envelope,), roles)
             return self._append_call(token, tokens, (envelope,), roles, kept_out)
         batch = self._batch(batch_of(messages))
         if not batch.envelopes:
@@ -540,21 +537,19 @@ class HistoryCore:
         blobs = self._blobs(messages)
         if (
             blobs == _NO_BLOBS
-            and len(messages) <= PLAIN_BATCH
-            and all(m.role != "tool" and not m.tool_calls for m in messages)
+            and len(messages) <= SMALL_BATCH
             and sum(map(len, batch.envelopes)) < STAGE_BYTES
         ):
-            plain = [m.role for m in messages]
-            return self._plain_call(token, batch.tokens, batch.envelopes, plain)
+            return self._small_call(token, batch.tokens, batch.envelopes, batch.roles)
         return self._append_call(token, batch.tokens, batch.envelopes, batch.roles, blobs)
 
-    def _plain_call(
+    def _small_call(
         self, token: bytes, tokens: int, envelopes: Sequence[bytes], roles: Sequence[str | int]
     ) -> Call[bool | None]:
-        """``lua/append_plain-3.lua``'s call: plain messages, their envelopes and roles."""
+        """``lua/append_small-3.lua``'s call: the envelopes, then their role items."""
         n = len(envelopes)
-        command = (*self._plain_head, token, self.ttl_ms, self._check, tokens, n)
-        return Call(self._replayed, (*command, *envelopes, *roles), self._plain, True)
+        command = (*self._small_head, token, self.ttl_ms, self._check, tokens, n)
+        return Call(self._replayed, (*command, *envelopes, *roles), self._small, True)
 
     def _blobs(self, messages: Sequence[Message]) -> tuple[Any, ...]:
         """The blobs section of a write's arguments: how many, then digest and data of each

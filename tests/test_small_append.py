@@ -1,4 +1,4 @@
-"""``lua/append_plain-3.lua``, the append of one plain message, answers and writes exactly
+"""``lua/append_small-3.lua``, the append of a short batch, answers and writes exactly
 what ``lua/append-4.lua`` does for it, from every kind of stored state: the two scripts are
 run side by side on two copies of one conversation and compared, reply and keys."""
 
@@ -50,12 +50,12 @@ def lost(key: str) -> Setup:
 FIRST = [Message.system("s", id="s0"), Message.user("u", id="u0")]
 
 
-REPLY, SUMMARY = Message.assistant("a", id="a0"), Message.system("summary", id="sum")
+FIRST_REPLY, SUMMARY = Message.assistant("a", id="a0"), Message.system("summary", id="sum")
 
 
 def compacted(history: RedisHistory, _client: redis.Redis) -> None:
     """A turn summarized, the originals in the archive (a key whose TTL a write refreshes)."""
-    history.append_many([*FIRST, REPLY])
+    history.append_many([*FIRST, FIRST_REPLY])
     history.splice_prefix(2, SUMMARY, expected_ids=["s0", "u0"])
 
 
@@ -79,22 +79,42 @@ STATES: dict[str, Setup] = {
     "open not JSON": meta(open="[c1"),
     "open holds a number": meta(open="[1]"),
     "open an empty array": meta(open="[]"),
+    "open holds an id twice": meta(open='["c1","c1"]'),
     "meta hash lost": lost("meta"),
     "list lost": lost("msgs"),
 }
+REPLY = Message.assistant("reply", id="m-assistant")
+CALLING = calls("c3", "c4")
 BATCHES = {
     "user": [USER],
     "system": [Message.system("again", id="m-system")],
-    "assistant": [Message.assistant("reply", id="m-assistant")],
-    "user, assistant": [USER, Message.assistant("reply", id="m-assistant")],
+    "assistant": [REPLY],
+    "calls": [CALLING],
+    "result for c1": [Message.tool("r1", tool_call_id="c1", id="m-t1")],
+    "result for c2": [Message.tool("r2", tool_call_id="c2", id="m-t2")],
+    "result for nothing open": [Message.tool("rx", tool_call_id="cx", id="m-tx")],
+    "user, assistant": [USER, REPLY],
     "system, user": [Message.system("again", id="m-system"), USER],
-    "assistant, user, assistant": [
-        Message.assistant("reply", id="m-assistant"),
-        USER,
-        Message.assistant("more", id="m-more"),
-    ],
+    "assistant, user, assistant": [REPLY, USER, Message.assistant("more", id="m-more")],
     "user, user": [USER, Message.user("again", id="m-again")],
     "user, system": [USER, Message.system("late", id="m-late")],
+    "both results, a reply": [
+        Message.tool("r1", tool_call_id="c1", id="m-t1"),
+        Message.tool("r2", tool_call_id="c2", id="m-t2"),
+        REPLY,
+    ],
+    "one result twice": [
+        Message.tool("r1", tool_call_id="c1", id="m-t1"),
+        Message.tool("r1 again", tool_call_id="c1", id="m-t1b"),
+    ],
+    "a whole tool turn": [
+        USER,
+        CALLING,
+        Message.tool("r3", tool_call_id="c3", id="m-t3"),
+        Message.tool("r4", tool_call_id="c4", id="m-t4"),
+        REPLY,
+    ],
+    "calls left open, then a user": [USER, CALLING, Message.user("early", id="m-early")],
 }
 
 
@@ -142,14 +162,14 @@ def test_the_plain_script_answers_and_writes_as_the_general_one(
         STATES[state](RedisHistory(client, history.conversation_id, ttl=300), client)
     call = plain.core.append(messages)
     assert call.script is not None
-    assert call.script.name == "append_plain"
+    assert call.script.name == "append_small"
     assert outcome(plain, call) == outcome(other, general(other, messages))
     assert keys(client, plain) == keys(client, other)
 
 
-def test_only_one_plain_message_without_kept_out_data_takes_the_plain_script() -> None:
-    """A call, a result, a batch holding one, a batch over ``PLAIN_BATCH``, a large envelope
-    (staged) or inline data kept outside the list go to the general script."""
+def test_short_batches_without_kept_out_data_take_the_small_script() -> None:
+    """A batch over ``SMALL_BATCH``, a large envelope (staged) or inline data kept outside
+    the list go to the general script."""
     history = RedisHistory(redis.Redis(), "c")  # never sent
 
     def script_of(messages: list[Message]) -> str:
@@ -157,15 +177,13 @@ def test_only_one_plain_message_without_kept_out_data_takes_the_plain_script() -
         assert call.script is not None
         return call.script.name
 
-    assert script_of([Message.user("u")]) == "append_plain"
-    assert script_of([Message.assistant("a")]) == "append_plain"
-    assert script_of([Message.user("u"), Message.assistant("a")]) == "append_plain"
-    assert script_of([Message.user("u"), calls("c1")]) == "append"
-    pairs = [Message.user("u"), Message.assistant("a")] * (_core.PLAIN_BATCH // 2)
-    assert script_of(pairs) == "append_plain"
+    assert script_of([Message.user("u")]) == "append_small"
+    assert script_of([calls("c1")]) == "append_small"
+    assert script_of([Message.tool("r", tool_call_id="c1")]) == "append_small"
+    assert script_of(BATCHES["a whole tool turn"]) == "append_small"
+    pairs = [Message.user("u"), Message.assistant("a")] * (_core.SMALL_BATCH // 2)
+    assert script_of(pairs) == "append_small"
     assert script_of([*pairs, Message.user("u")]) == "append"
-    assert script_of([calls("c1")]) == "append"
-    assert script_of([Message.tool("r", tool_call_id="c1")]) == "append"
     assert script_of([Message.user(STAGED_TEXT)]) == "append"
     part = FilePart(data=bytes(range(256)) * 8, media_type="application/pdf")
     assert script_of([Message.user(["see", part])]) == "append"

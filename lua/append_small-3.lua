@@ -1,12 +1,12 @@
 --[[
-append_plain: append-4.lua for the most common writes, plain messages (user, system, or
-assistant without tool calls; one, or a short turn of them) with no inline data kept
-outside the list and not staged: the same checks,
-records, TTL and replies, written out in one piece. Lua makes every function a script
-defines again at each call, and the caller waits for each µs Redis spends once more
-(benchmarks/bench_script_cost.py: this path costs Redis 6-7.5 µs less than append-4.lua's
-thirteen helpers), so it defines none. The rules are walk.lua's for these roles;
-tests/test_plain_append.py holds the two scripts to the same replies and writes.
+append_small: append-4.lua for the most common writes, a short batch (one message, or a
+turn of up to SMALL_BATCH in redis_history/store/_core.py) that keeps no inline data
+outside the list and is not staged: the same checks, records, TTL and replies, written
+out in one piece. Lua makes every function a script defines again at each call, and the
+caller waits for each µs Redis spends once more (benchmarks/bench_script_cost.py:
+append-4.lua's thirteen helpers cost Redis 6-7.5 µs a call), so this defines none. The
+rules are walk.lua's, its table of open call positions a scan of the few open ids;
+tests/test_small_append.py holds the two scripts to the same replies and writes.
 
 KEYS[1] msgs     LIST of envelopes
 KEYS[2] meta     HASH (total, role, open, ttl, and the records of recent appends)
@@ -15,8 +15,8 @@ ARGV[1] op       the operation token (derived from the batch's message ids)
 ARGV[2] ttl      ms to set as the conversation's TTL, or 0 to keep the stored one
 ARGV[3] check    1 to check role order and tool pairing, 0 to only track them
 ARGV[4] tokens   the batch's token count
-ARGV[5] n        how many messages (at most PLAIN_BATCH in redis_history/store/_core.py)
-ARGV[6..]        their n envelopes, then their n roles (user, system or assistant)
+ARGV[5] n        how many messages
+ARGV[6..]        their n envelopes, then their n role items (walk.lua's)
 
 Returns what append-4.lua returns for them.
 ]]
@@ -30,15 +30,14 @@ if not total or not ttl then return {CORRUPT, -1, 'meta field total or ttl is no
 if not (last == '' or last == 'user' or last == 'assistant' or last == 'tool' or last == 'system') then
   return {CORRUPT, -1, 'meta field role is not a role: ' .. last}
 end
-local open = f[3]
-if open == '' then open = false end
-if open then
-  local ok, decoded = pcall(cjson.decode, open)
+local open = {}  -- the open call ids, oldest first; an answered one becomes false
+if f[3] and f[3] ~= '' then
+  local ok, decoded = pcall(cjson.decode, f[3])
   if not ok or type(decoded) ~= 'table' then return {CORRUPT, -1, 'meta field open is not a JSON array'} end
   for _, id in ipairs(decoded) do
     if type(id) ~= 'string' then return {CORRUPT, -1, 'meta field open holds a non-string'} end
   end
-  open = #decoded > 0 and decoded
+  open = decoded
 end
 local exists, records = f[1] ~= false, f[4] or ''
 
@@ -59,22 +58,46 @@ if not exists then
     return {CORRUPT, -1, 'the meta hash is gone while messages remain (evicted or deleted; the store needs maxmemory-policy noeviction): replace() or delete() the conversation'}
   end
 end
-local closes = open  -- calls left open are closed by a plain message (checks off, or a system one)
-if ARGV[3] == '1' then
-  for i = 0, n - 1 do
-    local role, code, why = ARGV[6 + n + i], ROLE_ORDER, nil
+
+-- walk.lua's rules, item by item.
+local check, left, changed, gone = ARGV[3] == '1', #open, false, nil
+at = 6 + n
+for i = 0, n - 1 do
+  local prev, role, answered, j, k = last, ARGV[at], nil, nil, 0
+  local ids = at + 2
+  if role == 'tool' then
+    answered, at = ARGV[at + 1], at + 2
+    if left > 0 and not (gone and gone[answered]) then  -- an id answers its call once
+      for x = 1, #open do
+        if open[x] == answered then j = x break end
+      end
+    end
+  elseif role == 'assistant' then
+    k = tonumber(ARGV[at + 1])
+    at = ids + k
+  else
+    at = at + 1
+  end
+  if check then
+    local code, why = ROLE_ORDER, nil
     if role == 'system' then
-      if last ~= '' then why = 'a system message may only come first, not after ' .. last end
-    elseif open then
-      code, why = TOOL_PAIRING, role .. ' message while tool calls are unanswered: ' .. table.concat(open, ', ')
-    elseif role == 'user' then
-      if not (last == '' or last == 'system' or last == 'assistant') then why = 'a user message may not follow ' .. last end
-    elseif role == 'assistant' then
-      if not (last == 'user' or last == 'tool') then
-        why = 'an assistant message may not follow ' .. (last == '' and 'nothing' or last)
+      if prev ~= '' then why = 'a system message may only come first, not after ' .. prev end
+    elseif role == 'tool' then
+      if not j then code, why = TOOL_PAIRING, 'tool result for ' .. answered .. ' answers no open tool call' end
+    elseif role == 'user' or role == 'assistant' then
+      if left > 0 then
+        local rest = {}
+        for x = 1, #open do
+          if open[x] then rest[#rest + 1] = open[x] end
+        end
+        code, why = TOOL_PAIRING, role .. ' message while tool calls are unanswered: ' .. table.concat(rest, ', ')
+      elseif role == 'user' and not (prev == '' or prev == 'system' or prev == 'assistant') then
+        why = 'a user message may not follow ' .. prev
+      elseif role == 'assistant' and not (prev == 'user' or prev == 'tool') then
+        why = 'an assistant message may not follow ' .. (prev == '' and 'nothing' or prev)
       end
     else
-      why = 'unknown role ' .. role
+      why = 'unknown role ' .. tostring(role)
     end
     if why then  -- unless the stored state it checked against is lost
       if exists and total > 0 and (length or redis.call('LLEN', msgs)) == 0 then
@@ -82,10 +105,27 @@ if ARGV[3] == '1' then
       end
       return {code, i, why}
     end
-    last, open = role, false
   end
-else
-  last = ARGV[5 + 2 * n]
+  if role == 'tool' then
+    if j then
+      open[j], left, changed = false, left - 1, true
+      gone = gone or {}
+      gone[answered] = true
+    end
+  elseif k > 0 then
+    open, left, changed, gone = {}, k, true, nil
+    for x = 1, k do open[x] = ARGV[ids + x - 1] end
+  elseif #open > 0 then
+    open, left, changed, gone = {}, 0, true, nil
+  end
+  last = role
+end
+if left < #open then
+  local rest = {}
+  for x = 1, #open do
+    if open[x] then rest[#rest + 1] = open[x] end
+  end
+  open = rest
 end
 
 -- Onto a list the meta hash counts tokens of, RPUSHX: if the list was lost it pushes
@@ -96,8 +136,8 @@ if length == 0 then
 end
 if #records >= OPS_KEPT * TOKEN_SIZE then records = string.sub(records, TOKEN_SIZE + 1) end
 total = total + tonumber(ARGV[4])
-if closes then
-  redis.call('HSET', meta, APPENDS, records .. op, 'role', last, 'total', total, 'open', '')
+if changed then
+  redis.call('HSET', meta, APPENDS, records .. op, 'role', last, 'total', total, 'open', #open == 0 and '' or cjson.encode(open))
 else
   redis.call('HSET', meta, APPENDS, records .. op, 'role', last, 'total', total)
 end
