@@ -4,7 +4,7 @@ turn of up to SMALL_BATCH in redis_history/store/_core.py) that keeps no inline 
 outside the list and is not staged: the same checks, records, TTL and replies, written
 out in one piece. Lua makes every function a script defines again at each call, and the
 caller waits for each µs Redis spends once more (benchmarks/bench_script_cost.py:
-append-4.lua's thirteen helpers cost Redis 6-7.5 µs a call), so this defines none. The
+append-4.lua's thirteen helpers cost Redis about 6 µs a call), so this defines none. The
 rules are walk.lua's, its table of open call positions a scan of the few open ids;
 tests/test_small_append.py holds the two scripts to the same replies and writes.
 
