@@ -17,6 +17,7 @@ import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 import redis
@@ -188,60 +189,60 @@ class RedisHistoryHeuristic(RedisHistoryStore):
     options: dict[str, Any] = {"token_counter": "heuristic"}  # noqa: RUF012
 
 
-class StagingStore(RedisHistoryStore):
-    """redis-history with ``_core.STAGE_BYTES`` set to :attr:`stage_bytes` around its own
-    calls (``--staging``): what staging large appends buys, in the same run."""
+class SettingStore(RedisHistoryStore):
+    """redis-history with a module constant (:attr:`name` of :attr:`module`) set to
+    :attr:`value` around its own writes: what a setting buys, in the same run. Reads take
+    whatever was written as it is."""
 
-    stage_bytes = 0
+    module: ModuleType
+    name: str
+    value: int
 
-    def staged(self, call: Any) -> object:
-        saved, _core.STAGE_BYTES = _core.STAGE_BYTES, self.stage_bytes
+    def setting(self, call: Any) -> object:
+        saved = getattr(self.module, self.name)
+        setattr(self.module, self.name, self.value)
         try:
             return call()
         finally:
-            _core.STAGE_BYTES = saved
+            setattr(self.module, self.name, saved)
 
     def append(self, native: Any) -> object:
-        return self.staged(lambda: self.history.append(native))
+        return self.setting(lambda: self.history.append(native))
 
     def append_turn(self, natives: list[Any]) -> object:
-        return self.staged(lambda: self.history.append_many(natives))
+        return self.setting(lambda: self.history.append_many(natives))
 
 
-class NeverStaged(StagingStore):
-    stage_bytes = 1 << 62
+class NeverStaged(SettingStore):
+    """``--staging``: ``_core.STAGE_BYTES`` out of reach."""
+
+    module = _core
+    name = "STAGE_BYTES"
+    value = 1 << 62
 
 
-class AlwaysStaged(StagingStore):
-    stage_bytes = 0
+class AlwaysStaged(SettingStore):
+    """``--staging``: every append staged."""
+
+    module = _core
+    name = "STAGE_BYTES"
+    value = 0
 
 
-class CompressionStore(RedisHistoryStore):
-    """redis-history with ``codec.COMPRESS_BYTES`` set to :attr:`compress_bytes` around its
-    own writes (``--compression``); reads take either form as it is."""
+class NeverCompressed(SettingStore):
+    """``--compression``: ``codec.COMPRESS_BYTES`` out of reach."""
 
-    compress_bytes = 1 << 62
-
-    def compressing(self, call: Any) -> object:
-        saved, codec.COMPRESS_BYTES = codec.COMPRESS_BYTES, self.compress_bytes
-        try:
-            return call()
-        finally:
-            codec.COMPRESS_BYTES = saved
-
-    def append(self, native: Any) -> object:
-        return self.compressing(lambda: self.history.append(native))
-
-    def append_turn(self, natives: list[Any]) -> object:
-        return self.compressing(lambda: self.history.append_many(natives))
+    module = codec
+    name = "COMPRESS_BYTES"
+    value = 1 << 62
 
 
-class NeverCompressed(CompressionStore):
-    compress_bytes = 1 << 62
+class CompressedFrom1K(SettingStore):
+    """``--compression``: texts of 1 KiB or more compressed."""
 
-
-class CompressedFrom1K(CompressionStore):
-    compress_bytes = 1024
+    module = codec
+    name = "COMPRESS_BYTES"
+    value = 1024
 
 
 MINIMAL_SCRIPT = (

@@ -20,7 +20,6 @@ def test_realistic_mix_is_seeded_sized_and_in_role_order() -> None:
     assert [m.wire_json() for m in traffic.flatten(turns)] == [
         m.wire_json() for m in traffic.flatten(traffic.realistic_turns(600))
     ]
-    state = RoleState()
     kinds = set()
     for m in traffic.flatten(turns):
         kinds.add(m.kind)
@@ -31,16 +30,7 @@ def test_realistic_mix_is_seeded_sized_and_in_role_order() -> None:
             json.loads(m.content)
         elif not m.tool_calls:
             assert 200 <= len(m.content) <= 2000
-        state.advance(
-            Message(
-                role=m.role,
-                content=m.content,
-                tool_calls=tuple(
-                    ToolCall(id=c.id, name=c.name, arguments=c.arguments) for c in m.tool_calls
-                ),
-                tool_call_id=m.tool_call_id,
-            )
-        )
+    _follow_role_rules(traffic.flatten(turns))
     assert kinds == {"text", "code", "cjk", "json", "calls"}
     short = traffic.flatten(traffic.short_turns(100))
     assert all(40 <= len(m.content) <= 56 for m in short)
