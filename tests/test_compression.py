@@ -75,7 +75,7 @@ def test_a_long_text_is_stored_compressed_and_every_read_gives_it_back(
     head = envelopes[2][: envelopes[2].index(b"}}") + 2]
     assert head.startswith(b'{"t":')
     assert b',"z":' in head
-    assert b'"m":{"id":"t0","role":"tool","tool_call_id":"c0","created_at":' in head
+    assert b'"m":{"id":"t0","role":"tool","tool_call_id":"c0","at":' in head
     assert b'"content"' not in head
     assert len(envelopes[2]) < len(json.dumps(messages[2].to_openai())) / 3
     assert history.snapshot() == messages

@@ -4,6 +4,7 @@ still reads (in Python and in every script), and the chat-completions read."""
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
@@ -78,8 +79,7 @@ def test_a_default_message_is_stored_without_its_defaults(client: redis.Redis) -
     [envelope] = stored(client, history)
     tokens = history.entries()[0].tokens
     expected = (
-        f'{{"t":{tokens},"m":{{"id":"{message.id}","role":"user","content":"hi",'
-        f'"created_at":{AT_MS}}}}}'
+        f'{{"t":{tokens},"m":{{"id":"{message.id}","role":"user","content":"hi","at":{AT_MS}}}}}'
     )
     assert envelope.decode() == expected
     assert history.snapshot() == [message]
@@ -97,7 +97,7 @@ def test_flags_are_stored_only_when_set(client: redis.Redis) -> None:
     assert b',"x":1,"m":{"id":"' in reply
     assert b'"s"' not in reply
     body = json.loads(reply)["m"]
-    assert set(body) == {"id", "role", "created_at"}
+    assert set(body) == {"id", "role", "at"}
     entries = history.entries()
     assert [(e.exact, e.summary) for e in entries] == [(True, True), (True, False)]
 
@@ -143,7 +143,7 @@ def test_created_at_reads_back_equal(client: redis.Redis, case: str) -> None:
     moment, as_integer = MOMENTS[case]
     history = RedisHistory(client, "c", token_counter="heuristic")
     history.append(Message.user("hi", created_at=moment))
-    stamp = json.loads(stored(client, history)[0])["m"]["created_at"]
+    stamp = json.loads(stored(client, history)[0])["m"]["at"]
     assert isinstance(stamp, int) is as_integer
     [back] = history.snapshot()
     assert back.created_at == moment
@@ -155,10 +155,44 @@ def test_a_new_message_is_stamped_to_the_millisecond() -> None:
     stamps = [Message.user("x").created_at for _ in range(50)]
     assert all(s.tzinfo is UTC and s.microsecond % 1000 == 0 for s in stamps)
     envelope, _ = encode_message(Message.user("x"), HeuristicCounter(), 1 << 10)
-    assert isinstance(json.loads(envelope)["m"]["created_at"], int)
+    assert isinstance(json.loads(envelope)["m"]["at"], int)
 
 
 # -- the layout before compact envelopes -----------------------------------------------------
+
+
+def test_messages_stored_with_created_at_read_as_they_did(client: redis.Redis) -> None:
+    """Messages stored before the timestamp's short name (``"created_at":`` where ``"at":``
+    is now) read back equal through every read and script, plain, general and compressed,
+    and a conversation holding both forms takes appends and rewrites."""
+    history = RedisHistory(client, "c", token_counter="heuristic")
+    messages = [*varied(), Message.user("long"), Message.assistant("x" * 5000)]
+    history.append_many(messages)
+    key = history.keys.msgs
+    raw = stored(client, history)
+    old = [e.replace(b',"at":', b',"created_at":', 1) for e in raw]
+    assert all(b'"created_at":' in e and b'"at":' not in e for e in old)
+    assert old[-1].endswith(b"\0")  # the compressed one
+    for i, envelope in enumerate(old):
+        client.lset(key, i, envelope)
+    assert history.snapshot() == messages
+    assert history.snapshot_openai() == [m.to_openai() for m in messages]
+    assert [e.message for e in history.entries()] == messages
+    assert history.token_estimate() == sum(e.tokens for e in history.entries())
+    history.append(Message.user("new"))
+    assert history.truncate(len(messages)) == 1
+    assert history.rollback([messages[-1].id]) == 1
+    assert history.snapshot() == messages[:-1]
+    history.splice_prefix(6, Message.system("summary"))
+    assert history.snapshot()[1:] == messages[6:-1]
+
+
+def test_a_new_message_id_is_128_random_bits_in_22_url_safe_characters() -> None:
+    """The id every stored message carries is short and as unique as a uuid4."""
+    ids = {Message.user("x").id for _ in range(2000)}
+    assert len(ids) == 2000
+    assert all(len(i) == 22 and re.fullmatch(r"[A-Za-z0-9_-]{22}", i) for i in ids)
+    assert len(set().union(*ids)) > 60  # every character of the alphabet turns up
 
 
 # -- the turn state from compact envelopes ---------------------------------------------------
@@ -356,7 +390,7 @@ def plain_message(draw: st.DrawFn) -> Message:
 def test_the_plain_body_is_what_the_serializer_writes(message: Message) -> None:
     """The orjson template writes a plain message byte for byte as the stored serializer
     does (control characters, quotes, non-BMP text), and leaves everything else to it."""
-    general = _STORED.to_json(message.__dict__, exclude_defaults=True)
+    general = _STORED.to_json(message.__dict__, exclude_defaults=True, by_alias=True)
     plain = _plain_body(message)
     if plain is not None:
         assert plain == general

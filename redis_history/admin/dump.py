@@ -9,7 +9,7 @@ live message, ``{"live": <envelope>}``, each envelope exactly as the store keeps
 timestamp, metadata and tool calls)::
 
     {"format":"redis-history-dump","version":1,"namespace":"default","conversation_id":"c",...}
-    {"archived":{"t":5,"m":{"id":"...","role":"user","content":"hi","created_at":1795439894017}}}
+    {"archived":{"t":5,"m":{"id":"...","role":"user","content":"hi","at":1795439894017}}}
     {"live":{"t":9,"s":1,"m":{"id":"...","role":"system","content":"Summary: ...",...}}}
 
 An export reads the conversation as it is at one moment: it reads the meta hash and the

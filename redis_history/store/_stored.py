@@ -8,8 +8,10 @@ schema, so a field added to the model is stored and read without a change here:
   ``arguments`` ``{}``) and writes ``created_at`` as integer milliseconds since
   the epoch when that is exact (an aware UTC datetime, whole milliseconds, after
   1970-08-20, where pydantic reads an integer as milliseconds), else as the ISO
-  string pydantic writes. The defaults are compared with plain values, not by
-  calling the model's default factories (a fresh uuid and clock per message).
+  string pydantic writes, under the short name ``at`` (:data:`STAMP_NAME`; reads
+  take ``created_at`` too, as messages stored before have it). The defaults are
+  compared with plain values, not by calling the model's default factories (a fresh
+  id and clock per message).
 - **Reading** checks what ``Message._role_fields`` checks, but inside
   pydantic-core: one model schema per role behind a union tagged by ``role``
   (only an assistant carries tool calls, only a tool result and always a
@@ -27,7 +29,6 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
-from pydantic import BaseModel
 from pydantic_core import CoreSchema, SchemaSerializer, SchemaValidator
 from pydantic_core import core_schema as cs
 
@@ -37,13 +38,13 @@ __all__ = [
     "EPOCH",
     "MS_MIN",
     "ROLES",
+    "STAMP_NAME",
     "envelope_schema",
     "model_of",
     "split",
     "stamp",
     "stored_serializer",
     "stored_validator",
-    "with_field_schema",
     "with_fields",
 ]
 
@@ -100,19 +101,6 @@ def with_fields(model: Schema, change: Callable[[str, Schema], Schema]) -> Schem
     return out
 
 
-def with_field_schema(model: type[BaseModel], name: str, schema: CoreSchema) -> CoreSchema:
-    """``model``'s model schema, without its definitions, with ``schema`` for its field
-    ``name`` (a model holding a message validates it as stored)."""
-    core, _ = split(model.__pydantic_core_schema__)
-    return cast(
-        CoreSchema,
-        with_fields(
-            model_of(core),
-            lambda field_name, field: {**field, "schema": schema} if field_name == name else field,
-        ),
-    )
-
-
 def _plain_default(name: str, field: Schema, defaults: Schema) -> Schema:
     """``field`` with its default factory replaced by the value it makes, or no default
     at all when the name is not in ``defaults`` (an id or a timestamp is never omitted)."""
@@ -129,6 +117,14 @@ def _plain_default(name: str, field: Schema, defaults: Schema) -> Schema:
 # -- writing ---------------------------------------------------------------------------------
 
 
+STAMP_NAME = "at"
+"""The stored name of ``created_at`` (the envelope's fields are short: every message
+carries each name). Reads take the model's own name as well, as messages stored before
+were written."""
+
+_STAMP_NAMES: list[list[str | int]] = [[STAMP_NAME], ["created_at"]]
+
+
 def _writer_field(name: str, field: Schema) -> cs.TypedDictField:
     schema = _plain_default(name, field, {"metadata": {}})["schema"]
     if name == "created_at":
@@ -138,13 +134,15 @@ def _writer_field(name: str, field: Schema) -> cs.TypedDictField:
                 stamp, return_schema=cs.any_schema()
             ),
         }
+        return cs.typed_dict_field(schema, serialization_alias=STAMP_NAME)
     return cs.typed_dict_field(schema)
 
 
 def stored_serializer() -> SchemaSerializer:
     """Writes a :class:`Message`'s ``__dict__`` in its stored form (call with
-    ``exclude_defaults=True``). A model serializer would not do: pydantic-core hands an
-    instance of ``Message`` to ``Message``'s own serializer, whatever the schema says."""
+    ``exclude_defaults=True, by_alias=True``: ``created_at`` is stored as ``at``). A model
+    serializer would not do: pydantic-core hands an instance of ``Message`` to
+    ``Message``'s own serializer, whatever the schema says."""
     schema, definitions = split(Message.__pydantic_core_schema__)
     fields = model_of(schema)["schema"]["fields"]
     stored = cs.typed_dict_schema(
@@ -173,7 +171,9 @@ def _role_model(model: Schema, role: str) -> Schema:
     """The model schema that accepts exactly the messages of ``role`` ``Message`` accepts."""
 
     def change(name: str, field: Schema) -> Schema:
-        if name == "tool_call_id":
+        if name == "created_at":
+            field["validation_alias"] = _STAMP_NAMES
+        elif name == "tool_call_id":
             field["schema"] = _CALL_ID if role == "tool" else _NO_CALL_ID
         elif name == "tool_calls":
             if role == "assistant":
@@ -195,7 +195,9 @@ def _role_dict(model: Schema) -> Schema:
     fields: Schema = {}
     for name, field in model["schema"]["fields"].items():
         schema = field["schema"]
-        if schema["type"] != "default":
+        if name == "created_at":
+            fields[name] = cs.typed_dict_field(schema, validation_alias=_STAMP_NAMES)
+        elif schema["type"] != "default":
             fields[name] = cs.typed_dict_field(schema)
         elif name == "content":
             fields[name] = cs.typed_dict_field(schema, required=False)

@@ -3,17 +3,17 @@
 An envelope is the message JSON wrapped with its token count, one line of JSON
 that ``redis-cli`` shows as it is::
 
-    {"t":5,"m":{"id":"b507683ce6384b8bb9d36904cfb9de20","role":"user","content":"hi","created_at":1795439894017}}
-    {"t":9,"x":1,"s":1,"m":{"id":...,"role":"system","content":"Summary: ...","created_at":...}}
+    {"t":5,"m":{"id":"NeoQJZeSr_87gETaFrdzZw","role":"user","content":"hi","at":1795439894017}}
+    {"t":9,"x":1,"s":1,"m":{"id":...,"role":"system","content":"Summary: ...","at":...}}
 
 ``t`` is the token count; ``x`` is 1 when it came from an exact tokenizer and
 ``s`` is 1 for a summary written by ``splice_prefix``, each left out when 0. The
 message leaves out every field at its default (``content`` ``""``,
 ``tool_calls`` ``[]``, ``tool_call_id`` and ``name`` ``null``, ``metadata``
-and a call's ``arguments`` ``{}``) and stores ``created_at`` as integer
+and a call's ``arguments`` ``{}``) and stores ``created_at`` as ``at``, integer
 milliseconds since the epoch when that is exact (UTC, whole milliseconds, as
-every default ``created_at`` is), else as an ISO string. See
-``redis_history.store._stored``.
+every default ``created_at`` is), else as an ISO string; messages stored before
+with ``created_at`` read as they did. See ``redis_history.store._stored``.
 
 ``t`` comes first and the message's ``id`` first in ``m``, so that the Lua
 scripts read them with anchored patterns instead of decoding a message that
@@ -26,7 +26,7 @@ UTF-8 or more is kept compressed (zstd, level 1): its envelope is the JSON of th
 message without its ``content``, a ``z`` (the compressed text's length) between the
 flags and ``m``, then the compressed text and a NUL byte::
 
-    {"t":4051,"z":3388,"m":{"id":"...","role":"tool","tool_call_id":"call_1","created_at":...}}
+    {"t":4051,"z":3388,"m":{"id":"...","role":"tool","tool_call_id":"call_1","at":...}}
     <3,388 bytes of zstd>\0          (on the same line)
 
 The scripts read ``t``, the id, the role and the ``tool_call_id`` with the same patterns
@@ -58,7 +58,6 @@ import orjson
 import zstandard
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_core import PydanticSerializationError, to_json
-from pydantic_core import core_schema as cs
 
 from redis_history.errors import (
     CorruptHistoryError,
@@ -83,7 +82,6 @@ from redis_history.store._stored import (
     stamp,
     stored_serializer,
     stored_validator,
-    with_field_schema,
 )
 from redis_history.tokens import Pricer, TokenCounter
 
@@ -237,7 +235,7 @@ def _general_body(message: Message, index: int, *, inline: bool = False) -> byte
     if not inline and fields.get("parts") and (kept_out := blobs.outside(message)) is not None:
         fields, swaps = kept_out
     try:
-        body = _STORED.to_json(fields, exclude_defaults=True)
+        body = _STORED.to_json(fields, exclude_defaults=True, by_alias=True)
     except PydanticSerializationError as exc:
         raise _unstorable(message, index, _problem(message) or str(exc)) from exc
     for marker, reference in swaps or ():
@@ -399,7 +397,7 @@ _PLAIN = {
             b'{"id":%s,"role":"' + role.encode() + b'"',
             b',"content":%s' if content else b"",
             b',"tool_call_id":%s' if answers else b"",
-            b',"created_at":%d}',
+            b',"at":%d}',
         )
     )
     for role in ROLES
@@ -604,13 +602,7 @@ def encode_batch(
     return Batch(total, envelopes, roles)
 
 
-def _entry_schema(message: cs.CoreSchema) -> cs.CoreSchema:
-    """``Entry``'s model schema with the stored message's schema for its ``message``."""
-    return with_field_schema(Entry, "message", message)
-
-
 _ENVELOPE = stored_validator(envelope_schema)
-_ENTRY = stored_validator(_entry_schema)
 _FIELDS = stored_validator(envelope_schema, models=False)
 
 
@@ -632,13 +624,6 @@ def _read_envelope(item: bytes | str) -> dict[str, Any]:
     envelope: dict[str, Any] = _ENVELOPE.validate_json(head)
     _with_text(envelope["m"], text)
     return envelope
-
-
-def _read_entry(item: bytes | str) -> Entry:
-    head, text = _unpacked(item)
-    entry: Entry = _ENTRY.validate_json(head)
-    _with_text(entry.message, text)
-    return entry
 
 
 def _read_fields(item: bytes | str) -> dict[str, Any]:
@@ -670,11 +655,23 @@ def decode_messages(
 
 def decode_entries(raw: Sequence[bytes | str], *, where: str = "") -> list[Entry]:
     """Stored envelopes as entries (message, token count, flags); raises ``CorruptHistoryError``."""
-    one, packed = _ENTRY.validate_json, _read_entry
+    one, packed = _ENVELOPE.validate_json, _read_envelope
     try:
-        return [one(item) if item[-1] else packed(item) for item in raw]
+        return [_entry(one(item) if item[-1] else packed(item)) for item in raw]
     except _UNREADABLE as exc:
         raise _corrupt(raw, where) from exc
+
+
+def _entry(envelope: dict[str, Any]) -> Entry:
+    """An envelope read by :data:`_ENVELOPE` as an :class:`Entry`, its message not validated
+    again. (An ``Entry`` schema holding the stored message's would not do: pydantic-core
+    uses a model class's own validator for a model schema of that class.)"""
+    return Entry.model_construct(
+        tokens=envelope["t"],
+        exact=envelope.get("x", False),
+        summary=envelope.get("s", False),
+        message=envelope["m"],
+    )
 
 
 def decode_openai(raw: Sequence[bytes | str], *, where: str = "") -> list[dict[str, Any]]:
@@ -690,7 +687,7 @@ def decode_openai(raw: Sequence[bytes | str], *, where: str = "") -> list[dict[s
 
 def _wire(m: dict[str, Any]) -> dict[str, Any]:
     """``Message.to_openai`` of a message's stored fields (:func:`chat_message`)."""
-    if len(m) == 4 and "created_at" in m and "id" in m:  # id, role, content, created_at
+    if len(m) == 4 and "created_at" in m and "id" in m:  # id, role, content, at
         return {"role": m["role"], "content": m["content"]}
     return chat_message(m)
 
