@@ -173,8 +173,8 @@ def test_messages_stored_with_created_at_read_as_they_did(client: redis.Redis) -
     old = [e.replace(b',"at":', b',"created_at":', 1) for e in raw]
     assert all(b'"created_at":' in e and b'"at":' not in e for e in old)
     assert old[-1].endswith(b"\0")  # the compressed one
-    for i, envelope in enumerate(old):
-        client.lset(key, i, envelope)
+    client.delete(key)
+    client.rpush(key, *old)
     assert history.snapshot() == messages
     assert history.snapshot_openai() == [m.to_openai() for m in messages]
     assert [e.message for e in history.entries()] == messages
