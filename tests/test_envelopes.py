@@ -24,19 +24,30 @@ from redis_history import (
     ToolCall,
     ToolPairingError,
 )
+from redis_history.models import MAX_NESTING
 from redis_history.store._stored import stamp
 from redis_history.store.codec import (
     _STORED,
+    Entry,
+    _calls_body,
     _plain_body,
     decode_entries,
     decode_messages,
     decode_openai,
+    encode_entry,
     encode_message,
 )
 from redis_history.tokens import HeuristicCounter
 
 AT = datetime(2026, 11, 23, 13, 18, 14, 17000, tzinfo=UTC)
 AT_MS = 1795439894017
+
+
+def _deep(levels: int) -> Any:
+    value: Any = 1
+    for _ in range(levels):
+        value = [value]
+    return value
 
 
 def stored(client: Any, history: RedisHistory) -> list[bytes]:
@@ -397,6 +408,72 @@ def test_the_plain_body_is_what_the_serializer_writes(message: Message) -> None:
     fields = message.__dict__
     simple = not (fields["tool_calls"] or fields["metadata"] or fields["name"] is not None)
     assert (plain is not None) == (simple and isinstance(stamp(fields["created_at"]), int))
+
+
+@st.composite
+def calls_message(draw: st.DrawFn) -> Message:
+    """An assistant's tool calls with at most text (what an agent's turn stores)."""
+    ids = draw(st.lists(st.text(min_size=1, max_size=8), min_size=1, max_size=3, unique=True))
+    calls = [
+        ToolCall(id=i, name=draw(st.text(min_size=1, max_size=8)), arguments=draw(objects))
+        for i in ids
+    ]
+    return Message.assistant(draw(texts), tool_calls=calls, created_at=draw(moments))
+
+
+@settings(max_examples=300, deadline=None)
+@given(message=calls_message() | any_message())
+def test_the_calls_body_is_what_the_serializer_writes(message: Message) -> None:
+    """The tool calls' template writes an assistant's calls byte for byte as the stored
+    serializer does, and leaves every other message to it."""
+    general = _STORED.to_json(message.__dict__, exclude_defaults=True, by_alias=True)
+    body = _calls_body(message)
+    if body is not None:
+        assert body == general
+    fields = message.__dict__
+    templated = (
+        fields["role"] == "assistant"
+        and bool(fields["tool_calls"])
+        and not fields["metadata"]
+        and fields["name"] is None
+        and isinstance(stamp(fields["created_at"]), int)
+    )
+    assert (body is not None) == templated
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [{"x": float("nan"), "y": [float("inf")]}, {"big": 2**80}, {"when": AT, "set": {1}}, {}],
+    ids=["not finite", "a big integer", "objects the serializer writes", "none"],
+)
+def test_constructed_calls_the_template_writes_read_back_as_the_serializer_wrote_them(
+    arguments: dict[str, Any],
+) -> None:
+    """Values only model_construct lets into arguments are written as the serializer writes
+    them (NaN as NaN, which reads back; an integer past 64 bits whole; a datetime as text)."""
+    call = ToolCall.model_construct(id="c1", name="f", arguments=arguments)
+    message = Message.assistant("", tool_calls=[call], created_at=AT)
+    body = _calls_body(message)
+    assert body == _STORED.to_json(message.__dict__, exclude_defaults=True, by_alias=True)
+    envelope = encode_entry(Entry(tokens=1, message=message), 1 << 16)
+    assert b'"tool_calls":[{"id":"c1","name":"f"' in envelope
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [{"what": object()}, {"deep": _deep(MAX_NESTING)}],
+    ids=["an object", "too deep"],
+)
+def test_constructed_calls_the_serializer_refuses_are_refused_by_name(
+    arguments: dict[str, Any],
+) -> None:
+    """What the template cannot write as JSON, or what nests too deep, goes the general
+    way, and is refused naming the call."""
+    call = ToolCall.model_construct(id="c1", name="f", arguments=arguments)
+    message = Message.assistant("", tool_calls=[call], created_at=AT)
+    assert _calls_body(message) is None
+    with pytest.raises(InvalidMessageError, match="tool_calls"):
+        encode_entry(Entry(tokens=1, message=message), 1 << 16)
 
 
 def test_a_lone_surrogate_is_left_to_the_serializer_to_name() -> None:

@@ -39,6 +39,7 @@ __all__ = [
     "MS_MIN",
     "ROLES",
     "STAMP_NAME",
+    "arguments_serializer",
     "envelope_schema",
     "model_of",
     "split",
@@ -149,6 +150,17 @@ def stored_serializer() -> SchemaSerializer:
         {name: _writer_field(name, dict(field)) for name, field in fields.items()}
     )
     return SchemaSerializer(_wrapped(dict(stored), definitions), model_of(schema).get("config"))
+
+
+def arguments_serializer() -> SchemaSerializer:
+    """Writes a tool call's ``arguments`` as :func:`stored_serializer` writes them in a
+    message: the same schema and config (``ser_json_inf_nan``), so the same bytes."""
+    schema, definitions = split(ToolCall.__pydantic_core_schema__)
+    model = model_of(schema)
+    field = model["schema"]["fields"]["arguments"]["schema"]
+    if field["type"] == "default":
+        field = field["schema"]
+    return SchemaSerializer(_wrapped(dict(field), definitions), model.get("config"))
 
 
 # -- reading ---------------------------------------------------------------------------------
