@@ -7,6 +7,7 @@ import random
 from hypothesis import strategies as st
 
 from redis_history import Message, ToolCall
+from redis_history.store._core import STAGE_BYTES
 
 BIG_OUTPUT = "x" * 5000
 """A tool result large enough for the tool-output elider (and not a plug-in of any kind)."""
@@ -18,7 +19,7 @@ def incompressible(n: int, seed: int = 7) -> str:
     return random.Random(seed).randbytes(n // 2 + 1).hex()[:n]
 
 
-STAGED_TEXT = incompressible(3 * 4096)
+STAGED_TEXT = incompressible(3 * STAGE_BYTES)
 """A text whose envelope is staged (over ``_core.STAGE_BYTES``), compressed or not."""
 
 

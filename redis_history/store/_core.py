@@ -201,11 +201,13 @@ SMALL_BATCH = 32
 longer batch goes to ``lua/append-4.lua``, whose walk looks open calls up in a table and
 which pushes in chunks."""
 
-STAGE_BYTES = 4096
+STAGE_BYTES = 12 * 1024
 """An append whose envelopes hold at least this many bytes is staged (``Call.staged``):
 its envelopes are pushed by a plain ``RPUSHX`` in a transaction with the script, not
 passed through Lua, which costs Redis about a microsecond per kilobyte of arguments.
-Smaller ones go as one script, which is cheaper than a transaction's extra commands."""
+Smaller ones go as one script, which is cheaper than a transaction's extra commands: with
+the short appends' script, 4-12 KiB envelopes took 7-19 µs less unstaged
+(docs/benchmarks.md)."""
 
 
 class Call(NamedTuple, Generic[T]):
