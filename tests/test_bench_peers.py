@@ -157,6 +157,16 @@ def test_compression_benchmark_prints_every_codec_and_list_compress_depth() -> N
 
 
 @pytest.mark.real_redis
+def test_kinds_benchmark_prints_each_kind_of_message() -> None:
+    """``bench_kinds.py --quick`` times the floor and the store on every kind of a tool-heavy
+    turn, the store's send apart from the rest."""
+    out = run_bench("bench_kinds.py", "--quick")
+    for row in ("| user |", "| assistant |", "| tool calls |", "| every message | 100.0% |"):
+        assert row in out
+    assert "| store: in the send | store: the rest |" in out
+
+
+@pytest.mark.real_redis
 def test_script_cost_benchmark_prints_each_part_of_a_scripted_append() -> None:
     """``bench_script_cost.py --quick`` times the command, an empty script, the minimal
     one and both of the store's append scripts, the wait's slope and the client's CPU."""
