@@ -476,6 +476,19 @@ def test_constructed_calls_the_serializer_refuses_are_refused_by_name(
         encode_entry(Entry(tokens=1, message=message), 1 << 16)
 
 
+def test_constructed_arguments_the_pricing_cannot_write_are_refused_typed(
+    client: redis.Redis,
+) -> None:
+    """A call's arguments are priced as ``json.dumps`` writes them: a value it cannot write
+    (a datetime, only model_construct lets one in) refuses the append, writing nothing."""
+    history = RedisHistory(client, "c", token_counter="heuristic")
+    history.append(Message.user("q"))
+    call = ToolCall.model_construct(id="c1", name="f", arguments={"when": AT})
+    with pytest.raises(InvalidMessageError, match="cannot be priced"):
+        history.append(Message.assistant("", tool_calls=[call]))
+    assert len(stored(client, history)) == 1
+
+
 def test_a_lone_surrogate_is_left_to_the_serializer_to_name() -> None:
     """A plain message orjson refuses goes the general way, and is refused with the field."""
     message = Message.user("broken \ud800 text", created_at=AT)

@@ -158,14 +158,18 @@ def encode_message(
     Raises:
         TypeError: ``message`` is not a ``Message``.
         InvalidMessageError: a lone surrogate in any string; nesting deeper than
-            ``MAX_NESTING``; an object the serializer cannot write (possible only if
-            validation was skipped).
+            ``MAX_NESTING``; an object the serializer, or the pricing's ``json.dumps`` of
+            a call's arguments, cannot write (possible only if validation was skipped).
         MessageTooLargeError: the envelope is longer than ``max_bytes``.
     """
     if not isinstance(message, Message):
         raise TypeError(f"expected a Message at index {index}, got {type(message).__name__}")
     price = counter if isinstance(counter, Pricer) else Pricer(counter)
-    tokens = price(message)
+    try:
+        tokens = price(message)
+    except (TypeError, ValueError) as exc:  # a call's arguments json.dumps cannot write
+        problem = _problem(message) or f"its tool calls cannot be priced: {exc}"
+        raise _unstorable(message, index, problem) from None
     envelope = _encoded(
         message, tokens, exact=price.exact, summary=summary, max_bytes=max_bytes, index=index
     )
