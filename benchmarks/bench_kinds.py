@@ -15,11 +15,18 @@ what is left (the client's own work: the estimate, the envelope, the call, the r
 parse), which runs right after a wait, on a cold CPU: two to three times what the same
 work takes in a loop (``bench_script_cost.py``). The kinds' shares tell which of them a
 mix's median append lands on.
+
+Then the CPU a message costs in all, which is what bounds the 8-writer row of
+``bench_peers.py`` (eight processes on a machine's cores): the mix's whole turns appended
+with each one's batch call (``append_turn``), the writer process's CPU time
+(``time.process_time``: its Python and the kernel's send and receive) and Redis's
+(``INFO cpu``'s main-thread time), per message.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import platform
 import random
 import statistics
@@ -35,7 +42,7 @@ import redis
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from peers import Floor, RedisHistoryStore
-from traffic import Msg, chat_turns, flatten, tool_heavy_turns
+from traffic import Msg, Turn, chat_turns, flatten, tool_heavy_turns
 
 from redis_history.demo.server import RedisServer
 from redis_history.store import history as history_module
@@ -90,6 +97,49 @@ def measure(url: str, traffic: Sequence[Msg], seed: int = 5) -> dict[str, dict[s
     return times
 
 
+def cpu_per_message(url: str, client: redis.Redis, turns: Sequence[Turn]) -> dict[str, Any]:
+    """µs of the writer's and of Redis's CPU per message, appending ``turns`` whole: the
+    floor, the store, the floor again and the store again (the lower of each pair)."""
+    messages = sum(len(t) for t in turns)
+    measured: dict[str, dict[str, float]] = {}
+    for run, contestant in enumerate((Floor, RedisHistoryStore) * 2):
+        store = contestant(url, f"kinds-cpu-{run}")
+        natives = [[store.prepare(m) for m in turn] for turn in turns]
+        server = _server_cpu(client)
+        began = time.process_time()
+        for turn in natives:
+            store.append_turn(turn)
+        spent = {
+            "writer": (time.process_time() - began) * 1e6 / messages,
+            "redis": (_server_cpu(client) - server) * 1e6 / messages,
+        }
+        asyncio.run(store.aclose())
+        label = "floor" if contestant is Floor else "store"
+        kept = measured.get(label)
+        measured[label] = spent if kept is None else {k: min(kept[k], spent[k]) for k in spent}
+    return measured
+
+
+def _server_cpu(client: redis.Redis) -> float:
+    """Seconds of CPU Redis's main thread has used (``INFO cpu``)."""
+    cpu = client.info("cpu")
+    return float(cpu["used_cpu_sys_main_thread"]) + float(cpu["used_cpu_user_main_thread"])
+
+
+def cpu_report(measured: dict[str, dict[str, float]]) -> str:
+    rows = [
+        "| CPU per message, µs | the writer | Redis | in all |",
+        "|---|---:|---:|---:|",
+    ]
+    for label in ("floor", "store"):
+        spent = measured[label]
+        rows.append(
+            f"| {label} | {spent['writer']:.1f} | {spent['redis']:.1f} "
+            f"| {spent['writer'] + spent['redis']:.1f} |"
+        )
+    return "\n".join(rows)
+
+
 def report(times: dict[str, dict[str, list[float]]], count: int) -> str:
     rows = [
         "| kind | share | floor, median µs | store, median µs | store / floor "
@@ -124,14 +174,19 @@ def main(argv: Sequence[str] | None = None) -> None:
     turns = tool_heavy_turns(n) if args.mix == "tool-heavy" else chat_turns(n)
     traffic = flatten(turns)[:n]
     with RedisServer() as server:
-        version = str(server.client().info("server")["redis_version"])
+        client = server.client()
+        version = str(client.info("server")["redis_version"])
         times = measure(server.url, traffic)
+        cpu = cpu_per_message(server.url, client, turns[: max(1, len(turns) // 2)])
+        client.close()
     print(
         f"Python {platform.python_version()}, redis-py {redis.__version__}, redis-server "
         f"{version}; {len(traffic)} messages of the {args.mix} mix; command: "
         f"python benchmarks/bench_kinds.py {' '.join(sys.argv[1:])}\n"
     )
     print(report(times, len(traffic)))
+    print()
+    print(cpu_report(cpu))
 
 
 if __name__ == "__main__":

@@ -159,11 +159,12 @@ def test_compression_benchmark_prints_every_codec_and_list_compress_depth() -> N
 @pytest.mark.real_redis
 def test_kinds_benchmark_prints_each_kind_of_message() -> None:
     """``bench_kinds.py --quick`` times the floor and the store on every kind of a tool-heavy
-    turn, the store's send apart from the rest."""
+    turn, the store's send apart from the rest, and the CPU a message costs each."""
     out = run_bench("bench_kinds.py", "--quick")
     for row in ("| user |", "| assistant |", "| tool calls |", "| every message | 100.0% |"):
         assert row in out
     assert "| store: in the send | store: the rest |" in out
+    assert "| CPU per message, µs | the writer | Redis | in all |" in out
 
 
 @pytest.mark.real_redis
