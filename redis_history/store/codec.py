@@ -167,7 +167,10 @@ def encode_message(
     price = counter if isinstance(counter, Pricer) else Pricer(counter)
     try:
         tokens = price(message)
-    except (TypeError, ValueError) as exc:  # a call's arguments json.dumps cannot write
+    except TypeError as exc:
+        if not message.tool_calls:
+            raise
+        # a call's arguments holding what json.dumps cannot write (only model_construct)
         problem = _problem(message) or f"its tool calls cannot be priced: {exc}"
         raise _unstorable(message, index, problem) from None
     envelope = _encoded(
