@@ -733,15 +733,15 @@ def decode_entries(raw: Sequence[bytes | str], *, where: str = "") -> list[Entry
 
 
 def _entry(envelope: dict[str, Any]) -> Entry:
-    """An envelope read by :data:`_ENVELOPE` as an :class:`Entry`, its message not validated
-    again. (An ``Entry`` schema holding the stored message's would not do: pydantic-core
-    uses a model class's own validator for a model schema of that class.)"""
-    return Entry.model_construct(
-        tokens=envelope["t"],
-        exact=envelope.get("x", False),
-        summary=envelope.get("s", False),
-        message=envelope["m"],
-    )
+    """An envelope read by :data:`_ENVELOPE` as an :class:`Entry`: its keys are ``Entry``'s
+    aliases, and its message, a ``Message`` already, is taken as it is. (An ``Entry``
+    schema holding the stored message's would not do: pydantic-core uses a model class's
+    own validator for a model schema of that class.)"""
+    entry: Entry = _ENTRY_OF(envelope)
+    return entry
+
+
+_ENTRY_OF = Entry.__pydantic_validator__.validate_python
 
 
 def decode_openai(raw: Sequence[bytes | str], *, where: str = "") -> list[dict[str, Any]]:
