@@ -426,24 +426,14 @@ def _plain_body(message: Message, *, text_kept: bool = True) -> bytes | None:
     orjson refuses (a lone surrogate), is left to the serializer, which names it.
     """
     fields = message.__dict__
-    if fields["tool_calls"] or fields["metadata"] or fields["name"] is not None:
+    if fields["tool_calls"] or (stamped := _template_stamp(message)) is None:
         return None
-    if fields.get("parts"):
-        return None
-    content, answers, moment = fields["content"], fields["tool_call_id"], fields["created_at"]
-    role = fields["role"]
+    content, answers, role = fields["content"], fields["tool_call_id"], fields["role"]
     if (
-        type(message) is not Message  # a subclass may store more
-        or type(content) is not str  # only model_construct lets another type in
-        or not _an_id(fields["id"])
-        or (role == "tool") is not (type(answers) is str and bool(answers))
+        (role == "tool") is not (type(answers) is str and bool(answers))
         or (role != "tool" and answers is not None)
         or role not in ROLES
-        or not isinstance(moment, datetime)
     ):
-        return None
-    stamped = stamp(moment)
-    if not isinstance(stamped, int):
         return None
     text = text_kept and content
     try:
@@ -459,6 +449,27 @@ def _plain_body(message: Message, *, text_kept: bool = True) -> bytes | None:
 
 
 _dumps = orjson.dumps
+
+
+def _template_stamp(message: Message) -> int | None:
+    """The stored timestamp of a message the templates may write (:func:`_plain_body`,
+    :func:`_calls_body`), or ``None``: a ``Message`` itself (a subclass may store more)
+    with no name, metadata or parts, text as its content and a valid id (only
+    ``model_construct`` lets another type in), and a timestamp stored as milliseconds."""
+    fields = message.__dict__
+    if (
+        type(message) is not Message
+        or fields["metadata"]
+        or fields["name"] is not None
+        or fields.get("parts")
+        or type(fields["content"]) is not str
+        or not _an_id(fields["id"])
+        or not isinstance(moment := fields["created_at"], datetime)
+    ):
+        return None
+    stamped = stamp(moment)
+    return stamped if isinstance(stamped, int) else None
+
 
 _CALLS = {
     content: b'{"id":%s,"role":"assistant"'
@@ -480,23 +491,14 @@ def _calls_body(message: Message) -> bytes | None:
     refusal or arguments that may nest too deep, is left to :func:`_general_body`, which
     names what it refuses. A test holds the two equal."""
     fields = message.__dict__
-    calls, content, moment = fields["tool_calls"], fields["content"], fields["created_at"]
+    calls, content = fields["tool_calls"], fields["content"]
     if (
-        type(message) is not Message
-        or fields["role"] != "assistant"
+        fields["role"] != "assistant"
         or type(calls) is not tuple
         or not calls
-        or fields["metadata"]
-        or fields["name"] is not None
-        or fields.get("parts")
         or fields["tool_call_id"] is not None
-        or type(content) is not str
-        or not _an_id(fields["id"])
-        or not isinstance(moment, datetime)
+        or (stamped := _template_stamp(message)) is None
     ):
-        return None
-    stamped = stamp(moment)
-    if not isinstance(stamped, int):
         return None
     written, nested = [], False
     try:
