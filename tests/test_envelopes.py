@@ -443,20 +443,40 @@ def test_the_calls_body_is_what_the_serializer_writes(message: Message) -> None:
 
 @pytest.mark.parametrize(
     "arguments",
-    [{"x": float("nan"), "y": [float("inf")]}, {"big": 2**80}, {"when": AT, "set": {1}}, {}],
+    [
+        {"x": float("nan"), "y": [float("inf")]},
+        {"big": 2**80},
+        {"when": AT, "set": {1}},
+        {},
+    ],
     ids=["not finite", "a big integer", "objects the serializer writes", "none"],
 )
 def test_constructed_calls_the_template_writes_read_back_as_the_serializer_wrote_them(
     arguments: dict[str, Any],
 ) -> None:
     """Values only model_construct lets into arguments are written as the serializer writes
-    them (NaN as NaN, which reads back; an integer past 64 bits whole; a datetime as text)."""
+    them (NaN as NaN; an integer past 64 bits whole; a datetime as text), and read back as
+    written: stored again, the same bytes."""
     call = ToolCall.model_construct(id="c1", name="f", arguments=arguments)
     message = Message.assistant("", tool_calls=[call], created_at=AT)
     body = _calls_body(message)
     assert body == _STORED.to_json(message.__dict__, exclude_defaults=True, by_alias=True)
     envelope = encode_entry(Entry(tokens=1, message=message), 1 << 16)
     assert b'"tool_calls":[{"id":"c1","name":"f"' in envelope
+    [back] = decode_entries([envelope])
+    assert encode_entry(back, 1 << 16) == envelope
+
+
+def test_arguments_nested_to_the_limit_are_stored_and_read_back(client: redis.Redis) -> None:
+    """Arguments exactly ``MAX_NESTING`` deep are taken (the template, counting every bracket
+    of the calls, leaves them to the general path) and read back equal."""
+    history = RedisHistory(client, "c", token_counter="heuristic")
+    call = ToolCall(id="c1", name="f", arguments={"deep": _deep(MAX_NESTING - 1)})
+    message = Message.assistant("", tool_calls=[call], created_at=AT)
+    assert _calls_body(message) is None
+    history.append_many([Message.user("q"), message])
+    assert history.snapshot()[1] == message
+    assert history.entries()[1].message == message
 
 
 @pytest.mark.parametrize(
