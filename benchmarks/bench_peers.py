@@ -58,6 +58,7 @@ from peers import (
     CONTESTANTS,
     FLOOR,
     LANE_FLOOR,
+    MESSAGE_FLOOR,
     STAGING_VARIANTS,
     Contestant,
     RedisHistoryStore,
@@ -180,6 +181,8 @@ class Settings:
     warmup: int
     snapshot_sizes: tuple[int, ...]
     snapshot_rounds: tuple[int, ...]
+    memory_size: int
+    """The snapshot size whose conversation's memory is measured (one of ``snapshot_sizes``)."""
     writer_messages: int
     writer_reps: int
 
@@ -243,15 +246,15 @@ async def snapshot_phase(
     *,
     result: MixResult,
 ) -> None:
-    """Reads of whole conversations of each size; memory measured on the first size, and
-    the mean size of those messages' JSON."""
-    for k, (n, rounds) in enumerate(zip(s.snapshot_sizes, s.snapshot_rounds, strict=True)):
+    """Reads of whole conversations of each size; memory measured on ``memory_size``
+    messages, and the mean size of those messages' JSON."""
+    for n, rounds in zip(s.snapshot_sizes, s.snapshot_rounds, strict=True):
         stores = open_stores([FLOOR, *contestants], url, f"snap{n}")
         try:
             part = cut(turns, n)
             for store in stores.values():
                 await fill(store, part)
-            if k == 0:
+            if n == s.memory_size:
                 result.json_bytes = statistics.fmean(
                     len(m.wire_json().encode()) for m in flatten(part)
                 )
@@ -351,8 +354,9 @@ def writers_phase(
     s: Settings,
     client: redis.Redis,
 ) -> dict[str, dict[str, float]]:
-    """Each contestant's 8-writer run, ``writer_reps`` times in :func:`shuffled` order; medians."""
-    everyone = {c.label: c for c in [FLOOR, *contestants]}
+    """Each contestant's 8-writer run, ``writer_reps`` times in :func:`shuffled` order; medians.
+    Both floors run: a turn in one ``RPUSH``, and one ``RPUSH`` per message."""
+    everyone = {c.label: c for c in [FLOOR, MESSAGE_FLOOR, *contestants]}
     runs: dict[str, list[dict[str, float]]] = {label: [] for label in everyone}
     for order in shuffled(list(everyone), s.writer_reps):
         for label in order:
@@ -464,7 +468,7 @@ def run_mix(
 
 
 def ratio_rows(
-    r: MixResult, labels: Sequence[str], sizes: Sequence[int]
+    r: MixResult, labels: Sequence[str], sizes: Sequence[int], memory_size: int
 ) -> list[tuple[str, float, dict[str, float]]]:
     """(row name, floor value, ratio per contestant) for one run of one mix."""
     f = FLOOR.label
@@ -484,6 +488,14 @@ def ratio_rows(
             r.writers[f]["throughput"],
             {x: r.writers[f]["throughput"] / r.writers[x]["throughput"] for x in labels},
         ),
+        (
+            WRITERS_PER_MESSAGE_ROW,
+            r.writers[MESSAGE_FLOOR.label]["throughput"],
+            {
+                x: r.writers[MESSAGE_FLOOR.label]["throughput"] / r.writers[x]["throughput"]
+                for x in labels
+            },
+        ),
     ]
     for n in sizes:
         snap = r.snapshots[n]
@@ -496,7 +508,7 @@ def ratio_rows(
         )
     rows.append(
         (
-            f"Redis memory per message ({sizes[0]:,} messages)",
+            f"Redis memory per message ({memory_size:,} messages)",
             r.memory[f],
             {x: r.memory[x] / r.memory[f] for x in labels},
         )
@@ -518,6 +530,9 @@ def spread(values: Sequence[float], fmt: str, unit: str = "") -> str:
         return median
     return f"{median} ({format(min(values), fmt)}-{format(max(values), fmt)})"
 
+
+WRITERS_PER_MESSAGE_ROW = "8 writers, against a floor of one RPUSH per message"
+"""The 8-writer row against the floor paying the peers' round trips: one per message."""
 
 JSON_ROW = "Redis memory per message / its JSON's bytes"
 """The memory row against the messages' own size: the floor's cell shows the JSON's mean
@@ -556,7 +571,7 @@ def ratio_table(
     markdown: bool,
 ) -> str:
     labels = [c.label for c in contestants]
-    per_run = [ratio_rows(r, labels, s.snapshot_sizes) for r in runs]
+    per_run = [ratio_rows(r, labels, s.snapshot_sizes, s.memory_size) for r in runs]
     header = ["", "floor", *labels, *skipped]
     rows = []
     for i, (name, _, _) in enumerate(per_run[0]):
@@ -646,6 +661,7 @@ def settings(args: argparse.Namespace) -> Settings:
             warmup=6,
             snapshot_sizes=(100, 500),
             snapshot_rounds=(5, 3),
+            memory_size=100,
             writer_messages=12,
             writer_reps=1,
         )
@@ -653,8 +669,9 @@ def settings(args: argparse.Namespace) -> Settings:
     return Settings(
         rounds=rounds,
         warmup=max(3, rounds // 10),
-        snapshot_sizes=(1000, 5000),
-        snapshot_rounds=(max(5, rounds // 40), max(5, rounds // 100)),
+        snapshot_sizes=(240, 1000, 5000),
+        snapshot_rounds=(max(5, rounds // 10), max(5, rounds // 40), max(5, rounds // 100)),
+        memory_size=1000,
         writer_messages=max(20, rounds // 8),
         writer_reps=3,
     )
@@ -746,7 +763,9 @@ METHOD = (
     "8 processes released by one event, each appending its own whole "
     "turns to one shared conversation through the store's batch call (`append_many`, "
     "`add_messages`, `add_items`; llama-index has none, so `add_message` per message); the "
-    "floor is one `RPUSH` per turn; throughput is messages / (last end - first start). "
+    "floor is one `RPUSH` per turn, and in the next row one `RPUSH` per message (the round "
+    "trips of the peers without a batch append); throughput is messages / (last end - first "
+    "start). "
     "The floor's `json.dumps` of each message is inside its timed call, as every "
     "contestant's own serialisation is. "
     "Snapshot: the whole conversation, read back as the store's own objects. Memory: "

@@ -123,6 +123,16 @@ class Floor(Store):
         self.client.close()
 
 
+class MessageFloor(Floor):
+    """The floor writing a turn as the peers without a batch call do: one ``RPUSH`` (one round
+    trip) per message."""
+
+    def append_turn(self, natives: list[Any]) -> object:
+        for native in natives:
+            self.client.rpush(self.key, wire_bytes(native))
+        return None
+
+
 class LaneFloor(Floor):
     """Raw ``RPUSH`` sent the way redis-history sends its commands (``_lane.execute``): a
     connection held across calls, not taken from the pool and given back each time."""
@@ -469,6 +479,12 @@ FLOOR = Contestant(
         "append: `json.dumps` of the chat-completions message, then `RPUSH`; read: `LRANGE` + "
         "`json.loads` per item"
     ),
+)
+MESSAGE_FLOOR = Contestant(
+    "message-floor",
+    "raw Redis floor, an RPUSH per message",
+    MessageFloor,
+    per_call="a turn as one `RPUSH` per message, each `json.dumps` in its call",
 )
 ASYNC_FLOOR = Contestant("async-floor", "raw redis.asyncio", AsyncFloor)
 LANE_FLOOR = Contestant("lane-floor", "raw Redis on a held connection", LaneFloor)
