@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import pickle
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -111,6 +113,7 @@ def test_quick_peer_benchmark_prints_every_row_against_the_library_alone() -> No
         "| append, median |",
         "| append, p99 |",
         "| 8 writers on one conversation, throughput (raw / store) |",
+        "| 8 writers, against a floor of one RPUSH per message |",
         "| snapshot of 100 |",
         "| snapshot of 500 |",
         "| Redis memory per message (100 messages) |",
@@ -165,6 +168,20 @@ def test_kinds_benchmark_prints_each_kind_of_message() -> None:
         assert row in out
     assert "| store: in the send | store: the rest |" in out
     assert "| CPU per message, µs | the writer | Redis | in all |" in out
+
+
+def test_read_cost_benchmark_times_both_readers_and_its_child_reads(tmp_path: Path) -> None:
+    """``bench_read_cost.py --quick`` times the floor's and the store's decoding of both
+    mixes; the child that callgrind runs reads each reader's inputs from the pickle given."""
+    out = run_bench("bench_read_cost.py", "--quick")
+    assert "| chat | - | - | - | - |" in out
+    assert "| tool-heavy | - | - | - | - |" in out
+    assert "nan" not in out
+    bench_read_cost = load_bench("bench_read_cost")
+    inputs = tmp_path / "inputs.pickle"
+    inputs.write_bytes(pickle.dumps(bench_read_cost.inputs(["chat"], 12)))
+    for reader in bench_read_cost.READERS:
+        run_bench("bench_read_cost.py", "--child", str(inputs), "chat", reader, "2")
 
 
 @pytest.mark.real_redis
