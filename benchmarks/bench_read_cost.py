@@ -31,7 +31,6 @@ import json
 import os
 import pickle
 import platform
-import random
 import re
 import shutil
 import statistics
@@ -44,6 +43,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from bench_peers import frozen_heap, shuffled
 from peers import to_message
 from traffic import chat_turns, flatten, tool_heavy_turns
 
@@ -52,6 +52,8 @@ from redis_history.tokens import Pricer, resolve_counter
 
 MIXES = {"chat": chat_turns, "tool-heavy": tool_heavy_turns}
 READERS = ("floor", "store")
+WARMUP = 3
+"""Rounds of wall-time reads not counted."""
 
 Inputs = dict[str, tuple[list[bytes], list[bytes]]]
 """By mix: the store's envelopes and the floor's JSON, message for message."""
@@ -113,17 +115,16 @@ def per_read(path: str, mix: str, which: str, collect: str | None = None) -> flo
 
 
 def wall(envelopes: list[bytes], wire: list[bytes], rounds: int) -> dict[str, float]:
-    """Median µs per read of each reader, the collector running and paused around the read."""
+    """Median µs per read of each reader, the collector running and paused around the read,
+    the calls in :func:`bench_peers.shuffled` order."""
     calls = {
         f"{which}{suffix}": (reader(which, envelopes, wire), paused)
         for which in READERS
         for suffix, paused in (("", False), (", paused", True))
     }
     samples: dict[str, list[float]] = {label: [] for label in calls}
-    labels = list(calls)
-    for i in range(rounds + 3):
-        random.Random(i).shuffle(labels)
-        for label in labels:
+    for i, order in enumerate(shuffled(list(calls), rounds + WARMUP)):
+        for label in order:
             read, paused = calls[label]
             if paused:
                 gc.disable()
@@ -132,7 +133,7 @@ def wall(envelopes: list[bytes], wire: list[bytes], rounds: int) -> dict[str, fl
             elapsed = time.perf_counter_ns() - began
             gc.enable()
             del result
-            if i >= 3:
+            if i >= WARMUP:
                 samples[label].append(elapsed / 1000)
     return {label: statistics.median(values) for label, values in samples.items()}
 
@@ -165,23 +166,26 @@ def main(argv: Sequence[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="rh-read-cost-") as tmp:
         path = str(Path(tmp) / "inputs.pickle")
         Path(path).write_bytes(pickle.dumps(data))
-        gc.collect()
-        gc.freeze()
-        for mix in mixes:
-            envelopes, wire = data[mix]
-            times = wall(envelopes, wire, rounds)
-            counted = ["-", "-", "-", "-"]
-            if count:
-                floor, store = per_read(path, mix, "floor"), per_read(path, mix, "store")
-                in_gc = per_read(path, mix, "store", "gc_collect_main")
-                counted = [f"{floor:,.0f}", f"{store:,.0f}", f"{store / floor:.2f}x"]
-                counted.append(f"{in_gc:,.0f} ({in_gc / store:.0%})")
-            ratio = times["store"] / times["floor"]
-            paused = times["store, paused"] / times["floor, paused"]
-            print(
-                f"| {mix} | {' | '.join(counted)} | {times['floor']:,.0f} µs "
-                f"| {times['store']:,.0f} µs | {ratio:.2f}x | {paused:.2f}x |"
-            )
+        with frozen_heap():
+            for mix in mixes:
+                print(row(path, mix, data, rounds, count=count), flush=True)
+
+
+def row(path: str, mix: str, data: Inputs, rounds: int, *, count: bool) -> str:
+    """One mix's row of the table: the counts (when ``count``) and the wall times."""
+    times = wall(*data[mix], rounds)
+    counted = ["-", "-", "-", "-"]
+    if count:
+        floor, store = per_read(path, mix, "floor"), per_read(path, mix, "store")
+        in_gc = per_read(path, mix, "store", "gc_collect_main")
+        counted = [f"{floor:,.0f}", f"{store:,.0f}", f"{store / floor:.2f}x"]
+        counted.append(f"{in_gc:,.0f} ({in_gc / store:.0%})")
+    ratio = times["store"] / times["floor"]
+    paused = times["store, paused"] / times["floor, paused"]
+    return (
+        f"| {mix} | {' | '.join(counted)} | {times['floor']:,.0f} µs "
+        f"| {times['store']:,.0f} µs | {ratio:.2f}x | {paused:.2f}x |"
+    )
 
 
 if __name__ == "__main__":

@@ -759,7 +759,7 @@ def decode_openai(raw: Sequence[bytes | str], *, where: str = "") -> list[dict[s
 
 def _wire(m: dict[str, Any]) -> dict[str, Any]:
     """``Message.to_openai`` of a message's stored fields (:func:`chat_message`)."""
-    if len(m) == 4 and "created_at" in m and "id" in m:  # id, role, content, at
+    if len(m) == 4 and "created_at" in m and "id" in m:  # id, role, content, stamp (stored as at)
         return {"role": m["role"], "content": m["content"]}
     return chat_message(m)
 
