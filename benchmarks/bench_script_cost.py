@@ -88,13 +88,13 @@ def contestants(client: redis.Redis) -> dict[str, Callable[[RedisHistory, Messag
 
     return {
         "RPUSH of the envelope": lambda h, m: execute(
-            client, ("RPUSH", h.keys.msgs, general(h, m)[14])
+            client, ("RPUSH", h.keys.msgs, general(h, m)[15])
         ),
         "EVALSHA of `return 0`, the append's arguments": lambda h, m: execute(
             client, ("EVALSHA", empty, *general(h, m)[2:])
         ),
         "minimal scripted append": lambda h, m: execute(
-            client, ("EVALSHA", minimal, 2, h.keys.msgs, h.keys.meta, 1, general(h, m)[14])
+            client, ("EVALSHA", minimal, 2, h.keys.msgs, h.keys.meta, 1, general(h, m)[15])
         ),
         "the store's general script, append-4.lua": lambda h, m: execute(client, general(h, m)),
         "the store's small append, append_small-3.lua": lambda h, m: execute(

@@ -20,15 +20,17 @@ ARGV[1] op       the operation token (derived from the batch's message ids)
 ARGV[2] ttl      ms to set as the conversation's TTL, or 0 to keep the stored one
 ARGV[3] check    1 to check role order and tool pairing, 0 to only track them
 ARGV[4] staged   1 when the envelopes are pushed by the transaction's next command
-ARGV[5..] blobs  k, then k pairs of digest and data: the batch's inline data kept outside
+ARGV[5] span     n, the batch's size, as 2 bytes (big-endian): its record's span (ring.lua)
+ARGV[6..] blobs  k, then k pairs of digest and data: the batch's inline data kept outside
                  the list (see read_blobs)
 ARGV[...] batch  tokens, n, n envelopes unless staged, n role items (see read_batch)
 
 Returns the list's length after the batch; {0, length} when the op was applied before
 (a replay: nothing written, and the caller is told so); -1 when staged and the list is empty
 (nothing to rename: nothing was written, send the envelopes with the script); or
-{code, index, reason} having written nothing: 1 role order, 2 tool pairing,
-5 corrupt meta, or a conversation whose meta hash or list was lost (evicted), 7 over the
+{code, index, reason} having written nothing: 1 role order, 2 tool pairing, 3 stale (the op
+was applied before and a rollback or a truncate removed part of its messages since; one
+that removed all of them made the op new again), 5 corrupt meta, or a conversation whose meta hash or list was lost (evicted), 7 over the
 conversation's inline data limit.
 ]]
 --- @include "meta"
@@ -47,8 +49,12 @@ local op, staged = ARGV[1], ARGV[4] == '1'
 if staged then redis.call('DEL', stage) end
 local total, role, open, ttl, records, exists = read_meta(meta, APPENDS)
 if not total then return role end  -- read_meta's refusal
-if replayed(meta, APPENDS, records, op) then return {0, redis.call('LLEN', msgs)} end
-local blobs, added, at = read_blobs(meta, 5)
+local done = replayed(meta, APPENDS, records, op)
+if done then
+  if done < 0 then return {STALE, -1, PARTLY_REMOVED} end
+  return {0, redis.call('LLEN', msgs)}
+end
+local blobs, added, at = read_blobs(meta, 6)
 if not blobs then return added end  -- over the inline data limit
 local tokens, n, first = read_batch(at)
 local new_ttl
@@ -79,11 +85,11 @@ else
   length = push_all(total > 0 and 'RPUSHX' or 'RPUSH', msgs, ARGV, first, first + n - 1) or 0
   if length == 0 then return keys_lost(exists, total, 0) end
 end
-write_blobs(meta, 5, blobs, added)
+write_blobs(meta, 6, blobs, added)
 if changed then
-  commit(meta, APPENDS, records, op, nil, new_ttl, 'role', role, 'total', total + tokens, 'open', encode_open(open))
+  commit(meta, APPENDS, records, op, ARGV[5], new_ttl, 'role', role, 'total', total + tokens, 'open', encode_open(open))
 else
-  commit(meta, APPENDS, records, op, nil, new_ttl, 'role', role, 'total', total + tokens)
+  commit(meta, APPENDS, records, op, ARGV[5], new_ttl, 'role', role, 'total', total + tokens)
 end
 refresh_ttl(ttl, msgs, meta, KEYS[3])
 return length

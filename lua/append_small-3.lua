@@ -15,7 +15,7 @@ ARGV[1] op       the operation token (derived from the batch's message ids)
 ARGV[2] ttl      ms to set as the conversation's TTL, or 0 to keep the stored one
 ARGV[3] check    1 to check role order and tool pairing, 0 to only track them
 ARGV[4] tokens   the batch's token count
-ARGV[5] n        how many messages
+ARGV[5] n        how many messages, as 2 bytes (big-endian): the span of its record
 ARGV[6..]        their n envelopes, then their n role items (walk.lua's)
 
 Returns what append-4.lua returns for them.
@@ -23,7 +23,7 @@ Returns what append-4.lua returns for them.
 --- @include "codes"
 --- @include "ring"
 
-local msgs, meta, op, n = KEYS[1], KEYS[2], ARGV[1], tonumber(ARGV[5])
+local msgs, meta, op, n = KEYS[1], KEYS[2], ARGV[1], string.byte(ARGV[5], 2)
 local f = redis.call('HMGET', meta, 'total', 'role', 'open', APPENDS, 'ttl')
 local total, last, ttl = tonumber(f[1] or 0), f[2] or '', tonumber(f[5] or 0)
 if not total or not ttl then return {CORRUPT, -1, 'meta field total or ttl is not a number'} end
@@ -41,10 +41,12 @@ if f[3] and f[3] ~= '' then
 end
 local exists, records = f[1] ~= false, f[4] or ''
 
--- A replay: the records rewritten as they were (so a WAIT covers the original write).
+-- A replay: the records rewritten as they were (so a WAIT covers the original write);
+-- refused, writing nothing, when a rollback or a truncate cut the batch.
 local at = string.find(records, op, 1, true)
-while at and (at - 1) % TOKEN_SIZE ~= 0 do at = string.find(records, op, at + 1, true) end
+while at and (at - 1) % APPEND_SIZE ~= 0 do at = string.find(records, op, at + 1, true) end
 if at then
+  if string.byte(records, at + TOKEN_SIZE) >= 128 then return {STALE, -1, PARTLY_REMOVED} end  -- cut
   redis.call('HSET', meta, APPENDS, records)
   return {0, redis.call('LLEN', msgs)}
 end
@@ -134,12 +136,13 @@ length = redis.call(total > 0 and 'RPUSHX' or 'RPUSH', msgs, unpack(ARGV, 6, 5 +
 if length == 0 then
   return {CORRUPT, -1, 'the messages are gone while the meta hash counts ' .. total .. ' tokens (evicted or deleted; the store needs maxmemory-policy noeviction): replace() or delete() the conversation'}
 end
-if #records >= OPS_KEPT * TOKEN_SIZE then records = string.sub(records, TOKEN_SIZE + 1) end
+if #records >= OPS_KEPT * APPEND_SIZE then records = string.sub(records, APPEND_SIZE + 1) end
+records = records .. op .. ARGV[5]  -- the record: token, span
 total = total + tonumber(ARGV[4])
 if changed then
-  redis.call('HSET', meta, APPENDS, records .. op, 'role', last, 'total', total, 'open', #open == 0 and '' or cjson.encode(open))
+  redis.call('HSET', meta, APPENDS, records, 'role', last, 'total', total, 'open', #open == 0 and '' or cjson.encode(open))
 else
-  redis.call('HSET', meta, APPENDS, records .. op, 'role', last, 'total', total)
+  redis.call('HSET', meta, APPENDS, records, 'role', last, 'total', total)
 end
 local requested = tonumber(ARGV[2])
 if requested > 0 and requested ~= ttl then

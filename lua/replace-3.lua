@@ -3,8 +3,9 @@ replace: swap the whole list for new messages, all or none, checking the new
 list's role order and tool pairing from an empty start; resets the token
 baseline. Fenced when the caller names the ids it expects the list to hold (at most
 MAX_READ_BYTES of the list are compared). A message that is a summary at the head of
-the list now stays marked as one where the new list holds it (by id). Repairs a
-conversation whose meta hash was lost.
+the list now stays marked as one where the new list holds it (by id). Every append made
+before stays applied: appended again, its batch is a replay. Repairs a conversation whose
+meta hash was lost.
 
 KEYS[1] msgs     LIST of envelopes
 KEYS[2] meta     HASH
@@ -29,6 +30,7 @@ Returns the new length, or {code, index, reason} having written nothing:
 --- @include "ids"
 --- @include "read"
 --- @include "blobs"
+--- @include "spans_untrack"
 
 local msgs, meta, archive = KEYS[1], KEYS[2], KEYS[3]
 local op, expect = ARGV[1], tonumber(ARGV[4])
@@ -102,6 +104,7 @@ if kept then
   end
 end
 
+untrack_spans(meta, length, math.huge)  -- every append made before stays applied
 redis.call('UNLINK', msgs)
 push_all('RPUSH', msgs, values, from, from + n - 1)
 write_blobs(meta, blobs_at, blobs, added)

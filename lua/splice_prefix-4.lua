@@ -10,7 +10,8 @@ a call of the summaries left unanswered before the next message, or one that was
 answered and no longer is. The summaries' roles are not checked: they lead. At most MAX_READ_BYTES of the
 prefix (and of the kept tool results that follow it) are read; each call drops at
 most MAX_REWRITE archived entries (and MAX_READ_BYTES of them) over the caps, so a
-cap lowered below a large archive is reached over several splices.
+cap lowered below a large archive is reached over several splices. An append whose
+messages it compacts stays applied: appended again, its batch is a replay.
 
 KEYS[1] msgs     LIST of envelopes
 KEYS[2] meta     HASH (also abytes, the archive's size, and adropped, entries capped away)
@@ -44,6 +45,7 @@ Returns the number dropped, or {code, index, reason} having written nothing:
 --- @include "parted"
 --- @include "lost"
 --- @include "read"
+--- @include "spans_untrack"
 
 local msgs, meta, archive, lock = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local op, drop, token = ARGV[1], tonumber(ARGV[3]), ARGV[4]
@@ -145,6 +147,7 @@ while archived > 0 and ((amax > 0 and archived > amax) or (abytes > 0 and stored
 end
 redis.call('HSET', meta, 'abytes', stored, 'adropped', capped)
 
+untrack_spans(meta, length, n)  -- an append compacted away stays applied
 redis.call('LTRIM', msgs, n, -1)
 local reversed = {}
 for i = first + count - 1, first, -1 do reversed[#reversed + 1] = ARGV[i] end

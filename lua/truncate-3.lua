@@ -4,7 +4,9 @@ position is the caller's). The role and tool-pairing state is rebuilt from the
 new tail; the token baseline is reset. A no-op, baseline included, when n >= length.
 Refused when checking and the cut would part a tool call from its result (the first
 message removed is a tool result), or when it would remove more than MAX_REWRITE
-messages or MAX_READ_BYTES of them (truncating to 0 reads none).
+messages or MAX_READ_BYTES of them (truncating to 0 reads none). A recent append whose
+messages it removes, all of them, may be appended again; one it cuts is refused if appended
+again (spans_cut.lua).
 
 KEYS[1] msgs     LIST of envelopes
 KEYS[2] meta     HASH
@@ -23,6 +25,7 @@ Returns the number removed, or {code, index, reason} having written nothing:
 --- @include "turns"
 --- @include "lost"
 --- @include "read"
+--- @include "spans_cut"
 
 local msgs, meta, archive = KEYS[1], KEYS[2], KEYS[3]
 local op, keep, check = ARGV[1], tonumber(ARGV[3]), ARGV[4] == '1'
@@ -60,6 +63,7 @@ end
 role, open = state_before(msgs, keep)
 if not role then return open end  -- a corrupt envelope
 
+cut_spans(meta, length, keep, function(start, stop) return stop - math.max(start, keep) end)
 if keep == 0 then redis.call('UNLINK', msgs) else redis.call('LTRIM', msgs, 0, keep - 1) end
 rewritten(meta, records, op, length - keep, total - gone, role, open, new_ttl)
 refresh_ttl(ttl, msgs, meta, archive)

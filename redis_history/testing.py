@@ -13,7 +13,7 @@ import logging
 import os
 import time
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -36,6 +36,7 @@ from redis_history.store._core import (
     MAX_STATE_VALUE,
     OP_TOKEN_BYTES,
     OPS_KEPT,
+    PARTLY_REMOVED,
     CompactionRequest,
     CompactionStats,
     Schedule,
@@ -126,7 +127,9 @@ class InMemoryHistory:
         self._ops: OrderedDict[bytes, Any] = OrderedDict()
         """The last ``OPS_KEPT`` operations other than appends, and what each returned."""
         self._appends: OrderedDict[bytes, Any] = OrderedDict()
-        """The last ``OPS_KEPT`` appends (remembered apart, as the scripts do)."""
+        """The last ``OPS_KEPT`` appends (remembered apart, as the scripts do), each with its
+        span: how many of its messages the list still holds (0 once compacted or replaced)
+        and whether a rollback or a truncate cut it (``lua/includes/spans.lua``)."""
         self._cstate = CompactionState()
         self._stats = CompactionStats(0, 0)
         self._claim: tuple[str, int] | None = None
@@ -189,7 +192,10 @@ class InMemoryHistory:
         if not stored:
             return
         token = op_token("append", [m.id for m in messages])
-        if self._replayed(token, append=True) is not None:
+        span = self._replayed(token, append=True)
+        if span is not None:
+            if span[1]:
+                raise self._stale(PARTLY_REMOVED)
             return
         state = self._state.copy()
         self._checked(state, messages)
@@ -197,7 +203,7 @@ class InMemoryHistory:
         self._state = state
         self._since += sum(s.tokens for s in stored)
         self._exists = True
-        self._record(token, append=True)
+        self._record(token, (len(stored), False), append=True)
 
     def replace(
         self,
@@ -235,6 +241,7 @@ class InMemoryHistory:
             else s
             for s in stored
         ]
+        self._untrack_appends(len(self._items))
         self._items, self._state = stored, state
         self._reset_baseline()
         self._record(token, len(stored))
@@ -284,6 +291,7 @@ class InMemoryHistory:
             self._check_splice(made, n, read)
         else:
             made.advance_all(splice.summaries, check=False)
+        self._untrack_appends(n)
         self._archive.extend(items[:n])
         self._cap_archive(*splice.caps)
         if n == len(items):
@@ -386,11 +394,42 @@ class InMemoryHistory:
                     keep,
                 )
         state = self._state_before(keep)
+        self._cut_appends(keep, lambda start, stop: stop - max(start, keep))
         del self._items[keep:]
         self._state = state
         self._reset_baseline()
         self._record(token, removed)
         return removed
+
+    def _cut_appends(self, low: int, count: Callable[[int, int], int]) -> None:
+        """After a rollback or a truncate that removes ``count(start, stop)`` of the messages
+        at positions ``start`` to ``stop - 1`` and none below ``low``: a recent append whose
+        messages all go is forgotten (its batch may be appended again), one that loses some
+        is cut. The live spans tile the list's tail, newest last (``cut_spans``)."""
+        stop = len(self._items)
+        for token in reversed(list(self._appends)):
+            live, _cut = self._appends[token]
+            if not live or stop <= low:
+                break
+            k = count(stop - live, stop)
+            if k == live:
+                del self._appends[token]
+            elif k:
+                self._appends[token] = (live - k, True)
+            stop -= live
+
+    def _untrack_appends(self, below: int) -> None:
+        """After a splice of the first ``below`` messages (or a replace of them all): a
+        recent append with a message among them stays applied, its span no longer tracked
+        (``untrack_spans``)."""
+        stop = len(self._items)
+        for token in reversed(list(self._appends)):
+            live, cut = self._appends[token]
+            if not live:
+                break
+            if stop - live < below:
+                self._appends[token] = (0, cut)
+            stop -= live
 
     def _state_before(self, index: int) -> RoleState:
         """The turn state after the first ``index`` messages, reading back as the scripts do
@@ -451,6 +490,16 @@ class InMemoryHistory:
             raise self._stale(
                 f"removing these messages would part tool call {parted} from its result"
             )
+        removed = [i for i in range(first, length) if self._items[i].message.id in wanted]
+
+        def count(start: int, _stop: int) -> int:
+            k = 0
+            while removed and removed[-1] >= start:
+                removed.pop()
+                k += 1
+            return k
+
+        self._cut_appends(first, count)
         self._items[first:] = kept
         self._state = state
         self._reset_baseline()

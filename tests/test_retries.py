@@ -174,6 +174,42 @@ def test_a_write_whose_reply_is_lost_is_applied_once(
     assert observe(histories.direct("faulted")) == observe(reference)
 
 
+AGAIN: dict[str, list[Callable[[Any], Any]]] = {
+    "at once": [lambda h: h.append_many(TURN)],
+    "in pieces": [
+        lambda h: h.append(TURN[0]),
+        lambda h: h.append_many(TURN[1:3]),
+        lambda h: h.append(TURN[3]),
+    ],
+}
+"""A turn's appends: the turn whole, or as an agent loop appends it."""
+
+
+@pytest.mark.parametrize("again", list(AGAIN))
+def test_a_rolled_back_turn_appended_again_is_applied_once_when_replies_are_lost(
+    target: tuple[Target, Callable[[str], FaultProxy]], again: str
+) -> None:
+    """A turn rolled back and appended again with the same messages, the reply of each of
+    its appends lost: each is re-sent by redis-py and applied once, so the turn is there
+    once, as if the replies had arrived."""
+    histories, arm = target
+    reference, faulted = histories.direct("reference"), histories.through("faulted")
+    appends = AGAIN[again]
+    for history in (reference, faulted):
+        seed(history)
+        for append in appends:
+            append(history)
+        history.rollback(TURN)
+    for append in appends:
+        append(reference)
+    for attempt, append in enumerate(appends, 1):
+        proxy = arm(faulted.keys.msgs)
+        append(faulted)
+        assert proxy.dropped == attempt, "the fault did not fire"
+    assert histories.direct("faulted").snapshot() == [*SEED, *TURN]
+    assert observe(histories.direct("faulted")) == observe(reference)
+
+
 @pytest.fixture(params=["sync", "async"])
 def no_retry(
     request: pytest.FixtureRequest, fault_proxy: FaultProxy, real_redis: redis.Redis
@@ -215,6 +251,23 @@ def test_a_caller_repeating_a_write_after_a_lost_reply_applies_it_once(
     assert fault_proxy.dropped == 1
     assert write(faulted, "op-1") == expected
     assert observe(RedisHistory(real_redis, "faulted")) == observe(reference)
+
+
+def test_a_caller_repeating_an_append_again_after_a_lost_reply_applies_it_once(
+    no_retry: Callable[[str], Any], fault_proxy: FaultProxy, real_redis: redis.Redis
+) -> None:
+    """A turn rolled back and appended again whose reply is lost, without redis-py retries:
+    the caller's repeat after StoreUnavailableError is a replay, so the turn is there once."""
+    history = no_retry("faulted")
+    seed(history)
+    history.append_many(TURN)
+    history.rollback(TURN)
+    fault_proxy.drop_reply(b"EVALSHA")
+    with pytest.raises(StoreUnavailableError):
+        history.append_many(TURN)
+    assert fault_proxy.dropped == 1
+    history.append_many(TURN)
+    assert RedisHistory(real_redis, "faulted").snapshot() == [*SEED, *TURN]
 
 
 def test_a_lost_claim_reply_still_enqueues_one_compaction(

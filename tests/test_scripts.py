@@ -16,7 +16,8 @@ import redis
 import redis.asyncio
 
 from redis_history import AsyncRedisHistory, Message, RedisHistory
-from redis_history.store._core import _call
+from redis_history.limits import MAX_BATCH_MESSAGES
+from redis_history.store._core import OP_TOKEN_BYTES, OPS_KEPT, PARTLY_REMOVED, _call, span
 from redis_history.store.scripts import (
     ERRORS,
     Refusal,
@@ -80,6 +81,28 @@ def test_the_refusal_codes_are_the_ones_the_scripts_use() -> None:
     in_lua = dict(zip(names.split(", "), map(int, values.split(", ")), strict=True))
     assert in_lua == {code.name: code.value for code in Refusal}
     assert set(ERRORS) == set(Refusal)
+
+
+def test_the_records_are_laid_out_alike_in_python_and_lua() -> None:
+    """lua/includes/ring.lua's sizes and refusal are the store's: as many records kept, a
+    token as long, the span the client sends 2 bytes under the cut flag for any batch."""
+    source = (ROOT / "lua" / "includes" / "ring.lua").read_text()
+    sizes = re.search(
+        r"^local OPS_KEPT, TOKEN_SIZE, RESULT_SIZE, APPEND_SIZE = (.+)$", source, re.M
+    )
+    cut = re.search(r"^local SPAN_CUT = (\d+)", source, re.M)
+    why = re.search(r"^local PARTLY_REMOVED = '(.+)'$", source, re.M)
+    assert sizes and cut and why
+    kept, token, _, record = map(int, sizes.group(1).split(", "))
+    assert (kept, token, record) == (OPS_KEPT, OP_TOKEN_BYTES, OP_TOKEN_BYTES + 2)
+    assert why.group(1) == PARTLY_REMOVED
+    assert int(cut.group(1)) == 1 << 15 > MAX_BATCH_MESSAGES
+    assert [span(n) for n in (1, 32, 33, MAX_BATCH_MESSAGES)] == [
+        b"\x00\x01",
+        b"\x00\x20",
+        b"\x00\x21",
+        MAX_BATCH_MESSAGES.to_bytes(2, "big"),
+    ]
 
 
 def test_result_codes_map_to_distinct_exceptions() -> None:

@@ -59,6 +59,21 @@ def compacted(history: RedisHistory, _client: redis.Redis) -> None:
     history.splice_prefix(2, SUMMARY, expected_ids=["s0", "u0"])
 
 
+REPLY = Message.assistant("reply", id="m-assistant")
+
+
+def rewritten(rewrite: Callable[[RedisHistory], Any]) -> Setup:
+    """A turn, then the batch of ``USER`` and ``REPLY`` appended and rewritten by
+    ``rewrite``: appended again, that batch is new, refused or a replay."""
+
+    def setup(history: RedisHistory, _client: redis.Redis) -> None:
+        history.append_many([*FIRST, FIRST_REPLY])
+        history.append_many([USER, REPLY])
+        rewrite(history)
+
+    return setup
+
+
 USER = Message.user("next", id="m-user")
 STATES: dict[str, Setup] = {
     "new": lambda _history, _client: None,
@@ -82,8 +97,15 @@ STATES: dict[str, Setup] = {
     "open holds an id twice": meta(open='["c1","c1"]'),
     "meta hash lost": lost("meta"),
     "list lost": lost("msgs"),
+    "user, assistant rolled back": rewritten(
+        lambda h: h.rollback(["m-user", "m-assistant"], op_id="rollback")
+    ),
+    "user, assistant truncated away": rewritten(lambda h: h.truncate(3, op_id="truncate")),
+    "user, assistant cut by a rollback": rewritten(
+        lambda h: h.rollback(["m-assistant"], op_id="rollback")
+    ),
+    "user, assistant compacted": rewritten(lambda h: h.splice_prefix(4, SUMMARY)),
 }
-REPLY = Message.assistant("reply", id="m-assistant")
 CALLING = calls("c3", "c4")
 BATCHES = {
     "user": [USER],

@@ -35,6 +35,7 @@ def build_machine(client: Any) -> type[RuleBasedStateMachine]:
             self.redis = RedisHistory(client, "conv", token_counter="heuristic")
             self.model = InMemoryHistory("conv", token_counter="heuristic")
             self.serial = 0
+            self.batches: list[list[Message]] = []
 
         def message(self, spec: tuple[str, set[str], str, str]) -> Message:
             role, calls, answer, content = spec
@@ -58,11 +59,13 @@ def build_machine(client: Any) -> type[RuleBasedStateMachine]:
         @rule(spec=specs)
         def append(self, spec: tuple[str, set[str], str, str]) -> None:
             message = self.message(spec)
+            self.batches.append([message])
             self.both(lambda h: h.append(message))
 
         @rule(batch=st.lists(specs, max_size=4))
         def append_many(self, batch: list[tuple[str, set[str], str, str]]) -> None:
             messages = [self.message(spec) for spec in batch]
+            self.batches.append(messages)
             self.both(lambda h: h.append_many(messages))
 
         @rule(batch=st.lists(specs, max_size=4))
@@ -108,6 +111,14 @@ def build_machine(client: Any) -> type[RuleBasedStateMachine]:
             if stored:
                 message = data.draw(st.sampled_from(stored))
                 self.both(lambda h: h.append(message))
+
+        @rule(data=st.data())
+        def append_a_batch_again(self, data: st.DataObject) -> None:
+            """One of the batches appended so far, appended again (after whatever rewrites
+            came since): a replay, appended again, or refused, alike on both."""
+            if self.batches:
+                messages = data.draw(st.sampled_from(self.batches[-8:]))
+                self.both(lambda h: h.append_many(messages))
 
         @rule(n=st.integers(0, 10_000))
         def record_input_tokens(self, n: int) -> None:

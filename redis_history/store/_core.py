@@ -61,6 +61,7 @@ __all__ = [
     "MOVED_ON",
     "NOTHING_TO_SEND",
     "OPS_KEPT",
+    "PARTLY_REMOVED",
     "SMALL_BATCH",
     "STAGE_BYTES",
     "UNSTAGED",
@@ -103,6 +104,14 @@ OPS_KEPT = 32
 ``lua/includes/ring.lua``): appends, and all other writes, are remembered apart. A retried
 write is recognised, and not applied again, while fewer than this many other writes of its
 kind have reached the conversation since."""
+
+PARTLY_REMOVED = (
+    "a rollback or a truncate removed part of this batch since it was appended, so appending "
+    "it again would repeat the rest: append the removed messages as a new batch"
+)
+"""Why an append is refused whose batch a rollback or a truncate cut (``PARTLY_REMOVED`` in
+``lua/includes/ring.lua``): a rewrite that removes all of a batch's messages makes it new
+again, one that removes part of it leaves the batch applied and refused."""
 
 _UNAVAILABLE = (
     redis_errors.ConnectionError,
@@ -200,6 +209,15 @@ SMALL_BATCH = 32
 """The most messages one append sends to ``lua/append_small-3.lua`` (a turn, or a few): a
 longer batch goes to ``lua/append-4.lua``, whose walk looks open calls up in a table and
 which pushes in chunks."""
+
+_SPANS = tuple(n.to_bytes(2, "big") for n in range(SMALL_BATCH + 1))
+
+
+def span(n: int) -> bytes:
+    """A batch's size as the append scripts take it: the 2-byte span its operation record
+    ends with (``lua/includes/ring.lua``), which they write as sent, with no Lua call."""
+    return _SPANS[n] if n <= SMALL_BATCH else n.to_bytes(2, "big")
+
 
 STAGE_BYTES = 12 * 1024
 """An append whose envelopes hold at least this many bytes is staged (``Call.staged``):
@@ -550,7 +568,7 @@ class HistoryCore:
     ) -> Call[bool | None]:
         """``lua/append_small-3.lua``'s call: the envelopes, then their role items."""
         n = len(envelopes)
-        command = (*self._small_head, token, self.ttl_ms, self._check, tokens, n)
+        command = (*self._small_head, token, self.ttl_ms, self._check, tokens, span(n))
         return Call(self._replayed, (*command, *envelopes, *roles), self._small, True)
 
     def _blobs(self, messages: Sequence[Message]) -> tuple[Any, ...]:
@@ -575,13 +593,13 @@ class HistoryCore:
         head = (*self._append_head, token, self.ttl_ms, self._check)
         section = kept_out or _NO_BLOBS
         n = len(envelopes)
-        command = (*head, 0, *section, tokens, n, *envelopes, *roles)
+        command = (*head, 0, span(n), *section, tokens, n, *envelopes, *roles)
         staged = None
         if (len(envelopes[0]) if n == 1 else sum(map(len, envelopes))) >= STAGE_BYTES:
             stage = self.keys.stage
             staged = (
                 _MULTI,
-                (*head, 1, *section, tokens, n, *roles),
+                (*head, 1, span(n), *section, tokens, n, *roles),
                 ("RPUSHX", stage, *envelopes),
                 ("RENAME", stage, self.keys.msgs),
                 _EXEC,

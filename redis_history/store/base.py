@@ -26,7 +26,8 @@ class History(Protocol):
     """
 
     def append(self, message: Message) -> None:
-        """Add one message at the tail, checked; applied once per message id."""
+        """Add one message at the tail, checked; applied once per message id (again once a
+        rollback or a truncate removed it)."""
 
     def append_many(self, messages: Sequence[Message]) -> None:
         """Add a whole turn, all or nothing."""

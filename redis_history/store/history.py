@@ -242,12 +242,15 @@ class RedisHistory(_Base):
         """Add one message at the tail, checked against the stored role and tool state.
 
         Safe to retry: a message whose id was appended by one of the conversation's
-        last ``OPS_KEPT`` writes is not appended again.
+        last ``OPS_KEPT`` appends is not appended again, unless a :meth:`rollback` or
+        :meth:`truncate` has removed it since (the retry of a failed turn appends it).
 
         Raises:
             RoleOrderError: the role may not follow the last one.
             ToolPairingError: a tool result answers no open call, or calls are unanswered.
             MessageTooLargeError: the message is over ``max_message_bytes``.
+            StaleSnapshotError: the same batch was appended before and a rollback or a
+                truncate removed part of it since; nothing was written.
             StoreUnavailableError: Redis could not be reached; the message may or may not
                 be stored, and repeating the same call is safe.
         """
@@ -262,7 +265,9 @@ class RedisHistory(_Base):
     def append_many(self, messages: Sequence[Message]) -> None:
         """Add a whole turn, checked as a batch: all of it is written or none of it.
 
-        Safe to retry with the same messages, like :meth:`append`.
+        Safe to retry with the same messages, like :meth:`append`; after a
+        :meth:`rollback` or :meth:`truncate` that removed all of them, they are appended
+        again, and after one that removed part of them, ``StaleSnapshotError``.
         """
         started = metrics.clock()
         try:
@@ -389,7 +394,8 @@ class RedisHistory(_Base):
         """Keep at most ``n`` messages; returns how many were removed.
 
         Positional, so for a single writer: with several pods, roll back a failed
-        turn with :meth:`rollback`, which names the messages instead.
+        turn with :meth:`rollback`, which names the messages instead. What it removes
+        may be appended again, as after a rollback.
         """
         return self.execute(self.core.truncate(n, op_id=op_id))
 
@@ -406,6 +412,8 @@ class RedisHistory(_Base):
         names it: redis-py's resend after a lost reply is applied once and answers with
         the count, but a second rollback of messages already removed, by this caller or
         another, raises ``StaleSnapshotError``, so the count means "I removed them".
+        A batch whose messages it removes, all of them, may be appended again (the retry
+        of the turn); appending one it removed part of raises ``StaleSnapshotError``.
 
         Args:
             messages: the messages, or their ids, to remove (at most ``MAX_ROLLBACK``,
