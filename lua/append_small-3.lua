@@ -136,7 +136,9 @@ length = redis.call(total > 0 and 'RPUSHX' or 'RPUSH', msgs, unpack(ARGV, 6, 5 +
 if length == 0 then
   return {CORRUPT, -1, 'the messages are gone while the meta hash counts ' .. total .. ' tokens (evicted or deleted; the store needs maxmemory-policy noeviction): replace() or delete() the conversation'}
 end
-if #records >= OPS_KEPT * APPEND_SIZE then records = string.sub(records, APPEND_SIZE + 1) end
+if #records >= (OPS_KEPT + APPENDS_DROPPED - 1) * APPEND_SIZE then
+  records = string.sub(records, APPENDS_DROPPED * APPEND_SIZE + 1)
+end
 records = records .. op .. ARGV[5]  -- the record: token, span
 total = total + tonumber(ARGV[4])
 if changed then

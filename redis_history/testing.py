@@ -31,6 +31,7 @@ from redis_history.errors import (
 from redis_history.models import Message
 from redis_history.roles import RoleState
 from redis_history.store._core import (
+    APPENDS_DROPPED,
     DEFAULT_MAX_MESSAGE_BYTES,
     EVENTS,
     MAX_STATE_VALUE,
@@ -127,9 +128,10 @@ class InMemoryHistory:
         self._ops: OrderedDict[bytes, Any] = OrderedDict()
         """The last ``OPS_KEPT`` operations other than appends, and what each returned."""
         self._appends: OrderedDict[bytes, Any] = OrderedDict()
-        """The last ``OPS_KEPT`` appends (remembered apart, as the scripts do), each with its
-        span: how many of its messages the list still holds (0 once compacted or replaced)
-        and whether a rollback or a truncate cut it (``lua/includes/spans.lua``)."""
+        """The last ``OPS_KEPT`` appends at least (remembered apart, and forgotten
+        ``APPENDS_DROPPED`` at a time, as the scripts do), each with its span: how many of
+        its messages the list still holds (0 once compacted or replaced) and whether a
+        rollback or a truncate cut it (``lua/includes/spans.lua``)."""
         self._cstate = CompactionState()
         self._stats = CompactionStats(0, 0)
         self._claim: tuple[str, int] | None = None
@@ -144,8 +146,9 @@ class InMemoryHistory:
     def _record(self, token: bytes, result: Any = 0, *, append: bool = False) -> None:
         ring = self._appends if append else self._ops
         ring[token] = result
-        while len(ring) > OPS_KEPT:
-            ring.popitem(last=False)
+        if len(ring) > OPS_KEPT + (APPENDS_DROPPED - 1 if append else 0):
+            for _ in range(APPENDS_DROPPED if append else 1):
+                ring.popitem(last=False)
 
     def _stored(self, messages: Sequence[Message], *, summary: bool = False) -> list[_Stored]:
         exact = self.token_counter.exact

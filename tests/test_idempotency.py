@@ -13,7 +13,7 @@ import pytest
 from samples import turns
 
 from redis_history import Message, RoleOrderError, ToolCall
-from redis_history.store._core import OPS_KEPT
+from redis_history.store._core import APPENDS_DROPPED, OPS_KEPT
 
 
 def state(history: Any) -> tuple[Any, ...]:
@@ -101,19 +101,21 @@ def test_the_conversation_remembers_the_last_ops_kept_writes(history: Any) -> No
 
 def test_appends_are_remembered_apart_from_other_writes(history: Any) -> None:
     """An append is recognised while fewer than OPS_KEPT other appends came after it, however
-    many other writes did; the OPS_KEPT-th append after it forgets it."""
+    many other writes did, and forgotten by the OPS_KEPT + APPENDS_DROPPED - 1th: the
+    oldest APPENDS_DROPPED appends are forgotten at once."""
     first = Message.user("first")
     history.append(first)
     for i in range(OPS_KEPT + 5):
         history.record_input_tokens(i)
-    for i in range(OPS_KEPT - 1):
+    for i in range(OPS_KEPT + APPENDS_DROPPED - 2):
         history.append(Message.assistant(f"a{i}") if i % 2 == 0 else Message.user(f"u{i}"))
     length = history.len()
     history.append(first)  # still remembered
     assert history.len() == length
-    history.append(Message.user("last"))
-    with pytest.raises(RoleOrderError):
-        history.append(first)  # forgotten: a new append, which role order refuses
+    history.append(Message.assistant("last"))
+    history.append(first)  # forgotten: a new append
+    assert history.len() == length + 2
+    assert history.snapshot()[-1] == first
 
 
 def test_ids_that_join_alike_are_different_writes(history: Any) -> None:

@@ -17,7 +17,14 @@ import redis.asyncio
 
 from redis_history import AsyncRedisHistory, Message, RedisHistory
 from redis_history.limits import MAX_BATCH_MESSAGES
-from redis_history.store._core import OP_TOKEN_BYTES, OPS_KEPT, PARTLY_REMOVED, _call, span
+from redis_history.store._core import (
+    APPENDS_DROPPED,
+    OP_TOKEN_BYTES,
+    OPS_KEPT,
+    PARTLY_REMOVED,
+    _call,
+    span,
+)
 from redis_history.store.scripts import (
     ERRORS,
     Refusal,
@@ -84,17 +91,23 @@ def test_the_refusal_codes_are_the_ones_the_scripts_use() -> None:
 
 
 def test_the_records_are_laid_out_alike_in_python_and_lua() -> None:
-    """lua/includes/ring.lua's sizes and refusal are the store's: as many records kept, a
-    token as long, the span the client sends 2 bytes under the cut flag for any batch."""
+    """lua/includes/ring.lua's sizes and refusal are the store's: as many records kept and
+    appends dropped at once, a token as long, the span the client sends 2 bytes under the
+    cut flag for any batch."""
     source = (ROOT / "lua" / "includes" / "ring.lua").read_text()
     sizes = re.search(
-        r"^local OPS_KEPT, TOKEN_SIZE, RESULT_SIZE, APPEND_SIZE = (.+)$", source, re.M
+        r"^local OPS_KEPT, TOKEN_SIZE, RESULT_SIZE, APPEND_SIZE, APPENDS_DROPPED = (.+)$",
+        source,
+        re.M,
     )
     cut = re.search(r"^local SPAN_CUT = (\d+)", source, re.M)
     why = re.search(r"^local PARTLY_REMOVED = '(.+)'$", source, re.M)
-    assert sizes and cut and why
-    kept, token, _, record = map(int, sizes.group(1).split(", "))
+    assert sizes
+    assert cut
+    assert why
+    kept, token, _, record, dropped = map(int, sizes.group(1).split(", "))
     assert (kept, token, record) == (OPS_KEPT, OP_TOKEN_BYTES, OP_TOKEN_BYTES + 2)
+    assert dropped == APPENDS_DROPPED
     assert why.group(1) == PARTLY_REMOVED
     assert int(cut.group(1)) == 1 << 15 > MAX_BATCH_MESSAGES
     assert [span(n) for n in (1, 32, 33, MAX_BATCH_MESSAGES)] == [

@@ -25,14 +25,14 @@ end
 -- record of `op` in `ring`: with its `result`, an integer >= 0 (nil: 0), or for an append
 -- its span as sent (2 bytes); and the TTL to store (`new_ttl`, or nil to keep the stored one).
 local function commit(meta, ring, records, op, result, new_ttl, ...)
-  local tail = result
+  local tail, kept, dropped = result, OPS_KEPT + APPENDS_DROPPED - 1, APPENDS_DROPPED
   if ring == WRITES then
     local r = result or 0
-    tail = string.char(math.floor(r / 16777216) % 256, math.floor(r / 65536) % 256,
-                       math.floor(r / 256) % 256, r % 256)
+    tail, kept, dropped = string.char(math.floor(r / 16777216) % 256, math.floor(r / 65536) % 256,
+                                      math.floor(r / 256) % 256, r % 256), OPS_KEPT, 1
   end
   local size = #op + #tail
-  if #records >= OPS_KEPT * size then records = string.sub(records, size + 1) end
+  if #records >= kept * size then records = string.sub(records, dropped * size + 1) end
   redis.call('HSET', meta, ring, records .. op .. tail, ...)
   if new_ttl then redis.call('HSET', meta, 'ttl', new_ttl) end
 end

@@ -57,6 +57,7 @@ from redis_history.tokens import Pricer, TokenCounter, resolve_counter
 from redis_history.turns import Turn, group_entries
 
 __all__ = [
+    "APPENDS_DROPPED",
     "DEFAULT_MAX_MESSAGE_BYTES",
     "MOVED_ON",
     "NOTHING_TO_SEND",
@@ -100,10 +101,15 @@ Entropy = Callable[[int], bytes]
 DEFAULT_MAX_MESSAGE_BYTES = limits.MAX_MESSAGE_BYTES
 
 OPS_KEPT = 32
-"""How many recent writes of each kind a conversation remembers (``OPS_KEPT`` in
+"""How many recent writes of each kind a conversation remembers, at least (``OPS_KEPT`` in
 ``lua/includes/ring.lua``): appends, and all other writes, are remembered apart. A retried
 write is recognised, and not applied again, while fewer than this many other writes of its
 kind have reached the conversation since."""
+
+APPENDS_DROPPED = 8
+"""How many of the oldest appends a conversation forgets at once, when one more would make
+it remember more than ``OPS_KEPT + APPENDS_DROPPED - 1`` (``lua/includes/ring.lua``): so an
+append rarely makes a trimmed copy of the records."""
 
 PARTLY_REMOVED = (
     "a rollback or a truncate removed part of this batch since it was appended, so appending "
@@ -568,7 +574,7 @@ class HistoryCore:
     ) -> Call[bool | None]:
         """``lua/append_small-3.lua``'s call: the envelopes, then their role items."""
         n = len(envelopes)
-        command = (*self._small_head, token, self.ttl_ms, self._check, tokens, span(n))
+        command = (*self._small_head, token, self.ttl_ms, self._check, tokens, _SPANS[n])
         return Call(self._replayed, (*command, *envelopes, *roles), self._small, True)
 
     def _blobs(self, messages: Sequence[Message]) -> tuple[Any, ...]:

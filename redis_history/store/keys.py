@@ -24,10 +24,10 @@ The meta hash's fields: ``total`` (tokens of the live messages), ``baseline`` an
 (bumped by every rewrite: replace, splice, truncate, rollback; appends only grow the
 list, so version and length together name the content), ``ops`` (the last 32 writes
 other than appends, 10 bytes each: the write's 6-byte operation token and its result
-as a 4-byte integer; so a retried write is applied once), ``opa`` (the last 32 appends,
-8 bytes each: the token and the span of the batch that rollbacks and truncates cut or
-forget, ``lua/includes/spans.lua``), ``ttl`` (the conversation's TTL in ms,
-which every writer applies), ``abytes`` and ``adropped`` (the archive's size, and
+as a 4-byte integer; so a retried write is applied once), ``opa`` (the last 32 to 39
+appends, 8 bytes each: the token, and the span of the batch, which rollbacks and
+truncates cut or forget, ``lua/includes/spans.lua``), ``ttl`` (the conversation's TTL
+in ms, which every writer applies), ``abytes`` and ``adropped`` (the archive's size, and
 how many archived entries its caps dropped), ``cstate``, ``compactions`` and
 ``tokens_freed`` (compaction), and ``queued`` and ``queued_at`` (the pending-
 compaction claim).
