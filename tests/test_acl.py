@@ -203,3 +203,24 @@ def test_the_rule_resets_the_user_and_hides_the_password() -> None:
         tenant_rule("tenant-a", user="a b", password="pw")
     with pytest.raises(ValueError, match="password"):
         tenant_rule("tenant-a", user="u", password="")
+
+
+def test_a_namespace_with_a_space_is_refused_by_the_store_and_the_rule(
+    admin: redis.Redis, server: RedisServer
+) -> None:
+    """Redis refuses a key pattern holding a space, so no rule could confine such a
+    namespace: `acl` refuses it (exit 2, nothing printed), and so do the store, the
+    long-term memory and the commands (exit 2), with nothing written."""
+    result = run_cli("acl", "tenant a", "--user", "u", "--password", "pw")
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert "space" in result.stderr
+    with pytest.raises(redis.exceptions.ResponseError):  # what the old rule ran into
+        admin.execute_command("ACL", "SETUSER", "u", "~rh:tenant a:*")  # type: ignore[no-untyped-call]
+    with pytest.raises(ValueError, match="space"):
+        RedisHistory(admin, "c", namespace="tenant a").append(Message.user("hi"))
+    with pytest.raises(ValueError, match="space"):
+        RedisLongTermMemory(admin, namespace="tenant a")
+    shown = run_cli("show", "c", "--namespace", "tenant a", "--redis-url", server.url)
+    assert shown.returncode == 2
+    assert admin.dbsize() == 0

@@ -14,7 +14,7 @@ from redis_history.errors import ConversationNotFoundError
 from redis_history.settings import URL
 from redis_history.store._core import Call, RedisFailure, redis_error
 from redis_history.store.history import RedisHistory
-from redis_history.store.keys import DEFAULT_NAMESPACE, DEFAULT_PREFIX, validate_name
+from redis_history.store.keys import DEFAULT_NAMESPACE, DEFAULT_PREFIX, validate_scope
 
 __all__ = ["CONNECT_TIMEOUT", "Target", "run_call"]
 
@@ -38,8 +38,7 @@ class Target:
     """The primaries' clients handed out, closed with the target's."""
 
     def __post_init__(self) -> None:
-        validate_name(self.namespace, "namespace", allow_colon=False)
-        validate_name(self.prefix, "key prefix", allow_colon=False)
+        validate_scope(self.namespace, self.prefix)
 
     @classmethod
     def connect(

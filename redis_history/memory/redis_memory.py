@@ -70,7 +70,13 @@ from redis_history.memory.base import MemoryFilters, MemoryRecord, tag_tuple
 from redis_history.models import JsonObject
 from redis_history.store._core import Call, RedisFailure, redis_error
 from redis_history.store._lane import asend, send
-from redis_history.store.keys import DEFAULT_NAMESPACE, DEFAULT_PREFIX, MemoryKeys, validate_name
+from redis_history.store.keys import (
+    DEFAULT_NAMESPACE,
+    DEFAULT_PREFIX,
+    MemoryKeys,
+    validate_name,
+    validate_scope,
+)
 from redis_history.store.scripts import refusal, script
 
 __all__ = [
@@ -331,8 +337,7 @@ class _Memory:
         Raises:
             ValueError: an unusable namespace or prefix.
         """
-        validate_name(namespace, "namespace", allow_colon=False)
-        validate_name(prefix, "key prefix", allow_colon=False)
+        validate_scope(namespace, prefix)
         self.client = client
         self.namespace = namespace
         self.prefix = prefix

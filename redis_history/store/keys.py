@@ -53,6 +53,7 @@ __all__ = [
     "glob_escape",
     "namespace_pattern",
     "validate_name",
+    "validate_scope",
 ]
 
 DEFAULT_PREFIX = "rh"
@@ -92,6 +93,22 @@ def validate_name(value: str, what: str, *, allow_colon: bool = True) -> str:
     return value
 
 
+def validate_scope(namespace: str, prefix: str) -> None:
+    """Check a namespace and a key prefix: each a usable name (:func:`validate_name`) without
+    ``:``, which would make one namespace's keys another's, or a space, which no ACL key
+    pattern can hold (Redis refuses the rule), so such a namespace could never be confined.
+
+    Raises:
+        ValueError: either is not usable, saying which and why.
+    """
+    for value, what in ((namespace, "namespace"), (prefix, "key prefix")):
+        validate_name(value, what, allow_colon=False)
+        if " " in value:
+            raise ValueError(
+                f"{what} {value!r} may not contain a space: no ACL key pattern can hold one"
+            )
+
+
 def glob_escape(text: str) -> str:
     """``text`` as a literal inside a Redis glob pattern: each of :data:`GLOB_CHARACTERS`
     behind a backslash."""
@@ -107,8 +124,7 @@ def conversation_pattern(
     It also matches keys that are not a conversation's data (its lock, an import's
     staging keys): :func:`conversation_of` tells them apart.
     """
-    validate_name(namespace, "namespace", allow_colon=False)
-    validate_name(prefix, "key prefix", allow_colon=False)
+    validate_scope(namespace, prefix)
     if not match or "{" in match or "}" in match:
         raise ValueError(f"a conversation glob must be non-empty, without braces: {match!r}")
     return f"{glob_escape(prefix)}:{glob_escape(namespace)}:{{{match}}}:*"
@@ -135,8 +151,8 @@ def namespace_pattern(namespace: str, prefix: str = DEFAULT_PREFIX) -> str:
         ValueError: an unusable name, or one holding a glob character, which would widen
             the pattern to other namespaces' keys.
     """
+    validate_scope(namespace, prefix)
     for value, what in ((namespace, "namespace"), (prefix, "key prefix")):
-        validate_name(value, what, allow_colon=False)
         if found := _GLOB.search(value):
             raise ValueError(
                 f"{what} {value!r} holds {found.group()!r}, which an ACL key pattern reads "
@@ -167,8 +183,7 @@ class ConversationKeys:
     ) -> ConversationKeys:
         """Validate the names and build the keys."""
         validate_name(conversation_id, "conversation id")
-        validate_name(namespace, "namespace", allow_colon=False)
-        validate_name(prefix, "key prefix", allow_colon=False)
+        validate_scope(namespace, prefix)
         base = f"{prefix}:{namespace}:{{{conversation_id}}}"
         return cls(
             msgs=f"{base}:msgs",
@@ -236,8 +251,7 @@ class MemoryKeys:
     ) -> MemoryKeys:
         """Validate the names and build the owner's keys."""
         validate_name(agent_id, "agent id", allow_colon=False)
-        validate_name(namespace, "namespace", allow_colon=False)
-        validate_name(prefix, "key prefix", allow_colon=False)
+        validate_scope(namespace, prefix)
         owner = agent_id if user_id is None else f"{agent_id}:{validate_name(user_id, 'user id')}"
         base = f"{prefix}:{namespace}:mem:{{{owner}}}"
         return cls(base, f"{base}:stats", f"{base}:docs", f"{base}:dedup", f"{base}:recent")
