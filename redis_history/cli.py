@@ -1,5 +1,6 @@
 """The ``redis-history`` command line: the operator's commands (``ls``, ``stats``, ``show``,
-``export``, ``import``, ``delete``, ``doctor``, ``acl``), the ``demo`` and the ``worker``.
+``export``, ``import``, ``delete``, ``doctor``, ``acl``, ``load-scripts``), the ``demo`` and
+the ``worker``.
 
 It only parses arguments and prints: what each command does is in
 :mod:`redis_history.admin`. A command that reaches Redis says on stderr which server it
@@ -23,7 +24,7 @@ from typing import IO, Any
 
 from redis_history import settings
 from redis_history._redact import redact_url
-from redis_history.admin.acl import setuser_command, tenant_rule
+from redis_history.admin.acl import DEFAULT_REDIS_VERSION, setuser_command, tenant_rule
 from redis_history.admin.doctor import doctor
 from redis_history.admin.dump import export_conversation, load_dump, read_dump, restore
 from redis_history.admin.listing import (
@@ -31,6 +32,7 @@ from redis_history.admin.listing import (
     conversation_stats,
     list_conversations,
 )
+from redis_history.admin.scripts import load_scripts
 from redis_history.admin.target import Target
 from redis_history.context.formats import WIRE_FORMATS, render
 from redis_history.demo.run import DemoError, redis_for_demo, run_demo, starts_its_own_redis
@@ -188,6 +190,34 @@ def _deployment_commands(command: Callable[..., Any]) -> None:
     acl.add_argument("--user", required=True, help="the ACL user to create or reset")
     acl.add_argument("--password", required=True, help="its password (printed as its SHA-256)")
     acl.add_argument("--prefix", default=DEFAULT_PREFIX, help="the key prefix (%(default)s)")
+    acl.add_argument(
+        "--queue",
+        default=settings.QUEUE.read(),
+        help="the shared queue's name; the tenant's is QUEUE:NAMESPACE (default: "
+        f"${settings.QUEUE.name}, else %(default)s)",
+    )
+    acl.add_argument(
+        "--redis-version",
+        type=_version_of,
+        default=DEFAULT_REDIS_VERSION,
+        metavar="MAJOR.MINOR",
+        help="the oldest Redis the rule is applied on: 6.2 (scripts by EVALSHA), 7.0 "
+        "(functions by FCALL), 7.2 (and CLIENT SETINFO) (default: 7.0)",
+    )
+    command(
+        "load-scripts",
+        "load the store's functions (Redis 7+) and scripts on every primary, for tenants whose "
+        "rule runs only those",
+        _server(prefix=False),
+    )
+
+
+def _version_of(text: str) -> tuple[int, int]:
+    """An argparse type: a Redis version as ``MAJOR.MINOR``."""
+    major, dot, minor = text.partition(".")
+    if not (major.isdigit() and dot and minor.isdigit()):
+        raise argparse.ArgumentTypeError(f"not a version MAJOR.MINOR: {text!r}")
+    return int(major), int(minor)
 
 
 def _at_least(low: int) -> Callable[[str], int]:
@@ -444,12 +474,34 @@ def _doctor(args: argparse.Namespace) -> int:
 
 
 def _acl(args: argparse.Namespace) -> int:
-    rule = tenant_rule(args.namespace, user=args.user, password=args.password, prefix=args.prefix)
+    rule = tenant_rule(
+        args.namespace,
+        user=args.user,
+        password=args.password,
+        prefix=args.prefix,
+        queue=args.queue,
+        redis_version=args.redis_version,
+    )
     print(setuser_command(rule))
     _say(
-        "apply it with redis-cli (on a cluster, on every node: ACLs are per node), then "
-        "ACL SAVE where an aclfile is used"
+        "apply it with redis-cli on the store (on a cluster, on every node: ACLs are per "
+        "node) and on the queue's Redis, then ACL SAVE where an aclfile is used; the "
+        "tenant's calls run the store's functions: load them first (redis-history "
+        "load-scripts)"
     )
+    return 0
+
+
+def _load_scripts(args: argparse.Namespace) -> int:
+    cluster = settings.CLUSTER.read() if args.cluster is None else args.cluster
+    target = Target.connect(args.redis_url, cluster=cluster)
+    _say(f"{'the Redis Cluster at' if cluster else 'Redis at'} {target.shown}")
+    try:
+        for loaded in load_scripts(target):
+            what = f"library {loaded.library} and " if loaded.library else "(no functions) "
+            print(f"{loaded.node}: {what}{loaded.scripts} scripts loaded")
+    finally:
+        target.close()
     return 0
 
 
@@ -507,6 +559,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "delete": _delete,
     "doctor": _doctor,
     "acl": _acl,
+    "load-scripts": _load_scripts,
     "demo": _demo,
     "worker": _worker,
 }

@@ -29,6 +29,8 @@ redis-py's exceptions::
     ├── ReplicationError                     a write reached fewer replicas than ``wait_replicas``
     ├── AccessDeniedError (PermissionError)  credentials refused, or a key denied (ACL NOPERM)
     └── StoreUnavailableError (ConnectionError)  Redis could not be reached; wraps redis-py's error
+        └── ScriptsNotLoadedError            the server has not the store's scripts, and the
+                                             user may not load them (an operator's step)
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ __all__ = [
     "MessageTooLargeError",
     "ReplicationError",
     "RoleOrderError",
+    "ScriptsNotLoadedError",
     "StaleSnapshotError",
     "StoreUnavailableError",
     "SummarizerError",
@@ -280,3 +283,9 @@ class AccessDeniedError(HistoryError, PermissionError):
 
 class StoreUnavailableError(HistoryError, ConnectionError):
     """Redis could not be reached or timed out; the operation may not have run."""
+
+
+class ScriptsNotLoadedError(StoreUnavailableError):
+    """The server has neither the store's functions nor its scripts, and this user may not
+    load them: a tenant's rule runs only the functions an operator loaded (``redis-history
+    load-scripts``). Nothing was written; the call succeeds once they are loaded."""

@@ -8,6 +8,7 @@ return; each is usable from Python too.
 - :mod:`~redis_history.admin.dump`: ``export`` and ``import``.
 - :mod:`~redis_history.admin.doctor`: ``doctor``.
 - :mod:`~redis_history.admin.acl`: ``acl``.
+- :mod:`~redis_history.admin.scripts`: ``load-scripts``.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from redis_history.admin.listing import (
     conversation_stats,
     list_conversations,
 )
+from redis_history.admin.scripts import Loaded, load_scripts
 from redis_history.admin.target import Target
 
 __all__ = [
@@ -39,6 +41,7 @@ __all__ = [
     "ConversationStats",
     "Dump",
     "DumpMeta",
+    "Loaded",
     "Report",
     "Target",
     "conversation_ids",
@@ -49,6 +52,7 @@ __all__ = [
     "import_conversation",
     "list_conversations",
     "load_dump",
+    "load_scripts",
     "read_dump",
     "restore",
     "setuser_command",

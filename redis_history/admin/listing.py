@@ -14,8 +14,6 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
-from redis.exceptions import NoScriptError
-
 from redis_history.admin.target import Target, run_call
 from redis_history.errors import (
     AccessDeniedError,
@@ -23,8 +21,8 @@ from redis_history.errors import (
     HistoryError,
     StoreUnavailableError,
 )
-from redis_history.store._core import Call, RedisFailure
-from redis_history.store._lane import send
+from redis_history.store._core import Call, RedisFailure, resent
+from redis_history.store._lane import command_of, send
 from redis_history.store.codec import Entry
 from redis_history.store.history import RedisHistory
 from redis_history.store.keys import conversation_of, conversation_pattern
@@ -208,14 +206,14 @@ def _run_all(
     try:
         with target.client.pipeline(transaction=False) as pipe:
             for call in calls:
-                pipe.execute_command(*call.command)
+                pipe.execute_command(*command_of(target.client, call))
             replies = pipe.execute(raise_on_error=False)
     except RedisFailure as exc:
         raise histories[0].core.wrap(exc) from exc
     results: list[Any] = []
     for index, (call, sent) in enumerate(zip(calls, replies, strict=True)):
         try:
-            reply = send(target.client, call) if isinstance(sent, NoScriptError) else sent
+            reply = send(target.client, call) if resent(sent) else sent
             if isinstance(reply, RedisFailure):
                 raise reply
             results.append(call.parse(reply))

@@ -36,6 +36,7 @@ from redis_history.errors import (
     InvalidMessageError,
     InvalidTransitionError,
     ReplicationError,
+    ScriptsNotLoadedError,
     StoreUnavailableError,
 )
 from redis_history.models import MAX_ID_LENGTH, Message
@@ -51,7 +52,12 @@ from redis_history.store.codec import (
     encode_message,
     role_item,
 )
-from redis_history.store.keys import DEFAULT_NAMESPACE, DEFAULT_PREFIX, ConversationKeys
+from redis_history.store.keys import (
+    DEFAULT_NAMESPACE,
+    DEFAULT_PREFIX,
+    ConversationKeys,
+    job_id_prefix,
+)
 from redis_history.store.scripts import ERRORS, Script, refusal, script
 from redis_history.tokens import Pricer, TokenCounter, resolve_counter
 from redis_history.turns import Turn, group_entries
@@ -143,6 +149,38 @@ through its handshake on Redis 7.0 (that answers its ``CLIENT SETINFO`` "unknown
 subcommand", not NOAUTH)."""
 
 
+class ScriptsNotLoaded(redis_errors.ResponseError):
+    """The server knows neither the store's function nor its script, and the user may not
+    send the script's source (``EVAL``): an operator has not loaded them (``redis-history
+    load-scripts``), or the server lost them (a Redis 6.2 restart)."""
+
+
+_SCRIPTS_DENIED = re.compile(r"'(?:eval|evalsha)' command", re.IGNORECASE)
+_NO_FUNCTION = re.compile(r"Function not found", re.IGNORECASE)
+
+
+def scripts_denied(exc: BaseException) -> bool:
+    """Whether ``exc`` is the ACL denying the user ``EVAL`` or ``EVALSHA``: a user that may run
+    only the store's functions (a tenant's rule)."""
+    return isinstance(exc, redis_errors.NoPermissionError) and bool(
+        _SCRIPTS_DENIED.search(str(exc))
+    )
+
+
+def no_function(exc: BaseException) -> bool:
+    """Whether ``exc`` is ``FCALL`` finding no such function (the library is not loaded)."""
+    return isinstance(exc, redis_errors.ResponseError) and bool(_NO_FUNCTION.search(str(exc)))
+
+
+def resent(reply: Any) -> bool:
+    """Whether a script's pipelined error reply is one :func:`~redis_history.store._lane.send`
+    answers by another command (the script's source, or its function): the pipeline's
+    caller sends that call again through it."""
+    return (
+        isinstance(reply, redis_errors.NoScriptError) or scripts_denied(reply) or no_function(reply)
+    )
+
+
 def access_denied(exc: BaseException) -> bool:
     """Whether a redis-py error is Redis refusing the credentials (none, wrong, a disabled
     user) or the ACL denying a key or command: neither an outage nor worth a retry."""
@@ -166,6 +204,11 @@ def redis_error(
     ``where`` names the server in the message, ``data`` what a ``WRONGTYPE`` was about.
     """
     text = redactor.exception(exc)
+    if isinstance(exc, ScriptsNotLoaded):
+        return ScriptsNotLoadedError(
+            f"{where} has not the store's scripts, and this user may not load them: "
+            f"an operator runs `redis-history load-scripts` ({text})"
+        )
     if access_denied(exc):  # before _UNAVAILABLE: redis-py's AuthenticationError is one
         return AccessDeniedError(f"{where} denied access: {text}")
     if isinstance(exc, _UNAVAILABLE):
@@ -228,6 +271,17 @@ class Call(NamedTuple, Generic[T]):
         """The ``EVAL`` of the script's source that stands in for a refused ``EVALSHA``."""
         assert self.script is not None
         return ("EVAL", self.script.source, *self.command[2:])
+
+    def function(self) -> tuple[Any, ...]:
+        """The ``FCALL`` of the script's function in the store's library, for a user that may
+        run only the store's functions."""
+        assert self.script is not None
+        return ("FCALL", self.script.function, *self.command[2:])
+
+    def staged_function(self) -> tuple[tuple[Any, ...], ...]:
+        """:attr:`staged` with the script's ``FCALL`` in place of its ``EVALSHA``."""
+        assert self.staged is not None
+        return (self.staged[0], self.function(), *self.staged[2:])
 
 
 _MULTI, _EXEC = ("MULTI",), ("EXEC",)
@@ -341,6 +395,12 @@ def _call(
     if len(keys) != lua.nkeys:
         raise AssertionError(f"{name} takes {lua.nkeys} keys, called with {len(keys)}")
     return Call(parse, ("EVALSHA", lua.sha, lua.nkeys, *keys, *args), lua, waits)
+
+
+def lock_call(key: str, token: str, ttl_ms: int) -> Call[bool]:
+    """Extend the lock at ``key`` to ``ttl_ms`` from now (0: release it) if ``token`` holds
+    it; the reply is whether it did (``lua/lock-1.lua``)."""
+    return _call(bool, "lock", (key,), (token, ttl_ms), waits=False)
 
 
 class HistoryCore:
@@ -1027,9 +1087,12 @@ class CompactionRequest:
         policy: CompactionPolicy,
         entropy: Entropy,
     ) -> CompactionRequest:
-        """A request under a fresh job id (a random UUID, as ``uuid4`` makes, of ``entropy``)."""
+        """A request under a fresh job id: the namespace's job id prefix
+        (:func:`~redis_history.store.keys.job_id_prefix`, which a tenant's ACL rule allows)
+        and a random UUID, as ``uuid4`` makes, of ``entropy``."""
         job = uuid.UUID(bytes=entropy(16), version=4)
-        return cls(f"rh-compact-{job.hex}", namespace, conversation_id, prefix, policy)
+        job_id = f"{job_id_prefix(namespace, prefix)}{job.hex}"
+        return cls(job_id, namespace, conversation_id, prefix, policy)
 
     @property
     def claim_ms(self) -> int:

@@ -34,10 +34,16 @@ compaction claim).
 The braces make the conversation id the hash tag, so every script touches one
 cluster slot; the namespace comes first so an ACL key pattern such as
 ``~rh:tenant-a:*`` confines a tenant.
+
+On the compaction queue's Redis, RQ names the keys: a namespace's own queue is
+``rq:queue:<queue>:<namespace>`` (:func:`tenant_queue`) and every compaction job's id
+starts with a tag of its namespace (:func:`job_id_prefix`), so its job is
+``rq:job:rhc-<tag>-<uuid>``: patterns an ACL rule confines a tenant's enqueueing to.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 
@@ -46,12 +52,16 @@ __all__ = [
     "DEFAULT_NAMESPACE",
     "DEFAULT_PREFIX",
     "GLOB_CHARACTERS",
+    "RQ_JOB_PREFIX",
+    "RQ_QUEUE_PREFIX",
     "ConversationKeys",
     "MemoryKeys",
     "conversation_of",
     "conversation_pattern",
     "glob_escape",
+    "job_id_prefix",
     "namespace_pattern",
+    "tenant_queue",
     "validate_name",
     "validate_scope",
 ]
@@ -67,6 +77,10 @@ _GLOB = re.compile(r"([*?\[\]\\])")
 DATA_KINDS = ("msgs", "meta", "archive")
 """The suffixes of a conversation's data keys (:attr:`ConversationKeys.data`)."""
 _SURROGATE = re.compile("[\ud800-\udfff]")
+RQ_QUEUE_PREFIX = "rq:queue:"
+"""RQ's key of a queue, before its name (``rq.Queue.redis_queue_namespace_prefix``)."""
+RQ_JOB_PREFIX = "rq:job:"
+"""RQ's key of a job, before its id (``rq.job.Job.redis_job_namespace_prefix``)."""
 
 
 def validate_name(value: str, what: str, *, allow_colon: bool = True) -> str:
@@ -159,6 +173,20 @@ def namespace_pattern(namespace: str, prefix: str = DEFAULT_PREFIX) -> str:
                 "as a wildcard: the rule would reach other namespaces' keys"
             )
     return f"{prefix}:{namespace}:*"
+
+
+def job_id_prefix(namespace: str, prefix: str = DEFAULT_PREFIX) -> str:
+    """How the ids of a namespace's compaction jobs start: ``rhc-``, 20 hex digits of a
+    BLAKE2b digest of the prefix and namespace (RQ's ids hold only letters, digits, ``-``
+    and ``_``, so the namespace itself cannot be one), and ``-``."""
+    validate_scope(namespace, prefix)
+    data = f"{len(prefix)}:{prefix}{namespace}".encode()
+    return f"rhc-{hashlib.blake2b(data, digest_size=10).hexdigest()}-"
+
+
+def tenant_queue(queue: str, namespace: str) -> str:
+    """The name of ``namespace``'s own compaction queue, beside the shared queue ``queue``."""
+    return f"{queue}:{namespace}"
 
 
 @dataclass(frozen=True, slots=True)
