@@ -29,7 +29,7 @@ from redis_history import (
 from redis_history.admin.acl import tenant_rule
 from redis_history.compaction.run import run_compaction
 from redis_history.context import into_request
-from redis_history.demo.server import RedisServer
+from redis_history.demo.server import LocalCluster, RedisServer
 from redis_history.memory import MemoryFilters, RedisLongTermMemory
 from redis_history.store.keys import job_id_prefix
 
@@ -186,7 +186,7 @@ def test_nothing_dangerous_and_no_other_key_names(tenant: redis.Redis, admin: re
         tenant.client_list,
         lambda: tenant.execute_command("MONITOR"),  # type: ignore[no-untyped-call]
         lambda: tenant.execute_command("CLUSTER", "GETKEYSINSLOT", 0, 10),  # type: ignore[no-untyped-call]
-        lambda: tenant.sort("rh:tenant-a:{mine}:list", by="nosort", get="rh:tenant-b:*->total"),
+        lambda: tenant.sort("rh:tenant-a:{mine}:list", by="nosort", get=["rh:tenant-b:*->total"]),
     ]
     for attempt in refused:
         with pytest.raises(redis.exceptions.NoPermissionError):
@@ -328,3 +328,49 @@ def test_a_namespace_with_a_space_is_refused_by_the_store_and_the_rule(
     shown = run_cli("show", "c", "--namespace", "tenant a", "--redis-url", server.url)
     assert shown.returncode == 2
     assert admin.dbsize() == 0
+
+
+def test_the_rule_works_on_a_cluster(redis_cluster: LocalCluster) -> None:
+    """Applied on every node of a cluster, with the store's functions loaded on every primary
+    (``load-scripts --cluster``), the rule lets a cluster client connect (it learns the layout
+    with CLUSTER SLOTS, SHARDS, NODES and COMMAND) and run a pod turn, a rollback, a fork
+    and a compaction; another tenant's conversation is AccessDeniedError, and a slot's key
+    names are not the tenant's to list."""
+    admins = [node.client() for node in redis_cluster.nodes]
+    loaded = run_cli("load-scripts", "--cluster", "--redis-url", redis_cluster.url)
+    assert loaded.returncode == 0, loaded.stderr
+    for admin in admins:
+        applied(admin, "tenant-a", "--user", "tenant-a", "--password", PASSWORD)
+    tenant = redis_cluster.client(username="tenant-a", password=PASSWORD)
+    try:
+        RedisHistory(redis_cluster.client(), "c", namespace="tenant-b").append(
+            Message.user("secret plans")
+        )
+        history = RedisHistory(tenant, "c", namespace="tenant-a")
+        history.append(Message.system("You are a travel agent."))
+        for turn in range(3):
+            call = ToolCall(id=f"t{turn}", name="weather", arguments={"city": turn})
+            history.append_many(
+                [
+                    Message.user(f"Weather in city {turn}?"),
+                    Message.assistant("", tool_calls=[call]),
+                    Message.tool(BIG, tool_call_id=call.id),
+                    Message.assistant("Sunny."),
+                ]
+            )
+        failed = Message.user("a turn that fails")
+        history.append(failed)
+        assert history.rollback([failed]) == 1
+        policy = CompactionPolicy(soft_tokens=100, keep_last_turns=1, min_messages=2)
+        assert run_compaction(history, ExtractiveSummarizer(), policy).status == "compacted"
+        assert history.fork("c-branch", at=history.snapshot()[-1].id).transcript()
+        with pytest.raises(AccessDeniedError):
+            RedisHistory(tenant, "c", namespace="tenant-b").snapshot()
+        node = tenant.get_redis_connection(tenant.get_primaries()[0])  # type: ignore[no-untyped-call]
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            node.execute_command("CLUSTER", "GETKEYSINSLOT", 0, 10)  # type: ignore[no-untyped-call]
+    finally:
+        tenant.close()
+        for admin in admins:
+            admin.acl_deluser("tenant-a")
+            admin.close()

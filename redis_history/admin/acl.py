@@ -106,6 +106,7 @@ DATA_COMMANDS = (
     "zrem",
     "zscore",
     "zrevrange",
+    "zinter",
     "multi",
     "exec",
     "discard",
