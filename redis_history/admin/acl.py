@@ -28,6 +28,7 @@ import shlex
 
 from redis_history.store.keys import (
     DEFAULT_PREFIX,
+    JOB_ID_DIGITS,
     RQ_JOB_PREFIX,
     RQ_QUEUE_PREFIX,
     glob_escape,
@@ -169,7 +170,7 @@ def tenant_rule(
     keys = (
         f"~{pattern}",
         f"~{RQ_QUEUE_PREFIX}{glob_escape(tenant_queue(queue, namespace))}",
-        f"~{RQ_JOB_PREFIX}{job_id_prefix(namespace, prefix)}*",
+        f"~{RQ_JOB_PREFIX}{job_id_prefix(namespace, prefix)}{'?' * JOB_ID_DIGITS}",
     )
     commands = tenant_commands(redis_version)
     return [user, "reset", "on", f"#{digest}", *keys, "resetchannels", *commands]

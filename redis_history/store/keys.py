@@ -52,6 +52,7 @@ __all__ = [
     "DEFAULT_NAMESPACE",
     "DEFAULT_PREFIX",
     "GLOB_CHARACTERS",
+    "JOB_ID_DIGITS",
     "RQ_JOB_PREFIX",
     "RQ_QUEUE_PREFIX",
     "ConversationKeys",
@@ -81,6 +82,8 @@ RQ_QUEUE_PREFIX = "rq:queue:"
 """RQ's key of a queue, before its name (``rq.Queue.redis_queue_namespace_prefix``)."""
 RQ_JOB_PREFIX = "rq:job:"
 """RQ's key of a job, before its id (``rq.job.Job.redis_job_namespace_prefix``)."""
+JOB_ID_DIGITS = 32
+"""The hex digits of a random UUID that end a compaction job's id."""
 
 
 def validate_name(value: str, what: str, *, allow_colon: bool = True) -> str:
