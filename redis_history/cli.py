@@ -160,6 +160,13 @@ def _conversation_commands(command: Callable[..., Any]) -> None:
     restore_.add_argument("file", help="the dump ('-' for stdin)")
     restore_.add_argument("--as", dest="as_id", help="the conversation id to import as")
     restore_.add_argument("--replace", action="store_true", help="overwrite one that exists")
+    restore_.add_argument(
+        "--no-validate",
+        dest="validate",
+        action="store_false",
+        help="take the messages' role order and tool pairing as they are (a conversation "
+        "written with validate=False); everything else is checked",
+    )
     delete = command("delete", "delete a conversation (asks first, unless --yes)", store)
     delete.add_argument("conversation_id")
     delete.add_argument("--yes", action="store_true", help="do not ask")
@@ -393,12 +400,12 @@ def _output(path: str | None) -> Iterator[IO[bytes]]:
 
 def _import(args: argparse.Namespace) -> int:
     if args.file == "-":
-        dump = load_dump(sys.stdin.buffer)
+        dump = load_dump(sys.stdin.buffer, validate=args.validate)
     else:
         with Path(args.file).open("rb") as stream:
-            dump = load_dump(stream)
+            dump = load_dump(stream, validate=args.validate)
     with _target(args, namespace=dump.namespace) as target:
-        history = restore(target, dump, args.as_id, replace=args.replace)
+        history = restore(target, dump, args.as_id, replace=args.replace, validate=args.validate)
     _say(
         f"imported {history.namespace}/{history.conversation_id}: {len(dump.live)} messages, "
         f"{len(dump.archive)} archived, token estimate {dump.token_estimate}"

@@ -17,6 +17,7 @@ from redis_history.admin.doctor import Check, Report, diagnose, doctor
 from redis_history.admin.dump import (
     Dump,
     DumpMeta,
+    check_dump,
     export_conversation,
     import_conversation,
     load_dump,
@@ -41,6 +42,7 @@ __all__ = [
     "DumpMeta",
     "Report",
     "Target",
+    "check_dump",
     "conversation_ids",
     "conversation_stats",
     "diagnose",
