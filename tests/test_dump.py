@@ -33,6 +33,7 @@ from redis_history import (
 from redis_history.admin import dump as dumps
 from redis_history.admin.dump import (
     Dump,
+    check_dump,
     export_conversation,
     import_conversation,
     load_dump,
@@ -42,8 +43,12 @@ from redis_history.admin.dump import (
 from redis_history.admin.target import Target
 from redis_history.cli import main
 from redis_history.compaction.run import run_compaction
-from redis_history.limits import MAX_BATCH_MESSAGES
+from redis_history.compaction.state import CompactionState
+from redis_history.limits import MAX_BATCH_MESSAGES, MAX_TOKENS, MAX_TTL_SECONDS
+from redis_history.parts import FilePart
+from redis_history.roles import RoleState
 from redis_history.store import _staging as staging
+from redis_history.store._core import MAX_STATE_VALUE
 
 pytestmark = pytest.mark.real_redis
 
@@ -641,3 +646,197 @@ def test_a_dump_the_store_would_refuse_is_refused_naming_its_line_and_nothing_is
 def as_bytes(line: bytes | str) -> bytes:
     """A line as a file holds it (a lone surrogate as the byte it escapes)."""
     return line.encode("utf-8", "surrogateescape") if isinstance(line, str) else line
+
+
+def every_later_call_works(history: RedisHistory) -> None:
+    """Estimate, export, append (answering any calls left open), record the input tokens,
+    roll back, truncate, splice, advance the compaction state, read the transcript: each
+    works, and after each the meta hash's total is the live entries' and the estimate is
+    what the accounting gives."""
+
+    def consistent() -> None:
+        dump = read_dump(history)  # the export
+        assert dump.meta.total == sum(entry.tokens for entry in dump.live)
+        assert history.token_estimate() == dump.meta.token_estimate
+        originals = [entry.message for entry in dump.live if not entry.summary]
+        assert history.transcript()[len(history.transcript()) - len(originals) :] == originals
+
+    consistent()
+    history.compaction_status()
+    history.compaction_stats()
+    state = RoleState.of(history.snapshot())
+    replies = [Message.tool("done", tool_call_id=open_call) for open_call in state.open]
+    if (replies[-1].role if replies else state.role) in ("user", "tool"):
+        replies.append(Message.assistant("ok"))
+    replies += [Message.user("next?"), Message.assistant("next.")]
+    history.append_many(replies)
+    consistent()
+    history.record_input_tokens(1_234)
+    consistent()
+    assert history.rollback([replies[-1].id]) == 1
+    consistent()
+    assert history.truncate(history.len() - 1) == 1
+    consistent()
+    spliced = min(1, history.len())
+    assert history.splice_prefix(1, Message.system("Summary."), archive_max_messages=2) == spliced
+    consistent()
+    history.advance_turn()
+    consistent()
+
+
+def accepted_dumps(client: Any) -> dict[str, list[bytes]]:
+    """Dumps an import takes, by name: exported conversations the store's writes made (one
+    compacted, one spliced inside a turn, one waiting for a tool), and dumps at the limits
+    and at the edges of the role rules."""
+    spliced = RedisHistory(client, "spliced", namespace="src")
+    spliced.append_many(turns(3))
+    spliced.splice_prefix(2, Message.system("Summary: a question."))  # its assistant's call kept
+    waiting = RedisHistory(client, "waiting", namespace="src")
+    waiting.append_many(
+        [
+            *turns(1),
+            Message.user("and?"),
+            Message.assistant("", tool_calls=[ToolCall(id="w", name="f")]),
+        ]
+    )
+    big = MAX_TOKENS - 15  # the total at its most
+    limits = dump_lines(
+        [envelope("system"), envelope("user", tokens=big), envelope("assistant", tokens=10)],
+        [envelope("user", tokens=MAX_TOKENS), envelope("assistant", tokens=MAX_TOKENS)],
+        baseline=MAX_TOKENS,
+        mark=0,
+        version=dumps.MAX_COUNT,
+        ttl_ms=MAX_TTL_SECONDS * 1000,
+        archive_dropped=dumps.MAX_COUNT,
+        state=f"cooling:{MAX_STATE_VALUE}",
+        compactions=dumps.MAX_COUNT,
+        tokens_freed=dumps.MAX_COUNT,
+    )
+    return {
+        "compacted": exported(rich(client, "rich", "src")).splitlines(),
+        "spliced-inside-a-turn": exported(spliced).splitlines(),
+        "waiting-for-a-tool": exported(waiting).splitlines(),
+        "at-the-limits": limits,
+        "summaries-calling-a-kept-tool": dump_lines(
+            [
+                envelope("system", "Summary", s=1),
+                {**call("k1"), "s": 1},
+                result("k1"),
+                envelope("assistant"),
+            ],
+            baseline=30,
+            mark=20,
+        ),
+        "summaries-then-a-user": dump_lines(
+            [envelope("user", "Summary", s=1), envelope("user"), envelope("assistant")]
+        ),
+        "empty-with-a-baseline": dump_lines([], [envelope("user")], baseline=7, mark=0),
+    }
+
+
+ACCEPTED = (
+    "compacted", "spliced-inside-a-turn", "waiting-for-a-tool", "at-the-limits",
+    "summaries-calling-a-kept-tool", "summaries-then-a-user", "empty-with-a-baseline",
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("name", ACCEPTED)
+def test_after_an_accepted_import_every_later_call_works(
+    real_redis: redis.Redis, name: str
+) -> None:
+    """Every dump the checks take, also at their limits (token counts, counters, TTL and
+    cooldown at their most) and at the edges of the role rules the store's writes leave,
+    imports, and then every call works on it: no total that Lua writes as a float, no
+    estimate below zero, no state a later check refuses."""
+    dumps_ = accepted_dumps(real_redis)
+    assert set(dumps_) == set(ACCEPTED)
+    dump, copy = import_conversation(Target(real_redis, "t"), dumps_[name], "copy")
+    assert copy.token_estimate() == dump.token_estimate
+    assert copy.entries() == dump.live
+    every_later_call_works(copy)
+    again, replaced = import_conversation(
+        Target(real_redis, "t"), dumps_[name], "copy", replace=True
+    )
+    assert replaced.entries() == again.live
+    assert int(real_redis.hget(replaced.keys.meta, "version") or 0) > dump.meta.version
+
+
+def test_a_conversation_written_without_validation_imports_only_without_it(
+    real_redis: redis.Redis, redis_url: str, tmp_path: Path
+) -> None:
+    """A conversation whose writes skipped the role checks (``validate=False``) may break the
+    rules: its dump is refused as any other, and imports with ``validate=False``
+    (``--no-validate``), everything else still checked, reading back equal."""
+    loose = RedisHistory(real_redis, "loose", namespace="t", validate=False)
+    loose.append_many(
+        [Message.user("hi"), Message.system("late"), Message.tool("?", tool_call_id="nope")]
+    )
+    data = exported(loose)
+    with pytest.raises(DumpError, match="line 3: a system message may only come first"):
+        import_conversation(Target(real_redis, "t"), data.splitlines(), "copy")
+    assert not real_redis.exists(*RedisHistory(real_redis, "copy", namespace="t").keys.data)
+    _, copy = import_conversation(
+        Target(real_redis, "t"), data.splitlines(), "copy", validate=False
+    )
+    assert copy.entries() == loose.entries()
+    assert meta_fields(real_redis, copy) == meta_fields(real_redis, loose)
+    path = tmp_path / "loose.jsonl"
+    path.write_bytes(data)
+    where = ["--redis-url", redis_url, "--as", "cli"]
+    assert main(["import", str(path), *where]) == 2
+    assert main(["import", str(path), *where, "--no-validate"]) == 0
+    broken = tmp_path / "broken.jsonl"
+    broken.write_bytes(data.replace(b'"total":', b'"total":1', 1))
+    assert (
+        main(["import", str(broken), "--as", "other", "--redis-url", redis_url, "--no-validate"])
+        == 2
+    )
+
+
+def test_restore_checks_a_dump_made_in_python(real_redis: redis.Redis) -> None:
+    """``check_dump`` and ``restore`` refuse a ``Dump`` that ``load_dump`` would have refused,
+    ``restore`` having written nothing: a total that disagrees, a message out of order, a
+    token count over the limit, a state compaction never reaches."""
+    dump = load_dump(dump_lines(SYSTEM_AND_TURN, baseline=40, mark=25))
+    live = dump.live
+    broken = {
+        "total": dataclasses.replace(dump, meta=dataclasses.replace(dump.meta, total=24)),
+        "order": dataclasses.replace(dump, live=[*live, live[0]]),
+        "tokens": dataclasses.replace(
+            dump, live=[*live[:-1], live[-1].model_copy(update={"tokens": 10**20})]
+        ),
+        "state": dataclasses.replace(
+            dump, meta=dataclasses.replace(dump.meta, state=CompactionState("cooling", 0))
+        ),
+    }
+    for name, wrong in broken.items():
+        with pytest.raises(DumpError):
+            check_dump(wrong)
+        with pytest.raises(DumpError):
+            restore(Target(real_redis, "t"), wrong)
+        assert real_redis.dbsize() == 0, name
+    assert restore(Target(real_redis, "t"), dump).entries() == live
+
+
+def test_a_conversation_with_more_inline_data_than_one_write_imports(
+    real_redis: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An import writes a conversation's inline data kept outside the list up to the
+    conversation's limit (128 MiB), not one write's (20 MiB): three documents of 8 MiB,
+    each appended alone, import and read back equal; past the conversation's limit the dump
+    is refused naming the line of the entry that passes it, nothing written."""
+    history = RedisHistory(real_redis, "docs", namespace="t")
+    size = 8 << 20
+    for n in range(3):
+        pdf = b"%PDF-1.7\n" + bytes([n + 1]) * size
+        history.append(Message.user([f"doc {n}", FilePart(data=pdf, media_type="application/pdf")]))
+        history.append(Message.assistant("read"))
+    data = exported(history)
+    _, copy = import_conversation(Target(real_redis, "u"), data.splitlines())
+    assert copy.snapshot() == history.snapshot()
+    monkeypatch.setattr(dumps, "MAX_CONVERSATION_BLOB_BYTES", 2 * size + 100)
+    before = keyspace(real_redis)
+    with pytest.raises(DumpError, match="MAX_CONVERSATION_BLOB_BYTES") as refused:
+        import_conversation(Target(real_redis, "v"), data.splitlines())
+    assert refused.value.line == 2 + 4
+    assert keyspace(real_redis) == before
