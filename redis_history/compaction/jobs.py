@@ -58,7 +58,7 @@ from redis_history.settings import (
     driver_info,
     redactor,
 )
-from redis_history.store._core import CompactionRequest, RedisFailure, redis_error
+from redis_history.store._core import CompactionRequest, RedisFailure, bytes_client, redis_error
 from redis_history.store.history import RedisHistory
 from redis_history.store.scripts import script, script_names
 from redis_history.tokens import DEFAULT_ENCODING, TokenCounter, resolve_counter
@@ -139,6 +139,7 @@ def compaction_queue(
 
     Raises:
         TypeError: ``connection`` is a cluster client; RQ needs a standalone Redis.
+        UnsupportedClientError: a client made with ``decode_responses=True`` (RQ reads bytes).
     """
     if isinstance(connection, RedisCluster):
         raise TypeError("RQ cannot run on a Redis Cluster: give the queue a standalone Redis")
@@ -146,7 +147,7 @@ def compaction_queue(
         settings = WorkerSettings.from_env()
         connection = settings.queue_client() if connection is None else connection
         name = settings.queue if name is None else name
-    return CompactionQueue(name, connection)
+    return CompactionQueue(name, bytes_client(connection, "the compaction queue"))
 
 
 # -- the job function -------------------------------------------------------------------------
