@@ -285,11 +285,42 @@ def _target(args: argparse.Namespace, namespace: str | None = None) -> Iterator[
 
 
 def _say(text: str) -> None:
-    print(f"redis-history: {text}", file=sys.stderr)
+    print(f"redis-history: {_shown(text, backslash=False)}", file=sys.stderr)
+
+
+def _shown(text: str, *, backslash: bool = True) -> str:
+    """``text`` safe to print on a terminal: each character that is not printable (controls
+    such as ESC, format characters such as the bidi overrides, separators other than the
+    space, lone surrogates, unassigned ones) as its Python escape (``\\x1b``, ``\\u202e``),
+    and, with ``backslash`` (ids), each backslash doubled, so no two ids show alike."""
+    if text.isprintable() and not (backslash and "\\" in text):
+        return text
+    return "".join(
+        char if char.isprintable() and not (backslash and char == "\\") else _escape(char)
+        for char in text
+    )
+
+
+def _escape(char: str) -> str:
+    return "\\\\" if char == "\\" else repr(char)[1:-1]
 
 
 def _print_json(value: Any) -> None:
-    print(json.dumps(value, ensure_ascii=False))
+    """``value`` as one line of JSON, every character that is not printable escaped as JSON
+    escapes it (``\\u202e``; above U+FFFF as a surrogate pair): the same JSON, safe on a
+    terminal. ``json.dumps`` escapes only the C0 controls."""
+    text = json.dumps(value, ensure_ascii=False)
+    if not text.isprintable():
+        text = "".join(char if char.isprintable() else _json_escape(char) for char in text)
+    print(text)
+
+
+def _json_escape(char: str) -> str:
+    code = ord(char)
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    code -= 0x10000
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
 
 
 def _ls(args: argparse.Namespace) -> int:
@@ -306,10 +337,12 @@ def _table(infos: Sequence[ConversationInfo]) -> None:
     head = ("CONVERSATION", "MESSAGES", "TOKENS", "STATE", "TTL", "ARCHIVED")
     rows = [head] + [
         (
-            info.conversation_id,
+            _shown(info.conversation_id),
             str(info.messages),
             "-" if info.tokens is None else str(info.tokens),
-            info.state if info.error is None else f"{info.state}: {info.error}",
+            info.state
+            if info.error is None
+            else _shown(f"{info.state}: {info.error}", backslash=False),
             "-" if info.ttl is None else f"{info.ttl:g}s",
             str(info.archived),
         )
@@ -329,8 +362,8 @@ def _stats(args: argparse.Namespace) -> int:
         return 0
     width = max(map(len, data))
     for name, value in data.items():
-        shown = json.dumps(value, ensure_ascii=False) if isinstance(value, dict) else value
-        print(f"{name.replace('_', ' '):<{width}}  {'-' if value is None else shown}")
+        shown = json.dumps(value, ensure_ascii=False) if isinstance(value, dict) else str(value)
+        print(f"{name.replace('_', ' '):<{width}}  {'-' if value is None else _shown(shown)}")
     return 0
 
 
@@ -440,7 +473,8 @@ def _doctor(args: argparse.Namespace) -> int:
     else:
         width = max(len(check.name) for check in report.checks)
         for check in report.checks:
-            print(f"{check.status:<8} {check.name:<{width}}  {check.detail}")
+            detail = _shown(check.detail, backslash=False)
+            print(f"{check.status:<8} {check.name:<{width}}  {detail}")
         problems = sum(check.status == "problem" for check in report.checks)
         warnings = sum(check.status == "warning" for check in report.checks)
         verdict = "healthy" if report.healthy else f"{problems} problem{'s' * (problems != 1)}"
@@ -529,7 +563,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = next((code for kind, code, _ in EXIT_STATUSES if isinstance(error, kind)), _FAILED)
         urls = (getattr(args, "redis_url", None), getattr(args, "queue_url", None))
         text = " ".join(settings.redactor(urls)(str(error) or type(error).__name__).split())
-        print(f"redis-history: {text}", file=sys.stderr)
+        _say(text)
         return code
 
 
