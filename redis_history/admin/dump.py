@@ -203,7 +203,9 @@ class DumpMeta:
             ("tokens_freed", self.tokens_freed, MAX_COUNT),
         )
         for name, value, high in limits:
-            if value is not None and (type(value) is not int or not 0 <= value <= high):
+            if value is None and name in ("baseline", "mark"):
+                continue
+            if type(value) is not int or not 0 <= value <= high:
                 raise DumpError(
                     f"the header's {name} is {value!r}, not an integer from 0 to {high:,}", line=1
                 )
