@@ -48,6 +48,7 @@ from redis_history.errors import (
     StoreUnavailableError,
     SummarizerError,
     ToolPairingError,
+    UnsupportedClientError,
     UnsupportedPartError,
 )
 from redis_history.models import Message, Role, ToolCall
@@ -124,6 +125,7 @@ __all__ = [
     "ToolStep",
     "TranscriptPage",
     "Turn",
+    "UnsupportedClientError",
     "UnsupportedPartError",
     "from_turns",
     "group_turns",

@@ -162,6 +162,13 @@ def _conversation_commands(command: Callable[..., Any]) -> None:
     restore_.add_argument("file", help="the dump ('-' for stdin)")
     restore_.add_argument("--as", dest="as_id", help="the conversation id to import as")
     restore_.add_argument("--replace", action="store_true", help="overwrite one that exists")
+    restore_.add_argument(
+        "--no-validate",
+        dest="validate",
+        action="store_false",
+        help="take the messages' role order and tool pairing as they are (a conversation "
+        "written with validate=False); everything else is checked",
+    )
     delete = command("delete", "delete a conversation (asks first, unless --yes)", store)
     delete.add_argument("conversation_id")
     delete.add_argument("--yes", action="store_true", help="do not ask")
@@ -308,11 +315,42 @@ def _target(args: argparse.Namespace, namespace: str | None = None) -> Iterator[
 
 
 def _say(text: str) -> None:
-    print(f"redis-history: {text}", file=sys.stderr)
+    print(f"redis-history: {_shown(text, backslash=False)}", file=sys.stderr)
+
+
+def _shown(text: str, *, backslash: bool = True) -> str:
+    """``text`` safe to print on a terminal: each character that is not printable (controls
+    such as ESC, format characters such as the bidi overrides, separators other than the
+    space, lone surrogates, unassigned ones) as its Python escape (``\\x1b``, ``\\u202e``),
+    and, with ``backslash`` (ids), each backslash doubled, so no two ids show alike."""
+    if text.isprintable() and not (backslash and "\\" in text):
+        return text
+    return "".join(
+        char if char.isprintable() and not (backslash and char == "\\") else _escape(char)
+        for char in text
+    )
+
+
+def _escape(char: str) -> str:
+    return "\\\\" if char == "\\" else repr(char)[1:-1]
 
 
 def _print_json(value: Any) -> None:
-    print(json.dumps(value, ensure_ascii=False))
+    """``value`` as one line of JSON, every character that is not printable escaped as JSON
+    escapes it (``\\u202e``; above U+FFFF as a surrogate pair): the same JSON, safe on a
+    terminal. ``json.dumps`` escapes only the C0 controls."""
+    text = json.dumps(value, ensure_ascii=False)
+    if not text.isprintable():
+        text = "".join(char if char.isprintable() else _json_escape(char) for char in text)
+    print(text)
+
+
+def _json_escape(char: str) -> str:
+    code = ord(char)
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    code -= 0x10000
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
 
 
 def _ls(args: argparse.Namespace) -> int:
@@ -329,10 +367,12 @@ def _table(infos: Sequence[ConversationInfo]) -> None:
     head = ("CONVERSATION", "MESSAGES", "TOKENS", "STATE", "TTL", "ARCHIVED")
     rows = [head] + [
         (
-            info.conversation_id,
+            _shown(info.conversation_id),
             str(info.messages),
             "-" if info.tokens is None else str(info.tokens),
-            info.state if info.error is None else f"{info.state}: {info.error}",
+            info.state
+            if info.error is None
+            else _shown(f"{info.state}: {info.error}", backslash=False),
             "-" if info.ttl is None else f"{info.ttl:g}s",
             str(info.archived),
         )
@@ -352,8 +392,8 @@ def _stats(args: argparse.Namespace) -> int:
         return 0
     width = max(map(len, data))
     for name, value in data.items():
-        shown = json.dumps(value, ensure_ascii=False) if isinstance(value, dict) else value
-        print(f"{name.replace('_', ' '):<{width}}  {'-' if value is None else shown}")
+        shown = json.dumps(value, ensure_ascii=False) if isinstance(value, dict) else str(value)
+        print(f"{name.replace('_', ' '):<{width}}  {'-' if value is None else _shown(shown)}")
     return 0
 
 
@@ -423,12 +463,12 @@ def _output(path: str | None) -> Iterator[IO[bytes]]:
 
 def _import(args: argparse.Namespace) -> int:
     if args.file == "-":
-        dump = load_dump(sys.stdin.buffer)
+        dump = load_dump(sys.stdin.buffer, validate=args.validate)
     else:
         with Path(args.file).open("rb") as stream:
-            dump = load_dump(stream)
+            dump = load_dump(stream, validate=args.validate)
     with _target(args, namespace=dump.namespace) as target:
-        history = restore(target, dump, args.as_id, replace=args.replace)
+        history = restore(target, dump, args.as_id, replace=args.replace, validate=args.validate)
     _say(
         f"imported {history.namespace}/{history.conversation_id}: {len(dump.live)} messages, "
         f"{len(dump.archive)} archived, token estimate {dump.token_estimate}"
@@ -463,7 +503,8 @@ def _doctor(args: argparse.Namespace) -> int:
     else:
         width = max(len(check.name) for check in report.checks)
         for check in report.checks:
-            print(f"{check.status:<8} {check.name:<{width}}  {check.detail}")
+            detail = _shown(check.detail, backslash=False)
+            print(f"{check.status:<8} {check.name:<{width}}  {detail}")
         problems = sum(check.status == "problem" for check in report.checks)
         warnings = sum(check.status == "warning" for check in report.checks)
         verdict = "healthy" if report.healthy else f"{problems} problem{'s' * (problems != 1)}"
@@ -575,7 +616,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = next((code for kind, code, _ in EXIT_STATUSES if isinstance(error, kind)), _FAILED)
         urls = (getattr(args, "redis_url", None), getattr(args, "queue_url", None))
         text = " ".join(settings.redactor(urls)(str(error) or type(error).__name__).split())
-        print(f"redis-history: {text}", file=sys.stderr)
+        _say(text)
         return code
 
 

@@ -19,6 +19,7 @@ redis-py's exceptions::
     ├── ConversationNotFoundError (KeyError)      no such conversation
     ├── MessageNotFoundError (KeyError)      no live message has the id given
     ├── ConversationExistsError              an import or a fork would overwrite a conversation
+    ├── UnsupportedClientError (ValueError)  a Redis client that decodes replies to text
     ├── DumpError (ValueError)               a dump that is not what export writes; nothing written
     │   └── DumpVersionError                 a dump from a newer format version
     ├── CorruptHistoryError                  stored data that is not a valid envelope or meta hash
@@ -61,6 +62,7 @@ __all__ = [
     "StoreUnavailableError",
     "SummarizerError",
     "ToolPairingError",
+    "UnsupportedClientError",
     "UnsupportedPartError",
 ]
 
@@ -197,6 +199,13 @@ class MessageNotFoundError(HistoryError, KeyError):
 class ConversationExistsError(HistoryError):
     """An import or a fork would write a conversation that exists (an import that was not told
     to replace it); nothing was written."""
+
+
+class UnsupportedClientError(HistoryError, ValueError):
+    """A Redis client the store cannot use: one made with ``decode_responses=True``, which
+    turns every reply into text, where the store reads bytes that are not UTF-8 (a long text
+    kept compressed, the data of a content part). Refused when the history, memory or
+    queue is made, before anything is sent."""
 
 
 class DumpError(HistoryError, ValueError):

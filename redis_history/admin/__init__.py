@@ -18,6 +18,7 @@ from redis_history.admin.doctor import Check, Report, diagnose, doctor
 from redis_history.admin.dump import (
     Dump,
     DumpMeta,
+    check_dump,
     export_conversation,
     import_conversation,
     load_dump,
@@ -44,6 +45,7 @@ __all__ = [
     "Loaded",
     "Report",
     "Target",
+    "check_dump",
     "conversation_ids",
     "conversation_stats",
     "diagnose",

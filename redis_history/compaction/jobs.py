@@ -59,7 +59,7 @@ from redis_history.settings import (
     driver_info,
     redactor,
 )
-from redis_history.store._core import CompactionRequest, RedisFailure, redis_error
+from redis_history.store._core import CompactionRequest, RedisFailure, bytes_client, redis_error
 from redis_history.store.history import RedisHistory
 from redis_history.store.keys import DEFAULT_PREFIX, job_id_prefix, tenant_queue, validate_scope
 from redis_history.store.scripts import script, script_names
@@ -179,6 +179,7 @@ def compaction_queue(
 
     Raises:
         TypeError: ``connection`` is a cluster client; RQ needs a standalone Redis.
+        UnsupportedClientError: a client made with ``decode_responses=True`` (RQ reads bytes).
         ValueError: an unusable namespace.
     """
     if isinstance(connection, RedisCluster):
@@ -187,6 +188,7 @@ def compaction_queue(
         settings = WorkerSettings.from_env()
         connection = settings.queue_client() if connection is None else connection
         name = settings.queue if name is None else name
+    connection = bytes_client(connection, "the compaction queue")
     if namespace is None:
         return CompactionQueue(name, connection)
     validate_scope(namespace, DEFAULT_PREFIX)

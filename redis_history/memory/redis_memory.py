@@ -67,7 +67,7 @@ from redis_history._redact import Redactor, client_secrets
 from redis_history.errors import CorruptHistoryError, HistoryError
 from redis_history.memory.base import MemoryFilters, MemoryRecord, tag_tuple
 from redis_history.models import JsonObject
-from redis_history.store._core import Call, RedisFailure, redis_error, resent
+from redis_history.store._core import Call, RedisFailure, bytes_client, redis_error, resent
 from redis_history.store._lane import asend, command_of, send
 from redis_history.store.keys import (
     DEFAULT_NAMESPACE,
@@ -334,10 +334,11 @@ class _Memory:
             clock: milliseconds since the epoch, for the stored times (tests inject one).
 
         Raises:
+            UnsupportedClientError: a client made with ``decode_responses=True``.
             ValueError: an unusable namespace or prefix.
         """
         validate_scope(namespace, prefix)
-        self.client = client
+        self.client = bytes_client(client, "a long-term memory")
         self.namespace = namespace
         self.prefix = prefix
         self._clock = clock or (lambda: time.time_ns() // 1_000_000)

@@ -38,6 +38,7 @@ from redis_history.errors import (
     ReplicationError,
     ScriptsNotLoadedError,
     StoreUnavailableError,
+    UnsupportedClientError,
 )
 from redis_history.models import MAX_ID_LENGTH, Message
 from redis_history.parts import BlobsWanted, blob_data, blobs_at_hand
@@ -84,6 +85,7 @@ __all__ = [
     "TranscriptPages",
     "access_denied",
     "batch_of",
+    "bytes_client",
     "ids_of",
     "op_token",
     "redis_error",
@@ -221,6 +223,26 @@ def redis_error(
     if isinstance(exc, redis_errors.ResponseError) and "WRONGTYPE" in text:
         return CorruptHistoryError(f"{data} holds the wrong data type: {text}")
     return HistoryError(f"{where} refused the operation: {text}")
+
+
+def bytes_client(client: Any, what: str = "the store") -> Any:
+    """``client`` if its replies are bytes: one made with ``decode_responses=True`` (redis-py's
+    four client classes and fakeredis's say so in ``get_connection_kwargs()``) would fail
+    the first read of data that is not UTF-8, a compressed text or a part's data, with a
+    ``UnicodeDecodeError`` from deep inside redis-py.
+
+    Raises:
+        UnsupportedClientError: a client that decodes replies.
+    """
+    get = getattr(client, "get_connection_kwargs", None)
+    options = get() if callable(get) else None
+    if isinstance(options, dict) and options.get("decode_responses"):
+        raise UnsupportedClientError(
+            f"{what} needs a Redis client whose replies are bytes: this one was made with "
+            "decode_responses=True, and what the store keeps is not all UTF-8 (long texts "
+            "are kept compressed, parts' data as it is); make one without it"
+        )
+    return client
 
 
 MOVED_ON = (

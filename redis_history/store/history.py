@@ -45,6 +45,7 @@ from redis_history.store._core import (
     Step,
     TranscriptPage,
     TranscriptPages,
+    bytes_client,
 )
 from redis_history.store._fork import fork_steps
 from redis_history.store._lane import (
@@ -117,9 +118,10 @@ class _Base:
             wait_timeout: how long that wait may take (seconds or timedelta).
 
         Raises:
+            UnsupportedClientError: a client made with ``decode_responses=True``.
             ValueError: an unusable conversation id, namespace, prefix or option.
         """
-        self.client = client
+        self.client = bytes_client(client)
         self.core = HistoryCore(
             conversation_id,
             namespace=namespace,
