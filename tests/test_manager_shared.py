@@ -14,7 +14,7 @@ from summarizers_for_tests import Counting
 from redis_history import LimitExceededError, Message, RedisHistory, limits
 from redis_history.context import HistoryManager, HistoryManagerConfig, Strategy
 from redis_history.demo.server import RedisServer
-from redis_history.store._summaries import SummaryCore
+from redis_history.store._summaries import SummaryCore, span_digest
 
 PROMPT = "You are a travel agent."
 STRATEGIES: tuple[Strategy, ...] = ("sliding_window", "token_budget", "summary_and_tail")
@@ -68,9 +68,9 @@ def test_a_summary_one_pod_makes_is_in_the_next_request_of_another(
     assert summarizer.calls == [[m.id for m in prepared.dropped]]
 
 
-def test_each_summary_records_the_ids_it_covers(client: redis.Redis) -> None:
-    """The stored summary names the messages it covers, in order, and the next summary
-    covers only what was evicted since."""
+def test_each_summary_records_the_run_it_covers(client: redis.Redis) -> None:
+    """The stored summary names the run of messages it covers (its first id, its length, the
+    digest of its ids), and the next summary covers only what was evicted since."""
     summarizer = Counting()
     history, manager = pod(client, summarizer)
     fill(history, 5)
@@ -81,9 +81,12 @@ def test_each_summary_records_the_ids_it_covers(client: redis.Redis) -> None:
     second = turn_request(manager, history)
     manager.on_turn_complete(second.dropped, "agent-1")
     stored = history.execute(SummaryCore(history.keys, "conv-1", "tenant-a").read())
-    assert [s.ids for s in stored] == [
-        tuple(m.id for m in first.dropped),
-        tuple(m.id for m in second.dropped if m not in first.dropped),
+    runs = [
+        [m.id for m in first.dropped],
+        [m.id for m in second.dropped if m not in first.dropped],
+    ]
+    assert [(s.first, s.count, s.digest) for s in stored] == [
+        (run[0], len(run), span_digest(run)) for run in runs
     ]
     assert [s.text for s in stored] == manager.summaries()
 

@@ -5,25 +5,25 @@ local function summaries_set_live(summaries, live)
   if #live == 0 then
     redis.call('HDEL', summaries, 'live')
   else
-    redis.call('HSET', summaries, 'live', cjson.encode(live))
+    redis.call('HSET', summaries, 'live', table.concat(live, ' '))
   end
 end
 
--- Remove summary `seq`; its messages still marked as its own become `mark`, or free
--- again when `mark` is false.
-local function summaries_drop(summaries, seq, mark)
-  local raw = redis.call('HGET', summaries, 's:' .. seq)
-  if not raw then return end
-  local record = cjson.decode(raw)
-  for _, id in ipairs(record.ids) do
-    local field = 'i:' .. id
-    if redis.call('HGET', summaries, field) == 's' .. seq then
-      if mark then
-        redis.call('HSET', summaries, field, mark)
-      else
-        redis.call('HDEL', summaries, field)
-      end
+-- Remove summary `seq` (a kept one) in one HDEL; with `free`, its messages too, which are
+-- free to claim again then (all still hold its seq: a summarized message is never claimed).
+-- At most 4 + MAX_SUMMARY_MESSAGES fields.
+local function summaries_drop(summaries, seq, free)
+  local fields = {'s:' .. seq, 'r:' .. seq, 'd:' .. seq}
+  if redis.call('HSTRLEN', summaries, 'r:' .. seq) <= MAX_COVER_BYTES then
+    local cover = redis.call('HGET', summaries, 'r:' .. seq) or ''
+    local token = string.match(cover, '^%d+:%x+:(%w+):')
+    if token then fields[#fields + 1] = 't:' .. token end
+  end
+  if free and redis.call('HSTRLEN', summaries, 'd:' .. seq) <= MAX_SUMMARY_MESSAGES * DIGEST then
+    local digests = redis.call('HGET', summaries, 'd:' .. seq) or ''
+    for at = 1, #digests - DIGEST + 1, DIGEST do
+      fields[#fields + 1] = 'i:' .. string.sub(digests, at, at + DIGEST - 1)
     end
   end
-  redis.call('HDEL', summaries, 's:' .. seq, 't:' .. record.token)
+  redis.call('HDEL', summaries, unpack(fields))
 end
