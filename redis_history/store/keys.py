@@ -154,7 +154,7 @@ class ConversationKeys:
     archive: str
     lock: str
     stage: str
-    """What ``msgs`` is renamed to while a staged append's envelopes land (``lua/append-4.lua``)."""
+    """What ``msgs`` is renamed to while a staged append's envelopes land (``lua/append-5.lua``)."""
     summaries: str
     """A ``HistoryManager``'s shared summaries (``redis_history/store/_summaries.py``)."""
 
