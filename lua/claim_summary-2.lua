@@ -5,9 +5,9 @@ summarizes them. First drops the kept summaries the caller found stale (some of 
 messages compacted away), freeing their messages. A claim expires, so a crashed pod's
 messages are claimed again later; a retry by the same claimant gets the same messages.
 
-The work is bounded whatever the hash holds: each stale summary one HDEL of at most
-MAX_SUMMARY_MESSAGES + 4 fields, the messages' states read in HMGETs of at most CHUNK fields
-(stopping where the run ends), the claim one HSET.
+The work is bounded whatever the hash holds: each stale summary 3 commands of a few fields,
+the messages' states read in HMGETs of at most CHUNK fields (stopping where the run ends),
+each with at most one HMGET of the stale marks of the seqs they name, the claim one HSET.
 
 KEYS[1] summaries  HASH (see includes/summaries.lua)
 KEYS[2] meta       HASH (ttl; its existence shows the conversation exists)
@@ -32,17 +32,25 @@ if redis.call('EXISTS', meta) == 0 then return -1 end
 local live, refusal = summaries_live(summaries)
 if not live then return refusal end
 
+local kept = {}  -- the kept seqs: their messages are summarized
+for _, seq in ipairs(live) do kept[seq] = true end
 if nstale > 0 then
-  local stale, kept = {}, {}
+  local stale, rest = {}, {}
   for i = 6, 5 + nstale do stale[ARGV[i]] = true end
   for _, seq in ipairs(live) do
-    if stale[seq] then summaries_drop(summaries, seq, true) else kept[#kept + 1] = seq end
+    if stale[seq] then
+      summaries_drop(summaries, seq, true)
+      kept[seq] = nil
+    else
+      rest[#rest + 1] = seq
+    end
   end
-  if #kept < #live then summaries_set_live(summaries, kept) end
+  if #rest < #live then summaries_set_live(summaries, rest) end
 end
 
 local base = 5 + nstale  -- ARGV[base + k] is the k-th digest
 local first, n, ended, claimed = 0, 0, false, {}
+local freed = {}  -- seq -> whether it was dropped as stale, for seqs no longer kept
 local mark = 'c' .. (now + claim_ms) .. ':' .. token
 local from = base + 1
 while from <= #ARGV and not ended do
@@ -50,11 +58,28 @@ while from <= #ARGV and not ended do
   local names = {}
   for i = from, to do names[#names + 1] = 'i:' .. ARGV[i] end
   local states = redis.call('HMGET', summaries, unpack(names))
+  local marks = {}
+  for k = 1, #names do
+    local seq = states[k] and string.match(states[k], '^%d+$')
+    if seq and not kept[seq] and freed[seq] == nil then
+      freed[seq] = false
+      marks[#marks + 1] = 'f:' .. seq
+    end
+  end
+  if #marks > 0 then
+    for j, found in ipairs(redis.call('HMGET', summaries, unpack(marks))) do
+      freed[string.sub(marks[j], 3)] = found ~= false
+    end
+  end
   for k = 1, #names do
     local state, free = states[k], not states[k]
     if state then
       local expires, owner = string.match(state, '^c(%d+):(%w+)$')
-      free = expires ~= nil and (tonumber(expires) <= now or owner == token)
+      if expires then
+        free = tonumber(expires) <= now or owner == token
+      else
+        free = freed[state] == true
+      end
     end
     if free then
       if n == 0 then first = from + k - 1 - base end

@@ -5,8 +5,8 @@ expired and was taken by another pod is refused, nothing written). Past the cap 
 summaries are dropped (their messages stay marked summarized, so they are not summarized
 again). A retry of a store (the same token) is applied once.
 
-The work is bounded whatever the hash holds: one HMGET and one HSET of at most
-MAX_SUMMARY_MESSAGES + 4 fields, and one HDEL of 4 fields per summary dropped at the cap.
+The work is bounded whatever the hash holds: one HMGET of at most MAX_SUMMARY_MESSAGES
+fields, one HSET of 3 more, and 3 commands of a few fields per summary dropped at the cap.
 
 KEYS[1] summaries  HASH (see includes/summaries.lua)
 KEYS[2] meta       HASH (ttl; its existence shows the conversation exists)
@@ -38,7 +38,7 @@ for _, state in ipairs(redis.call('HMGET', summaries, unpack(names))) do
 end
 
 local seq = redis.call('HINCRBY', summaries, 'seq', 1)
-local fields = {'s:' .. seq, ARGV[3], 'r:' .. seq, ARGV[4], 'd:' .. seq, digests, 't:' .. token, seq}
+local fields = {'s:' .. seq, ARGV[3], 'r:' .. seq, ARGV[4], 't:' .. token, seq}
 for _, name in ipairs(names) do
   fields[#fields + 1] = name
   fields[#fields + 1] = seq

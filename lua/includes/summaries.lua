@@ -5,10 +5,11 @@
 --   r:<seq>   what it covers: "<count>:<digest>:<token>:<first id>", a run of count
 --             consecutive messages from the first id, digest the hex of a digest of their ids
 --             (redis_history/store/_summaries.py), token the store's
---   d:<seq>   the digests of the ids it covers, DIGEST bytes each
 --   t:<token> the seq the store named by that token wrote (a retried store is applied once)
---   i:<digest> a message's state, by the digest of its id: <seq> summarized by that summary
---             (kept, or dropped at the cap), c<expires ms>:<token> claimed by a pod
+--   f:<seq>   present once that summary was dropped as stale: its messages are free again
+--   i:<digest> a message's state, by the digest of its id (DIGEST bytes): <seq> summarized
+--             by that summary (kept, or dropped at the cap; free again when f:<seq> is
+--             there), c<expires ms>:<token> claimed by a pod
 -- A read returns at most MAX_SUMMARIES records of MAX_SUMMARY_BYTES of text and MAX_COVER_BYTES
 -- of r:<seq> (redis_history/limits.py MAX_SUMMARIES_READ_BYTES; a test keeps these equal).
 --- @include "codes"

@@ -166,9 +166,7 @@ class SummaryCore:
         first, n = int(reply[0]), int(reply[1])
         return list(range(first - 1, first - 1 + n))
 
-    def store(
-        self, text: str, ids: Sequence[str], *, token: str, kept: int
-    ) -> Call[int | None]:
+    def store(self, text: str, ids: Sequence[str], *, token: str, kept: int) -> Call[int | None]:
         """Keep ``text`` as the summary of ``ids`` (a run of consecutive messages, claimed
         under ``token``), at most ``kept`` summaries in all. The reply is its seq; ``None``
         when nothing was stored: no conversation, or a message of ``ids`` is no longer claimed
