@@ -262,8 +262,8 @@ WAIT_ATTEMPTS = 4
 """How many times a waited-on write is sent to a cluster whose layout keeps changing."""
 
 SMALL_BATCH = 32
-"""The most messages one append sends to ``lua/append_small-3.lua`` (a turn, or a few): a
-longer batch goes to ``lua/append-4.lua``, whose walk looks open calls up in a table and
+"""The most messages one append sends to ``lua/append_small-4.lua`` (a turn, or a few): a
+longer batch goes to ``lua/append-5.lua``, whose walk looks open calls up in a table and
 which pushes in chunks."""
 
 STAGE_BYTES = 12 * 1024
@@ -286,7 +286,7 @@ class Call(NamedTuple, Generic[T]):
     """A write of the conversation's data, which ``wait_replicas`` waits on."""
     staged: tuple[tuple[Any, ...], ...] | None = None
     """The same write as a ``MULTI`` ... ``EXEC`` that keeps its large arguments out of Lua
-    (``lua/append-4.lua``), sent instead of ``command`` where one connection can carry
+    (``lua/append-5.lua``), sent instead of ``command`` where one connection can carry
     it (``_lane.execute_all``). ``EXEC``'s first reply is the script's."""
 
     def fallback(self) -> tuple[Any, ...]:
@@ -465,11 +465,12 @@ class HistoryCore:
             else None
         )
         """The ``WAIT`` sent after every write of the data on its connection, or ``None``."""
-        self._data = self.keys.data
+        self._data = (*self.keys.data, self.keys.summaries)
+        """The keys a write applies the conversation's TTL to, as the scripts take them."""
         self._append = script("append")
-        keys = (*self._data, self.keys.stage)
+        keys = (*self.keys.data, self.keys.stage, self.keys.summaries)
         if len(keys) != self._append.nkeys:
-            raise AssertionError("append takes the conversation's data keys and its stage")
+            raise AssertionError("append takes the data keys, the stage and the summaries")
         self._append_head = ("EVALSHA", self._append.sha, self._append.nkeys, *keys)
         self._small = script("append_small")
         self._small_head = ("EVALSHA", self._small.sha, self._small.nkeys, *self._data)
@@ -600,8 +601,8 @@ class HistoryCore:
         """Append ``messages`` at the tail, all or none; once per batch of message ids. The
         call answers whether the batch was a replay of one applied before (``None`` for an
         empty batch, which sends nothing). At most ``SMALL_BATCH`` messages that keep no
-        data outside the list and are not staged go to ``lua/append_small-3.lua``, the rest
-        to ``lua/append-4.lua``."""
+        data outside the list and are not staged go to ``lua/append_small-4.lua``, the rest
+        to ``lua/append-5.lua``."""
         if len(messages) == 1 and isinstance(messages, list | tuple):  # most appends
             message = messages[0]
             try:
@@ -630,7 +631,7 @@ class HistoryCore:
     def _small_call(
         self, token: bytes, tokens: int, envelopes: Sequence[bytes], roles: Sequence[str | int]
     ) -> Call[bool | None]:
-        """``lua/append_small-3.lua``'s call: the envelopes, then their role items."""
+        """``lua/append_small-4.lua``'s call: the envelopes, then their role items."""
         n = len(envelopes)
         command = (*self._small_head, token, self.ttl_ms, self._check, tokens, n)
         return Call(self._replayed, (*command, *envelopes, *roles), self._small, True)
@@ -717,7 +718,12 @@ class HistoryCore:
             *self._blobs(splice.summaries),
         )
         args = batch.args(head)
-        return _call(self._count, "splice_prefix", (*self._data, self.keys.lock), args)
+        return _call(
+            self._count,
+            "splice_prefix",
+            (*self.keys.data, self.keys.lock, self.keys.summaries),
+            args,
+        )
 
     def truncate(self, n: int, *, op_id: str | None = None) -> Call[int]:
         """Keep at most ``n`` messages; the reply is the number removed."""

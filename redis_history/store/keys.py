@@ -6,10 +6,11 @@ With prefix ``rh``, namespace ``NS`` and conversation ``C``::
     rh:NS:{C}:meta     HASH    token accounting, role state, version, compaction state
     rh:NS:{C}:archive  LIST    originals replaced by summaries
     rh:NS:{C}:lock     STRING  compaction lock
-    rh:NS:{C}:summaries HASH   a HistoryManager's shared summaries, the message ids each
-                               covers and the claims of pods summarizing
-                               (``lua/includes/summaries.lua``); it follows the TTL and
-                               is deleted with the conversation, not exported
+    rh:NS:{C}:summaries HASH   a HistoryManager's shared summaries, the run of messages
+                               each covers and the claims of pods summarizing
+                               (``lua/includes/summaries.lua``); every write applies the
+                               TTL to it too, it is deleted with the conversation, not
+                               exported
     rh:NS:{C}:stage    LIST    msgs, renamed for the moment a large append lands (inside
                                one MULTI/EXEC: never seen outside it; one left there by
                                anything else is deleted by the next staged append)
@@ -201,7 +202,7 @@ class ConversationKeys:
     archive: str
     lock: str
     stage: str
-    """What ``msgs`` is renamed to while a staged append's envelopes land (``lua/append-4.lua``)."""
+    """What ``msgs`` is renamed to while a staged append's envelopes land (``lua/append-5.lua``)."""
     summaries: str
     """A ``HistoryManager``'s shared summaries (``redis_history/store/_summaries.py``)."""
 

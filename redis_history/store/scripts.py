@@ -124,14 +124,14 @@ def _read(relative: str) -> str:
 @cache
 def _has_package_data() -> bool:
     try:
-        return resources.files("redis_history.lua").joinpath("append-4.lua").is_file()
+        return resources.files("redis_history.lua").joinpath("append-5.lua").is_file()
     except ModuleNotFoundError:
         return False
 
 
 @cache
 def _files() -> dict[str, str]:
-    """Operation name to file name, e.g. ``append`` to ``append-4.lua``."""
+    """Operation name to file name, e.g. ``append`` to ``append-5.lua``."""
     if _has_package_data():
         root = resources.files("redis_history.lua")
         names = [p.name for p in root.iterdir() if p.name.endswith(".lua")]
@@ -141,7 +141,7 @@ def _files() -> dict[str, str]:
 
 
 def script_names() -> tuple[str, ...]:
-    """The operation names, e.g. ``append`` for ``append-4.lua``."""
+    """The operation names, e.g. ``append`` for ``append-5.lua``."""
     return tuple(_files())
 
 
