@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import shlex
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,7 +27,7 @@ from redis_history import (
     ScriptsNotLoadedError,
     ToolCall,
 )
-from redis_history.admin.acl import tenant_rule
+from redis_history.admin.acl import setuser_command, tenant_rule
 from redis_history.compaction.run import run_compaction
 from redis_history.context import into_request
 from redis_history.demo.server import LocalCluster, RedisServer
@@ -374,3 +375,13 @@ def test_the_rule_works_on_a_cluster(redis_cluster: LocalCluster) -> None:
         for admin in admins:
             admin.acl_deluser("tenant-a")
             admin.close()
+
+
+def test_the_operations_page_shows_the_rule_acl_prints() -> None:
+    """docs/operations.md shows the very line `redis-history acl` prints (the password's
+    digest aside)."""
+    page = (Path(__file__).resolve().parent.parent / "docs" / "operations.md").read_text()
+    [shown] = [line.strip() for line in page.splitlines() if "ACL SETUSER tenant-a" in line]
+    printed = setuser_command(tenant_rule("tenant-a", user="tenant-a", password="pw"))
+    digest = printed.split("'#")[1].split("'")[0]
+    assert shown == printed.replace(digest, "<sha-256 of the password>")

@@ -96,6 +96,7 @@ DATA_COMMANDS = (
     "hgetall",
     "hexists",
     "hlen",
+    "hstrlen",
     "hset",
     "hsetnx",
     "hdel",

@@ -189,7 +189,8 @@ def script(name: str) -> Script:
 
 
 _READS = frozenset(
-    {"EXISTS", "GET", "HEXISTS", "HGET", "HGETALL", "HLEN", "HMGET", "LINDEX", "LLEN", "LRANGE"}
+    {"EXISTS", "GET", "HEXISTS", "HGET", "HGETALL", "HLEN", "HMGET", "HSTRLEN", "LINDEX"}
+    | {"LLEN", "LRANGE"}
     | {"PTTL", "SCARD", "SINTER", "SISMEMBER", "SMEMBERS", "TYPE", "ZCARD", "ZRANGE"}
     | {"ZREVRANGE", "ZSCORE"}
 )
