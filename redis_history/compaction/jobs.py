@@ -31,7 +31,7 @@ import os
 import pkgutil
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -804,15 +804,23 @@ class SimpleCompactionWorker(_CompactionOnlyWorker, _RidesOutOutages, SimpleWork
     """RQ's in-process worker, limited to compaction jobs (tests, or where fork is unsafe)."""
 
 
-def _serve_metrics(queue: rq.Queue, port: int) -> WorkerMetrics:
-    """The worker's metrics, served on ``port`` at ``/metrics`` from now on."""
+def _depth(queue: rq.Queue) -> Callable[[], tuple[int, int]]:
+    """Reads ``queue``'s jobs waiting and running."""
+    return lambda: (queue.count, queue.started_job_registry.count)
+
+
+def _serve_metrics(queues: Sequence[rq.Queue], port: int) -> WorkerMetrics:
+    """The worker's metrics, served on ``port`` at ``/metrics`` from now on, with the depth of
+    each of ``queues`` (the shared one, then the tenants')."""
     try:
         from redis_history.compaction.metrics import WorkerMetrics  # noqa: PLC0415
     except ImportError as exc:
         raise ValueError(
             f"serving metrics needs prometheus_client ({exc}): pip install 'redis-history[metrics]'"
         ) from exc
-    metrics = WorkerMetrics(queue.name, lambda: (queue.count, queue.started_job_registry.count))
+    metrics = WorkerMetrics(queues[0].name, _depth(queues[0]))
+    for queue in queues[1:]:
+        metrics.watch(queue.name, _depth(queue))
     metrics.serve(port)
     logger.info("serving Prometheus metrics at http://0.0.0.0:%d/metrics", port)
     return metrics
@@ -867,7 +875,7 @@ def run_worker(
             list(settings.queues), name=name, connection=connection, serializer=JSONSerializer
         )
         if settings.metrics_port is not None:
-            worker.metrics = _serve_metrics(worker.queues[0], settings.metrics_port)
+            worker.metrics = _serve_metrics(worker.queues, settings.metrics_port)
         # Round robin: a tenant that fills its queue delays the others' jobs by one each.
         strategy = DequeueStrategy.ROUND_ROBIN
         return bool(
