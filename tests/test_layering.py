@@ -173,20 +173,23 @@ LAYERS: dict[str, set[str]] = {
     SHARED: {SHARED},
     "compaction.rules": {SHARED},
     "store": {SHARED, "compaction.rules"},
-    "compaction": {SHARED, "compaction.rules", "store"},
+    "settings": {SHARED, "compaction.rules", "store"},
+    "compaction": {SHARED, "compaction.rules", "store", "settings"},
     "memory": {SHARED, "store"},
     "context": {SHARED, "compaction.rules", "store", "compaction", "memory"},
     "integrations": {SHARED, "store", "context"},
     "testing": {SHARED, "compaction.rules", "store"},
     "root": {SHARED, "compaction.rules", "store", "compaction"},
-    "demo": {SHARED, "compaction.rules", "store", "compaction", "root"},
-    "admin": {SHARED, "compaction.rules", "store", "compaction"},
-    "cli": {SHARED, "store", "compaction", "demo", "root", "admin", "context"},
+    "demo": {SHARED, "compaction.rules", "store", "compaction", "root", "settings"},
+    "admin": {SHARED, "compaction.rules", "store", "compaction", "settings"},
+    "cli": {SHARED, "store", "compaction", "demo", "root", "admin", "context", "settings"},
 }
 """Which folders each folder of the package may import: the layers of the README's layout.
 
 ``compaction.rules`` (the state machine and the policy) is what the store keeps and checks
-of compaction; the rest of ``compaction`` runs on top of the store."""
+of compaction; the rest of ``compaction`` runs on top of the store. ``settings`` (the
+deployment's variables, which name the tenants' key prefix and compaction policy) sits on
+the store: the store itself never reads the environment."""
 
 
 def layer(module: str) -> str:
@@ -202,6 +205,8 @@ def layer(module: str) -> str:
         return "cli"
     if parts[1] == "testing":
         return "testing"
+    if parts[1] == "settings":
+        return "settings"
     return SHARED
 
 

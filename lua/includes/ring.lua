@@ -1,4 +1,4 @@
--- The layout of the records of recent writes (records.lua; append_small-3.lua reads and
+-- The layout of the records of recent writes (records.lua; append_small-4.lua reads and
 -- writes them inline; spans.lua keeps the appends' spans). The last OPS_KEPT writes of each
 -- kind, at least, are recorded, oldest first: appends in the field 'opa', 8 bytes each,
 -- their operation token then their span, a 2-byte integer: how many of the batch's

@@ -69,8 +69,10 @@ def blobs_of(
             out[digest(data)] = data
     limits.limited(
         sum(map(len, out.values())),
-        limits.MAX_WRITE_BLOB_BYTES,
-        "bytes of inline data in one write",
+        most,
+        "bytes of inline data in one write"
+        if most == limits.MAX_WRITE_BLOB_BYTES
+        else "bytes of inline data",
     )
     return out
 
