@@ -111,7 +111,7 @@ def test_a_replayed_append_counts_its_data_once(real_redis: redis.Redis, big_png
     message = Message.user(["again", ImagePart(data=big_png, media_type="image/png")])
     history.append(message)
     history.append(message)  # a retry: applied once
-    other = Message.user(["file", FilePart(data=big_png, media_type="application/pdf")])
+    other = Message.user(["file", FilePart(data=big_png, media_type="image/png")])
     history.replace([message, Message.assistant("ok"), other])  # the same data, once more
     assert real_redis.hget(history.keys.meta, "blobs") == str(len(big_png)).encode()
     assert history.snapshot()[2] == other
@@ -148,7 +148,7 @@ def test_over_the_limits_is_refused_and_nothing_written(real_redis: redis.Redis)
     history = RedisHistory(real_redis, "conv-limits")
     huge = b"\x89PNG\r\n\x1a\n" + bytes(limits.MAX_BLOB_BYTES)
     with pytest.raises(LimitExceededError, match="MAX_BLOB_BYTES"):
-        history.append(Message.user(["huge", FilePart(data=huge, media_type="application/pdf")]))
+        history.append(Message.user(["huge", FilePart(data=huge, media_type="image/png")]))
     assert real_redis.keys("*") == []
     history.append(Message.user("hello"))
     real_redis.hset(history.keys.meta, "blobs", limits.MAX_CONVERSATION_BLOB_BYTES - 100)

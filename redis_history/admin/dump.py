@@ -61,6 +61,7 @@ from redis_history.limits import (
     MAX_TTL_SECONDS,
 )
 from redis_history.models import MAX_PARTS
+from redis_history.parts import stored_reads
 from redis_history.roles import RoleState
 from redis_history.store import blobs
 from redis_history.store._core import OP_TOKEN_BYTES, Call, RedisFailure
@@ -440,7 +441,8 @@ def _entry(line: bytes | str, number: int) -> tuple[str, Entry]:
         raise DumpError('an entry line holds one key, "archived" or "live"', line=number)
     ((kind, envelope),) = data.items()
     try:
-        (entry,) = decode_entries([_json(envelope)])
+        with stored_reads():  # what an export wrote, maybe before a check of today
+            (entry,) = decode_entries([_json(envelope)])
         encode_entry(entry, MAX_MESSAGE_BYTES)  # what the store would refuse, refused now
     except (HistoryError, ValueError) as exc:
         raise DumpError(f"not a message the store keeps: {exc}", line=number) from None
@@ -466,6 +468,8 @@ def restore(
         most=MAX_CONVERSATION_BLOB_BYTES,
     )
     meta = _meta_hash(dump, archive, kept_out)
+    sizes = {name: len(data) for name, data in kept_out.items()}
+    meta.update(blobs.records(live, archive, sizes, pinned=set()))
     client, keys = target.client, history.keys
     try:
         if not replace and client.exists(*keys.data):
