@@ -377,7 +377,7 @@ def to_openai_chat(part: ContentPart) -> dict[str, Any]:
     file: dict[str, Any] = {}
     if part.file_id is not None:
         file["file_id"] = part.file_id
-    elif part.data is not None:
+    elif part.data is not None or part.blob is not None:  # a blob: a read's first pass
         file["file_data"] = _inline_url(part)
     else:
         raise UnsupportedPartError(
