@@ -71,10 +71,10 @@ from redis_history.limits import count
 __all__ = [
     "ANTHROPIC_TIERS",
     "IMAGE_TYPES",
-    "SIGNED_TYPES",
     "MAX_JPEG_MARKERS",
     "OPENAI_PATCH_MODELS",
     "OPENAI_TILE_MODELS",
+    "SIGNED_TYPES",
     "anthropic_image_tokens",
     "contradicted",
     "image_size",

@@ -4,8 +4,10 @@ list: the memory bound, every read, TTL, delete, export and import, a cluster, t
 from __future__ import annotations
 
 import asyncio
+import functools
 import io
 import re
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -281,7 +283,7 @@ def assert_counted(client: Any, history: RedisHistory) -> None:
     assert stored_pieces(client, history) == (set(named), sum(map(len, named.values())))
 
 
-def turn(n: int, *parts: FilePart) -> list[Message]:
+def turn(n: int, *parts: FilePart | ImagePart) -> list[Message]:
     return [Message.user([f"look {n}", *parts]), Message.assistant(f"seen {n}")]
 
 
@@ -347,10 +349,10 @@ def test_images_fit_again_once_rewrites_drop_the_old(real_redis: redis.Redis) ->
 
     def refused() -> bool:
         try:
-            history.append_many(turn(99, image))  # type: ignore[arg-type]
+            history.append_many(turn(99, image))
         except LimitExceededError:
             return True
-        history.rollback([m for m in history.tail(2)])
+        history.rollback(history.tail(2))
         return False
 
     assert refused()
@@ -378,7 +380,7 @@ def test_images_fit_again_once_rewrites_drop_the_old(real_redis: redis.Redis) ->
 # -- reads: the digest checked, a piece deleted meanwhile read again ---------------------------
 
 
-def test_a_piece_whose_bytes_were_altered_is_refused_on_read(client: redis.Redis) -> None:
+def test_a_piece_whose_bytes_were_altered_is_refused_on_read(client: Any) -> None:
     """Bytes that no longer match their digest are a ``CorruptHistoryError`` naming the
     conversation, from every read that meets them (a snapshot, the transcript, an export, a
     fork), never returned."""
@@ -424,10 +426,10 @@ def test_a_piece_a_rewrite_deletes_during_a_read_is_read_again(client: redis.Red
         reads += step.command[0] != "HMGET"
         return execute(step)
 
+    reply = send(client, call)
+    with pytest.raises(BlobsWanted) as wanted:
+        call.parse(reply)
     with pytest.raises(CorruptHistoryError, match="missing"):
-        reply = send(client, call)
-        with pytest.raises(BlobsWanted) as wanted:
-            call.parse(reply)
         drive(history.core.with_blobs(call, reply, wanted.value), counted)
     assert reads == blobs.READ_ATTEMPTS - 1  # made again, after the first
 
@@ -482,7 +484,7 @@ def test_pieces_stored_before_they_were_counted_stay_and_read(client: redis.Redi
 # -- media types their bytes contradict -----------------------------------------------------------
 
 
-def keys_dumped(client: redis.Redis) -> dict[bytes, Any]:
+def keys_dumped(client: Any) -> dict[bytes, Any]:
     """Every key's content (a hash's as a dict: a hash table's order may change on a read)."""
     kinds = {b"hash": client.hgetall, b"list": lambda key: client.lrange(key, 0, -1)}
     return {key: kinds.get(client.type(key), client.dump)(key) for key in client.keys("*")}
@@ -502,21 +504,21 @@ def test_a_mislabeled_part_is_refused_by_every_write_having_written_nothing(
         wrong = ImagePart.model_construct(data=data, media_type="image/jpeg")
         message = Message.user(["what is this?", ImagePart(data=data, media_type="image/png")])
         message.__dict__["parts"] = (message.parts[0], wrong)
-        writes = (
-            lambda: history.append(message),
-            lambda: history.append_many([message, Message.assistant("a chart")]),
-            lambda: history.replace([message, Message.assistant("a chart")]),
-            lambda: history.splice_prefix(2, message),
+        writes: tuple[Callable[[Message], object], ...] = (
+            history.append,
+            lambda m: history.append_many([m, Message.assistant("a chart")]),
+            lambda m: history.replace([m, Message.assistant("a chart")]),
+            lambda m: history.splice_prefix(2, m),
         )
         for write in writes:
             with pytest.raises(InvalidMediaError, match="'image/jpeg', but its data is image/png"):
-                write()
+                write(message)
     assert keys_dumped(real_redis) == before
 
 
 @pytest.mark.real_redis
 def test_parts_stored_mislabeled_before_read_as_what_their_bytes_are(
-    real_redis: redis.Redis, big_png: bytes
+    real_redis: Any, big_png: bytes
 ) -> None:
     """A part stored with a media type its bytes contradict (before writes refused that) reads
     with the type the bytes announce, inline or kept outside the list: it renders as what it
@@ -524,7 +526,7 @@ def test_parts_stored_mislabeled_before_read_as_what_their_bytes_are(
     history = RedisHistory(real_redis, "conv-labels")
     small = noisy_png(8, 8)
     for data in (small, big_png):
-        history.append_many(turn(0, ImagePart(data=data, media_type="image/png")))  # type: ignore[arg-type]
+        history.append_many(turn(0, ImagePart(data=data, media_type="image/png")))
     for i, envelope in enumerate(real_redis.lrange(history.keys.msgs, 0, -1)):
         real_redis.lset(history.keys.msgs, i, envelope.replace(b'"image/png"', b'"image/jpeg"'))
     assert b"image/jpeg" in real_redis.lindex(history.keys.msgs, 2)  # as stored then
@@ -535,14 +537,16 @@ def test_parts_stored_mislabeled_before_read_as_what_their_bytes_are(
         (big_png, "image/png"),
     ]
     request = render(read, "anthropic")
-    sent = [block for m in request["messages"] for block in m["content"] if block["type"] == "image"]
+    sent = [
+        block for m in request["messages"] for block in m["content"] if block["type"] == "image"
+    ]
     assert [block["source"]["media_type"] for block in sent] == ["image/png", "image/png"]
     history.replace(read)
     assert b"image/jpeg" not in b"".join(real_redis.lrange(history.keys.msgs, 0, -1))
     assert history.snapshot() == read
 
 
-# -- the work of a call at the limits ---------------------------------------------------------------
+# -- the work of a call at the limits -----------------------------------------------------------
 
 
 def work(client: redis.Redis, call: Any) -> dict[str, int]:
@@ -576,7 +580,7 @@ def test_the_blob_work_of_each_call_is_bounded_at_the_limits(real_redis: redis.R
         out: list[Message] = []
         for first in range(start, start + n, 256):
             parts = [piece(i, 1024) for i in range(first, min(start + n, first + 256))]
-            out += [Message.user(parts), Message.assistant("ok")]  # type: ignore[list-item]
+            out += [Message.user(parts), Message.assistant("ok")]
         return out
 
     with pytest.raises(LimitExceededError, match="pieces of inline data in one write"):
@@ -584,7 +588,7 @@ def test_the_blob_work_of_each_call_is_bounded_at_the_limits(real_redis: redis.R
     start_turn = [Message.user("hello"), Message.assistant("hi")]
     history.append_many(start_turn)  # a staged append onto an empty list is sent twice
     for start in range(0, most, per_write):
-        done = work(real_redis, lambda: history.append_many(tiny(start, per_write)))
+        done = work(real_redis, functools.partial(history.append_many, tiny(start, per_write)))
         new_fields = 4 * per_write  # the data and the record of each, names and values
         assert done["hset"] <= chunks_of(new_fields) + 2  # and refs, and the write's records
         assert done["hmget"] <= chunks_of(per_write) + 2  # and the sums, and the meta
@@ -612,8 +616,10 @@ def test_the_blob_work_of_each_call_is_bounded_at_the_limits(real_redis: redis.R
         history.replace(start_turn)
         for start in range(0, most, per_write):
             history.append_many(tiny(start, per_write))
-        sweep = (lambda: history.replace([Message.user("x")])) if kind == "replace" else (
-            lambda: history.truncate(0)
+        sweep = (
+            (lambda: history.replace([Message.user("x")]))
+            if kind == "replace"
+            else (lambda: history.truncate(0))
         )
         done = work(real_redis, sweep)  # every count of the list read, every piece deleted
         assert done["hmget"] <= chunks_of(most) + 3

@@ -7,6 +7,7 @@ import io
 import math
 import re
 import wave
+from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
@@ -14,14 +15,17 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 from PIL import Image
+from pydantic import ValidationError
 
-from redis_history import HistoryError, InvalidMediaError, InvalidMessageError, media
+from redis_history import HistoryError, InvalidMediaError, InvalidMessageError, Message, media
+from redis_history.context import formats
 from redis_history.media import (
     anthropic_image_tokens,
     image_size,
     media_type_of,
     openai_image_tokens,
 )
+from redis_history.parts import AudioPart, FilePart, ImagePart, data_url, from_openai_chat
 
 OPENAI_GUIDE = "https://platform.openai.com/docs/guides/images-vision#calculating-costs"
 CLAUDE_VISION = "https://platform.claude.com/docs/en/build-with-claude/vision"
@@ -566,13 +570,8 @@ def test_png_bytes_given_as_jpeg_are_refused_when_the_part_is_built() -> None:
     """Refused whichever way the part is built (pydantic's ValidationError, a ValueError, whose
     error is the InvalidMediaError); a type the bytes announce, or none of the signed ones,
     is taken."""
-    from pydantic import ValidationError
-
-    from redis_history import Message
-    from redis_history.parts import AudioPart, FilePart, ImagePart, data_url, from_openai_chat
-
     png, jpeg = encoded((4, 3), "PNG"), encoded((4, 3), "JPEG")
-    builds = [
+    builds: list[Callable[[], object]] = [
         lambda: ImagePart(data=png, media_type="image/jpeg"),
         lambda: ImagePart(url=data_url(png, "image/jpeg")),
         lambda: ImagePart.model_validate({"data": png, "media_type": "image/webp"}),
@@ -582,8 +581,12 @@ def test_png_bytes_given_as_jpeg_are_refused_when_the_part_is_built() -> None:
         lambda: FilePart(data=png, media_type="application/pdf"),
         lambda: AudioPart(data=png, format="wav"),
         lambda: AudioPart(data=wav_file(), format="mp3"),
-        lambda: Message.user([{"type": "image", "data": jpeg, "media_type": "image/png"}]),
-        lambda: from_openai_chat({"type": "image_url", "image_url": {"url": data_url(png, "image/jpeg")}}),
+        lambda: Message.model_validate(
+            {"role": "user", "parts": [{"type": "image", "data": jpeg, "media_type": "image/png"}]}
+        ),
+        lambda: from_openai_chat(
+            {"type": "image_url", "image_url": {"url": data_url(png, "image/jpeg")}}
+        ),
     ]
     for build in builds:
         with pytest.raises(ValidationError) as refused:
@@ -600,14 +603,11 @@ def test_png_bytes_given_as_jpeg_are_refused_when_the_part_is_built() -> None:
 def test_a_part_built_without_validation_is_not_sent_as_what_it_is_not() -> None:
     """Every wire format sends the inline bytes through one function, which refuses a media
     type the bytes contradict (a part made with ``model_construct``)."""
-    from redis_history import Message
-    from redis_history.context import formats
-    from redis_history.parts import ImagePart
-
     png = encoded((4, 3), "PNG")
     wrong = ImagePart.model_construct(data=png, media_type="image/jpeg")
     message = Message.user([ImagePart(data=png, media_type="image/png")])
     message.__dict__["parts"] = (wrong,)
-    for fmt in ("openai_chat", "openai_responses", "anthropic"):
+    wire: tuple[formats.WireFormat, ...] = ("openai_chat", "openai_responses", "anthropic")
+    for fmt in wire:
         with pytest.raises(InvalidMediaError, match="'image/jpeg', but its data is image/png"):
-            formats.render([message], fmt)  # type: ignore[arg-type]
+            formats.render([message], fmt)

@@ -230,10 +230,10 @@ class Call(NamedTuple, Generic[T]):
         return ("EVAL", self.script.source, *self.command[2:])
 
 
-
 def _raw(reply: Any) -> Any:
     """A reply as it came (a read made again, parsed by its plan)."""
     return reply
+
 
 _MULTI, _EXEC = ("MULTI",), ("EXEC",)
 _NO_BLOBS = (0,)

@@ -93,9 +93,7 @@ def _stored_outside(part: Any) -> bytes | None:
     return data if data is not None and len(data) >= limits.BLOB_MIN_BYTES else None
 
 
-def _pieces(
-    messages: Iterable[Message], most: int
-) -> tuple[dict[str, bytes], Counter[str]]:
+def _pieces(messages: Iterable[Message], most: int) -> tuple[dict[str, bytes], Counter[str]]:
     """The data kept outside the list by digest, and how many of ``messages`` name each."""
     out: dict[str, bytes] = {}
     naming: Counter[str] = Counter()
@@ -141,7 +139,10 @@ def section(messages: Sequence[Message]) -> tuple[Any, ...]:
     """
     data, naming = _pieces(messages, limits.MAX_WRITE_BLOB_BYTES)
     limits.limited(len(data), limits.MAX_WRITE_BLOBS, "pieces of inline data in one write")
-    return (len(data), *(item for name, value in data.items() for item in (name, naming[name], value)))
+    return (
+        len(data),
+        *(item for name, value in data.items() for item in (name, naming[name], value)),
+    )
 
 
 def outside(message: Message) -> tuple[dict[str, Any], list[tuple[bytes, bytes]], bytes] | None:
@@ -258,11 +259,11 @@ def found(references: Sequence[str], values: Sequence[bytes | str | None]) -> Ma
                 f"the data of blob {named(reference)}, which a message names, is missing",
                 version=None if version is None else int(version),
             )
-        value = value.encode() if isinstance(value, str) else value
-        if digest(value) != named(reference):
+        piece = value.encode() if isinstance(value, str) else value
+        if digest(piece) != named(reference):
             raise CorruptHistoryError(
-                f"the data of blob {named(reference)} ({len(value)} bytes) does not match its "
+                f"the data of blob {named(reference)} ({len(piece)} bytes) does not match its "
                 "digest: it was altered"
             )
-        out[reference] = value
+        out[reference] = piece
     return out
