@@ -77,16 +77,17 @@ MAX_CONVERSATION_BLOB_BYTES = 128 << 20
 named by an entry of the list or the archive once (read back ``MAX_WRITE_BLOB_BYTES`` a
 call); a write past it is refused by the script with ``LimitExceededError``."""
 
-MAX_WRITE_BLOBS = 4_096
-"""The most distinct pieces of such data one write sends (5 KiB each on average at
+MAX_WRITE_BLOBS = 2_048
+"""The most distinct pieces of such data one write sends (10 KiB each on average at
 ``MAX_WRITE_BLOB_BYTES``): a script stores and counts each, about 9 µs of the server's CPU
 apiece here."""
 
-MAX_CONVERSATION_BLOBS = 8_192
-"""The most distinct pieces of that data one conversation counts (16 KiB each on average at
+MAX_CONVERSATION_BLOBS = 4_096
+"""The most distinct pieces of that data one conversation counts (32 KiB each on average at
 ``MAX_CONVERSATION_BLOB_BYTES``): a rewrite that drops the whole list (``replace``,
-``truncate(0)``) reads every count, about 4 µs of the server's CPU apiece here, so this
-bounds its work; a write past it is refused by the script with ``LimitExceededError``."""
+``truncate(0)``) reads every count, and a splice may move or drop them all, about 4-6 µs of
+the server's CPU apiece here, so this bounds their work; a write past it is refused by the
+script with ``LimitExceededError``."""
 
 MAX_TOOL_CALLS = 1_024
 """The most tool calls one assistant message may request."""

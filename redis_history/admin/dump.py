@@ -457,6 +457,8 @@ def restore(
 
     Raises:
         ConversationExistsError: the conversation exists and ``replace`` is false.
+        LimitExceededError: more inline data kept outside the list than a conversation
+            keeps (bytes or pieces); nothing was written.
         HistoryError: the staged import was lost before it was put in place.
         StoreUnavailableError: Redis could not be reached; the conversation is as it was.
     """

@@ -154,6 +154,8 @@ def render(
     Raises:
         UnsupportedPartError: a message holds a part ``format`` cannot carry (see the
             module's table); its ``index``, ``part`` and ``format`` say which.
+        InvalidMediaError: a part's inline data contradicts its media type (a part built
+            without validation; see :mod:`redis_history.parts`).
         ValueError: ``format`` is not a :data:`WireFormat`.
     """
     if format == "openai_chat":
