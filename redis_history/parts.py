@@ -139,10 +139,11 @@ def blob_data(blobs: Mapping[str, bytes] | None) -> Iterator[set[str]]:
     token = _BLOBS.set(blobs)
     wanted: set[str] = set()
     collecting = _WANTED.set(wanted)
+    stored = _STORED.set(True)
     try:
-        with stored_reads():
-            yield wanted
+        yield wanted
     finally:
+        _STORED.reset(stored)
         _WANTED.reset(collecting)
         _BLOBS.reset(token)
 

@@ -101,6 +101,15 @@ def test_every_read_gives_the_data_back(real_redis: redis.Redis, big_png: bytes)
     assert history.snapshot()[-2:] == sent[2:4]  # data shared with a rolled-back message
 
 
+def test_chat_completions_carry_files_kept_outside_the_list(client: redis.Redis) -> None:
+    """``snapshot_openai()`` renders a file whose data is kept outside the list as a
+    ``file_data`` URL, as it renders an image's."""
+    history = RedisHistory(client, "conv-file")
+    sent = turn(1, piece(1))
+    history.append_many(sent)
+    assert history.snapshot_openai() == [m.to_openai() for m in sent]
+
+
 @pytest.mark.real_redis
 def test_small_data_stays_in_the_envelope(real_redis: redis.Redis) -> None:
     history = RedisHistory(real_redis, "conv-small")
