@@ -479,6 +479,8 @@ def test_pieces_stored_before_they_were_counted_stay_and_read(client: redis.Redi
     stream = io.BytesIO()
     write_dump(read_dump(history), stream)
     copy = restore(Target(client), load_dump(stream.getvalue().splitlines()), "conv-old-copy")
+    assert client.hget(fork.keys.meta, "cblobs") == b"4096"  # piece 3's; 1 and 2 pinned
+    assert client.hget(copy.keys.meta, "cblobs") == b"12288"
     history.truncate(0)  # piece 3 is named by no entry; 1 and 2 are pinned
     assert stored_pieces(client, history) == (digests(1, 2), 2 * 4096)
     assert history.transcript() == whole[:2]

@@ -41,6 +41,7 @@ from redis_history.errors import CorruptHistoryError, LimitExceededError
 from redis_history.models import Message
 
 __all__ = [
+    "COUNTED",
     "DIRECTORY",
     "FIELD",
     "READ_ATTEMPTS",
@@ -65,6 +66,9 @@ RECORD = "ref:"
 its digest."""
 DIRECTORY = "refs"
 """The meta hash field listing the counted pieces: their digests, 32 hex digits each."""
+COUNTED = "cblobs"
+"""The meta hash field counting the bytes of the counted pieces (``blobs`` counts them all:
+it is over this by the pinned pieces' bytes)."""
 READ_ATTEMPTS = 3
 """How many times a read is made when a piece its entries name was deleted meanwhile."""
 _MARKER = b"\x00redis-history blob "
@@ -188,9 +192,10 @@ def head_names(envelope: bytes | str) -> list[str]:
 def records(
     live: Iterable[bytes], archive: Iterable[bytes], sizes: Mapping[str, int], pinned: set[str]
 ) -> dict[str, str]:
-    """The count records and directory of a conversation copied whole (an import, a fork)
-    whose entries are ``live`` and ``archive``: one for each piece their heads name, unless
-    ``pinned`` (named by an entry without a head: kept uncounted), of ``sizes`` bytes.
+    """The count records, directory and counted bytes of a conversation copied whole (an
+    import, a fork) whose entries are ``live`` and ``archive``: a record for each piece
+    their heads name, unless ``pinned`` (named by an entry without a head: kept
+    uncounted), of ``sizes`` bytes.
 
     Raises:
         LimitExceededError: more than ``MAX_CONVERSATION_BLOBS`` pieces counted.
@@ -205,6 +210,7 @@ def records(
     out = {RECORD + name: f"{n[0]},{n[1]},{sizes[name]}" for name, n in counts.items()}
     if counts:
         out[DIRECTORY] = "".join(counts)
+        out[COUNTED] = str(sum(sizes[name] for name in counts))
     return out
 
 
