@@ -18,9 +18,9 @@ every row). The contestants:
 - ``EVALSHA`` of ``return 0`` with the store's append arguments: what running a script
   costs Redis before the script does anything;
 - the minimal scripted append (``peers.MINIMAL_SCRIPT``: ``RPUSH``, ``HINCRBY``);
-- the store's general append script (``lua/append-4.lua``), as it was sent for one message
+- the store's general append script (``lua/append-5.lua``), as it was sent for one message
   before short batches had their own (``_core.HistoryCore._append_call``);
-- the store's append of a short batch (``lua/append_small-3.lua``: the same commands,
+- the store's append of a short batch (``lua/append_small-4.lua``: the same commands,
   checks and records, no helper functions), as ``RedisHistory.append`` sends it.
 
 Then what a microsecond of Redis's time costs the client: scripts that ``RPUSH`` after a
@@ -96,8 +96,8 @@ def contestants(client: redis.Redis) -> dict[str, Callable[[RedisHistory, Messag
         "minimal scripted append": lambda h, m: execute(
             client, ("EVALSHA", minimal, 2, h.keys.msgs, h.keys.meta, 1, general(h, m)[14])
         ),
-        "the store's general script, append-4.lua": lambda h, m: execute(client, general(h, m)),
-        "the store's small append, append_small-3.lua": lambda h, m: execute(
+        "the store's general script, append-5.lua": lambda h, m: execute(client, general(h, m)),
+        "the store's small append, append_small-4.lua": lambda h, m: execute(
             client, h.core.append([m]).command
         ),
     }

@@ -43,10 +43,12 @@ from redis_history.errors import (
     MessageTooLargeError,
     ReplicationError,
     RoleOrderError,
+    ScriptsNotLoadedError,
     StaleSnapshotError,
     StoreUnavailableError,
     SummarizerError,
     ToolPairingError,
+    UnsupportedClientError,
     UnsupportedPartError,
 )
 from redis_history.models import Message, Role, ToolCall
@@ -108,6 +110,7 @@ __all__ = [
     "ReplicationError",
     "Role",
     "RoleOrderError",
+    "ScriptsNotLoadedError",
     "StaleSnapshotError",
     "StoreUnavailableError",
     "Summarizer",
@@ -122,6 +125,7 @@ __all__ = [
     "ToolStep",
     "TranscriptPage",
     "Turn",
+    "UnsupportedClientError",
     "UnsupportedPartError",
     "from_turns",
     "group_turns",

@@ -1,5 +1,6 @@
 """The ``redis-history`` command line: the operator's commands (``ls``, ``stats``, ``show``,
-``export``, ``import``, ``delete``, ``doctor``, ``acl``), the ``demo`` and the ``worker``.
+``export``, ``import``, ``delete``, ``doctor``, ``acl``, ``load-scripts``), the ``demo`` and
+the ``worker``.
 
 It only parses arguments and prints: what each command does is in
 :mod:`redis_history.admin`. A command that reaches Redis says on stderr which server it
@@ -23,7 +24,7 @@ from typing import IO, Any
 
 from redis_history import settings
 from redis_history._redact import redact_url
-from redis_history.admin.acl import setuser_command, tenant_rule
+from redis_history.admin.acl import DEFAULT_REDIS_VERSION, setuser_command, tenant_rule
 from redis_history.admin.doctor import doctor
 from redis_history.admin.dump import export_conversation, load_dump, read_dump, restore
 from redis_history.admin.listing import (
@@ -31,6 +32,7 @@ from redis_history.admin.listing import (
     conversation_stats,
     list_conversations,
 )
+from redis_history.admin.scripts import load_scripts
 from redis_history.admin.target import Target
 from redis_history.context.formats import WIRE_FORMATS, render
 from redis_history.demo.run import DemoError, redis_for_demo, run_demo, starts_its_own_redis
@@ -160,6 +162,13 @@ def _conversation_commands(command: Callable[..., Any]) -> None:
     restore_.add_argument("file", help="the dump ('-' for stdin)")
     restore_.add_argument("--as", dest="as_id", help="the conversation id to import as")
     restore_.add_argument("--replace", action="store_true", help="overwrite one that exists")
+    restore_.add_argument(
+        "--no-validate",
+        dest="validate",
+        action="store_false",
+        help="take the messages' role order and tool pairing as they are (a conversation "
+        "written with validate=False); everything else is checked",
+    )
     delete = command("delete", "delete a conversation (asks first, unless --yes)", store)
     delete.add_argument("conversation_id")
     delete.add_argument("--yes", action="store_true", help="do not ask")
@@ -188,6 +197,34 @@ def _deployment_commands(command: Callable[..., Any]) -> None:
     acl.add_argument("--user", required=True, help="the ACL user to create or reset")
     acl.add_argument("--password", required=True, help="its password (printed as its SHA-256)")
     acl.add_argument("--prefix", default=DEFAULT_PREFIX, help="the key prefix (%(default)s)")
+    acl.add_argument(
+        "--queue",
+        default=settings.QUEUE.read(),
+        help="the shared queue's name; the tenant's is QUEUE:NAMESPACE (default: "
+        f"${settings.QUEUE.name}, else %(default)s)",
+    )
+    acl.add_argument(
+        "--redis-version",
+        type=_version_of,
+        default=DEFAULT_REDIS_VERSION,
+        metavar="MAJOR.MINOR",
+        help="the oldest Redis the rule is applied on: 6.2 (scripts by EVALSHA), 7.0 "
+        "(functions by FCALL), 7.2 (and CLIENT SETINFO) (default: 7.0)",
+    )
+    command(
+        "load-scripts",
+        "load the store's functions (Redis 7+) and scripts on every primary, for tenants whose "
+        "rule runs only those",
+        _server(prefix=False),
+    )
+
+
+def _version_of(text: str) -> tuple[int, int]:
+    """An argparse type: a Redis version as ``MAJOR.MINOR``."""
+    major, dot, minor = text.partition(".")
+    if not (major.isdigit() and dot and minor.isdigit()):
+        raise argparse.ArgumentTypeError(f"not a version MAJOR.MINOR: {text!r}")
+    return int(major), int(minor)
 
 
 def _at_least(low: int) -> Callable[[str], int]:
@@ -278,11 +315,42 @@ def _target(args: argparse.Namespace, namespace: str | None = None) -> Iterator[
 
 
 def _say(text: str) -> None:
-    print(f"redis-history: {text}", file=sys.stderr)
+    print(f"redis-history: {_shown(text, backslash=False)}", file=sys.stderr)
+
+
+def _shown(text: str, *, backslash: bool = True) -> str:
+    """``text`` safe to print on a terminal: each character that is not printable (controls
+    such as ESC, format characters such as the bidi overrides, separators other than the
+    space, lone surrogates, unassigned ones) as its Python escape (``\\x1b``, ``\\u202e``),
+    and, with ``backslash`` (ids), each backslash doubled, so no two ids show alike."""
+    if text.isprintable() and not (backslash and "\\" in text):
+        return text
+    return "".join(
+        char if char.isprintable() and not (backslash and char == "\\") else _escape(char)
+        for char in text
+    )
+
+
+def _escape(char: str) -> str:
+    return "\\\\" if char == "\\" else repr(char)[1:-1]
 
 
 def _print_json(value: Any) -> None:
-    print(json.dumps(value, ensure_ascii=False))
+    """``value`` as one line of JSON, every character that is not printable escaped as JSON
+    escapes it (``\\u202e``; above U+FFFF as a surrogate pair): the same JSON, safe on a
+    terminal. ``json.dumps`` escapes only the C0 controls."""
+    text = json.dumps(value, ensure_ascii=False)
+    if not text.isprintable():
+        text = "".join(char if char.isprintable() else _json_escape(char) for char in text)
+    print(text)
+
+
+def _json_escape(char: str) -> str:
+    code = ord(char)
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    code -= 0x10000
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
 
 
 def _ls(args: argparse.Namespace) -> int:
@@ -299,10 +367,12 @@ def _table(infos: Sequence[ConversationInfo]) -> None:
     head = ("CONVERSATION", "MESSAGES", "TOKENS", "STATE", "TTL", "ARCHIVED")
     rows = [head] + [
         (
-            info.conversation_id,
+            _shown(info.conversation_id),
             str(info.messages),
             "-" if info.tokens is None else str(info.tokens),
-            info.state if info.error is None else f"{info.state}: {info.error}",
+            info.state
+            if info.error is None
+            else _shown(f"{info.state}: {info.error}", backslash=False),
             "-" if info.ttl is None else f"{info.ttl:g}s",
             str(info.archived),
         )
@@ -322,8 +392,8 @@ def _stats(args: argparse.Namespace) -> int:
         return 0
     width = max(map(len, data))
     for name, value in data.items():
-        shown = json.dumps(value, ensure_ascii=False) if isinstance(value, dict) else value
-        print(f"{name.replace('_', ' '):<{width}}  {'-' if value is None else shown}")
+        shown = json.dumps(value, ensure_ascii=False) if isinstance(value, dict) else str(value)
+        print(f"{name.replace('_', ' '):<{width}}  {'-' if value is None else _shown(shown)}")
     return 0
 
 
@@ -393,12 +463,12 @@ def _output(path: str | None) -> Iterator[IO[bytes]]:
 
 def _import(args: argparse.Namespace) -> int:
     if args.file == "-":
-        dump = load_dump(sys.stdin.buffer)
+        dump = load_dump(sys.stdin.buffer, validate=args.validate)
     else:
         with Path(args.file).open("rb") as stream:
-            dump = load_dump(stream)
+            dump = load_dump(stream, validate=args.validate)
     with _target(args, namespace=dump.namespace) as target:
-        history = restore(target, dump, args.as_id, replace=args.replace)
+        history = restore(target, dump, args.as_id, replace=args.replace, validate=args.validate)
     _say(
         f"imported {history.namespace}/{history.conversation_id}: {len(dump.live)} messages, "
         f"{len(dump.archive)} archived, token estimate {dump.token_estimate}"
@@ -433,7 +503,8 @@ def _doctor(args: argparse.Namespace) -> int:
     else:
         width = max(len(check.name) for check in report.checks)
         for check in report.checks:
-            print(f"{check.status:<8} {check.name:<{width}}  {check.detail}")
+            detail = _shown(check.detail, backslash=False)
+            print(f"{check.status:<8} {check.name:<{width}}  {detail}")
         problems = sum(check.status == "problem" for check in report.checks)
         warnings = sum(check.status == "warning" for check in report.checks)
         verdict = "healthy" if report.healthy else f"{problems} problem{'s' * (problems != 1)}"
@@ -444,12 +515,34 @@ def _doctor(args: argparse.Namespace) -> int:
 
 
 def _acl(args: argparse.Namespace) -> int:
-    rule = tenant_rule(args.namespace, user=args.user, password=args.password, prefix=args.prefix)
+    rule = tenant_rule(
+        args.namespace,
+        user=args.user,
+        password=args.password,
+        prefix=args.prefix,
+        queue=args.queue,
+        redis_version=args.redis_version,
+    )
     print(setuser_command(rule))
     _say(
-        "apply it with redis-cli (on a cluster, on every node: ACLs are per node), then "
-        "ACL SAVE where an aclfile is used"
+        "apply it with redis-cli on the store (on a cluster, on every node: ACLs are per "
+        "node) and on the queue's Redis, then ACL SAVE where an aclfile is used; the "
+        "tenant's calls run the store's functions: load them first (redis-history "
+        "load-scripts)"
     )
+    return 0
+
+
+def _load_scripts(args: argparse.Namespace) -> int:
+    cluster = settings.CLUSTER.read() if args.cluster is None else args.cluster
+    target = Target.connect(args.redis_url, cluster=cluster)
+    _say(f"{'the Redis Cluster at' if cluster else 'Redis at'} {target.shown}")
+    try:
+        for loaded in load_scripts(target):
+            what = f"library {loaded.library} and " if loaded.library else "(no functions) "
+            print(f"{loaded.node}: {what}{loaded.scripts} scripts loaded")
+    finally:
+        target.close()
     return 0
 
 
@@ -507,6 +600,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "delete": _delete,
     "doctor": _doctor,
     "acl": _acl,
+    "load-scripts": _load_scripts,
     "demo": _demo,
     "worker": _worker,
 }
@@ -522,7 +616,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = next((code for kind, code, _ in EXIT_STATUSES if isinstance(error, kind)), _FAILED)
         urls = (getattr(args, "redis_url", None), getattr(args, "queue_url", None))
         text = " ".join(settings.redactor(urls)(str(error) or type(error).__name__).split())
-        print(f"redis-history: {text}", file=sys.stderr)
+        _say(text)
         return code
 
 

@@ -19,6 +19,7 @@ redis-py's exceptions::
     ├── ConversationNotFoundError (KeyError)      no such conversation
     ├── MessageNotFoundError (KeyError)      no live message has the id given
     ├── ConversationExistsError              an import or a fork would overwrite a conversation
+    ├── UnsupportedClientError (ValueError)  a Redis client that decodes replies to text
     ├── DumpError (ValueError)               a dump that is not what export writes; nothing written
     │   └── DumpVersionError                 a dump from a newer format version
     ├── CorruptHistoryError                  stored data that is not a valid envelope or meta hash
@@ -29,6 +30,8 @@ redis-py's exceptions::
     ├── ReplicationError                     a write reached fewer replicas than ``wait_replicas``
     ├── AccessDeniedError (PermissionError)  credentials refused, or a key denied (ACL NOPERM)
     └── StoreUnavailableError (ConnectionError)  Redis could not be reached; wraps redis-py's error
+        └── ScriptsNotLoadedError            the server has not the store's scripts, and the
+                                             user may not load them (an operator's step)
 """
 
 from __future__ import annotations
@@ -54,10 +57,12 @@ __all__ = [
     "MessageTooLargeError",
     "ReplicationError",
     "RoleOrderError",
+    "ScriptsNotLoadedError",
     "StaleSnapshotError",
     "StoreUnavailableError",
     "SummarizerError",
     "ToolPairingError",
+    "UnsupportedClientError",
     "UnsupportedPartError",
 ]
 
@@ -199,6 +204,13 @@ class ConversationExistsError(HistoryError):
     to replace it); nothing was written."""
 
 
+class UnsupportedClientError(HistoryError, ValueError):
+    """A Redis client the store cannot use: one made with ``decode_responses=True``, which
+    turns every reply into text, where the store reads bytes that are not UTF-8 (a long text
+    kept compressed, the data of a content part). Refused when the history, memory or
+    queue is made, before anything is sent."""
+
+
 class DumpError(HistoryError, ValueError):
     """A dump that is not what an export writes (not JSON Lines, a line that is not an entry,
     fewer entries than its header counts, a message the store would refuse); nothing was
@@ -283,3 +295,9 @@ class AccessDeniedError(HistoryError, PermissionError):
 
 class StoreUnavailableError(HistoryError, ConnectionError):
     """Redis could not be reached or timed out; the operation may not have run."""
+
+
+class ScriptsNotLoadedError(StoreUnavailableError):
+    """The server has neither the store's functions nor its scripts, and this user may not
+    load them: a tenant's rule runs only the functions an operator loaded (``redis-history
+    load-scripts``). Nothing was written; the call succeeds once they are loaded."""

@@ -32,6 +32,7 @@ __all__ = [
     "MAX_REWRITE",
     "MAX_ROLLBACK",
     "MAX_SUMMARIES",
+    "MAX_SUMMARIES_READ_BYTES",
     "MAX_SUMMARY_BYTES",
     "MAX_SUMMARY_CANDIDATES",
     "MAX_SUMMARY_MESSAGES",
@@ -112,7 +113,7 @@ MAX_SUMMARIES = 64
 (``HistoryManagerConfig.max_summaries``, 32 by default); past it the oldest is dropped."""
 
 MAX_SUMMARY_BYTES = 16 << 10
-"""The most UTF-8 bytes of one shared summary; so a read of them all stays under 1 MiB."""
+"""The most UTF-8 bytes of one shared summary."""
 
 MAX_SUMMARY_MESSAGES = 1_000
 """The most messages one shared summary covers; more evicted at once are summarized over
@@ -120,6 +121,16 @@ the next turns, oldest first."""
 
 MAX_SUMMARY_CANDIDATES = 10_000
 """The most evicted messages one ``on_turn_complete`` offers to summarize (the newest)."""
+
+SUMMARY_COVER_BYTES = 1_095
+"""The most bytes of what one shared summary covers, as a read returns it: how many messages
+(4 digits), a digest of their ids (32), the store's token (32), the first one's id (256
+characters, 1,024 bytes of UTF-8) and three separators."""
+
+MAX_SUMMARIES_READ_BYTES = MAX_SUMMARIES * (MAX_SUMMARY_BYTES + SUMMARY_COVER_BYTES + 20)
+"""The most bytes one read of a conversation's shared summaries returns, however many
+messages each covers: per summary its text, what it covers and its number (at most 20
+digits): 1,119,936 bytes (1.07 MiB)."""
 
 MAX_TTL_SECONDS = 10 * 365 * 86_400
 """The longest TTL a conversation takes: ten years."""

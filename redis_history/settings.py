@@ -18,9 +18,12 @@ from functools import cache
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import redis
+from pydantic import ValidationError
 from redis.cluster import RedisCluster
 
 from redis_history._redact import Redactor, redact_url, url_secrets
+from redis_history.compaction.policy import CompactionPolicy
+from redis_history.store.keys import DEFAULT_PREFIX, tenant_queue, validate_scope
 
 if TYPE_CHECKING:
     from redis.driver_info import DriverInfo
@@ -31,6 +34,7 @@ __all__ = [
     "DEFAULT_QUEUE",
     "DEFAULT_URL",
     "METRICS_PORT",
+    "PREFIX",
     "QUEUE",
     "QUEUE_URL",
     "SUMMARIZER",
@@ -39,6 +43,8 @@ __all__ = [
     "SUMMARIZER_MAX_RETRIES",
     "SUMMARIZER_MODEL",
     "SUMMARIZER_TIMEOUT",
+    "TENANTS",
+    "TENANT_POLICY",
     "TOKEN_COUNTER",
     "URL",
     "VARIABLES",
@@ -76,6 +82,34 @@ def _count(name: str, raw: str) -> int:
     if not raw.isdigit():
         raise ValueError(f"{name} must be a whole number >= 0, got {raw!r}")
     return int(raw)
+
+
+def _tenants(name: str, raw: str) -> tuple[str, ...]:
+    namespaces = tuple(dict.fromkeys(part.strip() for part in raw.split(",") if part.strip()))
+    for namespace in namespaces:
+        try:
+            validate_scope(namespace, DEFAULT_PREFIX)
+        except ValueError as exc:
+            raise ValueError(f"{name}: {exc}") from None
+    return namespaces
+
+
+def _policy(name: str, raw: str) -> CompactionPolicy:
+    try:
+        return CompactionPolicy.model_validate_json(raw)
+    except ValidationError as exc:
+        lines = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'policy'}: {e['msg']}" for e in exc.errors()
+        )
+        raise ValueError(f"{name} must be a compaction policy as JSON: {lines}") from None
+
+
+def _prefix(name: str, raw: str) -> str:
+    try:
+        validate_scope(DEFAULT_PREFIX, raw)
+    except ValueError as exc:
+        raise ValueError(f"{name}: {exc}") from None
+    return raw
 
 
 def _port(name: str, raw: str) -> int | None:
@@ -134,6 +168,26 @@ QUEUE_URL: Variable[str | None] = Variable(
 )
 QUEUE: Variable[str] = Variable(
     "REDIS_HISTORY_QUEUE", "redis-history", "the compaction queue's name", _text
+)
+TENANTS: Variable[tuple[str, ...]] = Variable(
+    "REDIS_HISTORY_TENANTS",
+    (),
+    "namespaces, comma-separated, whose pods enqueue on a queue of their own "
+    "(QUEUE:NAMESPACE), which the workers serve too, each job only for its namespace",
+    _tenants,
+)
+TENANT_POLICY: Variable[CompactionPolicy] = Variable(
+    "REDIS_HISTORY_TENANT_POLICY",
+    CompactionPolicy(),
+    "the deployment's compaction policy for the tenants' jobs, as JSON: a job keeps at least "
+    "what it keeps, and runs under its archive caps and time limits",
+    _policy,
+)
+PREFIX: Variable[str] = Variable(
+    "REDIS_HISTORY_PREFIX",
+    DEFAULT_PREFIX,
+    "the key prefix of the tenants' conversations (a tenant's job must name it)",
+    _prefix,
 )
 SUMMARIZER: Variable[str] = Variable(
     "REDIS_HISTORY_SUMMARIZER",
@@ -194,6 +248,9 @@ VARIABLES: tuple[Variable[Any], ...] = (
     CLUSTER,
     QUEUE_URL,
     QUEUE,
+    TENANTS,
+    TENANT_POLICY,
+    PREFIX,
     SUMMARIZER,
     COMPACTOR,
     TOKEN_COUNTER,
@@ -224,6 +281,12 @@ class WorkerSettings:
     """The RQ queue's Redis; ``None`` for the store itself (not allowed with a cluster)."""
     queue: str = QUEUE.default
     """The RQ queue name."""
+    tenants: tuple[str, ...] = TENANTS.default
+    """Namespaces whose pods enqueue on a queue of their own, which the worker serves too."""
+    tenant_policy: CompactionPolicy = TENANT_POLICY.default
+    """What the tenants' jobs may keep and archive at least, and their time limits."""
+    prefix: str = PREFIX.default
+    """The key prefix of the tenants' conversations."""
     summarizer: str = SUMMARIZER.default
     """An alias or dotted path for :func:`~redis_history.resolve_summarizer`."""
     compactor: str = COMPACTOR.default
@@ -239,6 +302,8 @@ class WorkerSettings:
             raise ValueError("the history store URL is empty")
         if not self.queue:
             raise ValueError("the queue name is empty")
+        for namespace in self.tenants:
+            validate_scope(namespace, self.prefix)
         if self.cluster and not self.queue_url:
             raise ValueError(
                 f"{QUEUE_URL.name} is required when the history is a Redis Cluster: "
@@ -271,11 +336,27 @@ class WorkerSettings:
             cluster=CLUSTER.read(env),
             queue_url=QUEUE_URL.read(env),
             queue=QUEUE.read(env),
+            tenants=TENANTS.read(env),
+            tenant_policy=TENANT_POLICY.read(env),
+            prefix=PREFIX.read(env),
             summarizer=SUMMARIZER.read(env),
             compactor=COMPACTOR.read(env),
             token_counter=TOKEN_COUNTER.read(env),
             metrics_port=METRICS_PORT.read(env),
         )
+
+    @property
+    def queues(self) -> tuple[str, ...]:
+        """The queues a worker serves: the shared one, then each tenant's."""
+        return (self.queue, *(tenant_queue(self.queue, ns) for ns in self.tenants))
+
+    def tenant_of(self, queue: str) -> str | None:
+        """The namespace whose own queue ``queue`` is, or ``None`` for the shared queue (or
+        one the worker does not serve)."""
+        for namespace in self.tenants:
+            if queue == tenant_queue(self.queue, namespace):
+                return namespace
+        return None
 
     @property
     def queue_redis_url(self) -> str:

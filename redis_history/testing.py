@@ -295,7 +295,7 @@ class InMemoryHistory:
         return n
 
     def _check_splice(self, made: RoleState, n: int, read: int) -> None:
-        """What ``splice_prefix-4.lua`` checks: the kept tool results after the prefix
+        """What ``splice_prefix-5.lua`` checks: the kept tool results after the prefix
         answer calls the summaries make, no call of theirs stays open before a message,
         and none that was answered ends the conversation open."""
         waiting = list(made.open)

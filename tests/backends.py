@@ -12,7 +12,8 @@ import pytest
 import redis.asyncio
 
 from redis_history import AsyncRedisHistory, RedisHistory
-from redis_history.store import _core
+from redis_history.admin import Target, load_scripts
+from redis_history.store import _core, _lane
 from redis_history.testing import InMemoryHistory
 
 HistoryFactory = Callable[..., Any]
@@ -26,9 +27,20 @@ BACKENDS = [
     "cluster",
     "redis-staged",
     "redis-async-staged",
+    "redis-async-functions",
+    "cluster-functions",
 ]
 """``-staged``: every append is sent as a staged transaction (``_core.STAGE_BYTES`` 0),
-the way the store sends large ones, so the whole suite holds for that path too."""
+the way the store sends large ones, so the whole suite holds for that path too.
+``-functions``: every script runs as the function of the store's library (``FCALL``), as
+for a tenant whose rule grants no ``EVALSHA``."""
+
+
+def functions_only(client: Any, loader: Any) -> None:
+    """Send ``client``'s calls as the store's functions, once ``loader`` (a sync client of the
+    same server or cluster) loaded them on every primary."""
+    load_scripts(Target(loader))
+    setattr(client, _lane._FUNCTIONS, True)
 
 
 class SyncOverAsync:
@@ -70,6 +82,8 @@ def make_history(request: pytest.FixtureRequest) -> Iterator[HistoryFactory]:
     if backend.endswith("-staged"):
         request.getfixturevalue("monkeypatch").setattr(_core, "STAGE_BYTES", 0)
         backend = backend.removesuffix("-staged")
+    functions = backend.endswith("-functions")
+    backend = backend.removesuffix("-functions")
     runner = asyncio.Runner()
     closers: list[Callable[[], Any]] = []
     if backend == "memory":
@@ -101,12 +115,16 @@ def make_history(request: pytest.FixtureRequest) -> Iterator[HistoryFactory]:
         request.getfixturevalue("real_redis")  # flushed before the test
         real_async = redis.asyncio.Redis.from_url(url)
         closers.append(lambda: runner.run(real_async.aclose()))
+        if functions:
+            functions_only(real_async, request.getfixturevalue("real_redis"))
 
         def factory(conversation_id: str = "conv", **options: Any) -> Any:
             return SyncOverAsync(AsyncRedisHistory(real_async, conversation_id, **options), runner)
 
     else:
         cluster = request.getfixturevalue("cluster_client")
+        if functions:
+            functions_only(cluster, cluster)
 
         def factory(conversation_id: str = "conv", **options: Any) -> Any:
             return RedisHistory(cluster, conversation_id, **options)

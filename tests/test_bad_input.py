@@ -9,8 +9,12 @@ from typing import Any
 import fakeredis
 import pytest
 import redis
+import redis.asyncio
+from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
+from samples import incompressible
 
 from redis_history import (
+    AsyncRedisHistory,
     CorruptHistoryError,
     InvalidMessageError,
     LockLostError,
@@ -22,8 +26,13 @@ from redis_history import (
     StoreUnavailableError,
     ToolCall,
     ToolPairingError,
+    UnsupportedClientError,
 )
-from redis_history.demo.server import free_port
+from redis_history.admin.target import Target
+from redis_history.cli import main
+from redis_history.compaction.jobs import compaction_queue
+from redis_history.demo.server import LocalCluster, RedisServer, free_port
+from redis_history.memory import AsyncRedisLongTermMemory, RedisLongTermMemory
 
 
 def dump(client: redis.Redis) -> dict[Any, Any]:
@@ -338,3 +347,52 @@ def test_ids_and_tokens_utf8_cannot_encode_are_value_errors(client: redis.Redis,
     with pytest.raises(ValueError, match="UTF-8"):
         call(history)
     assert dump(client) == before
+
+
+@pytest.mark.real_redis
+def test_a_client_that_decodes_replies_is_refused_where_it_enters(
+    redis_server: RedisServer, redis_cluster: LocalCluster
+) -> None:
+    """A client made with ``decode_responses=True`` (sync or asyncio, standalone or cluster,
+    fakeredis, a pool of its own, a URL asking for it) would fail its first read of a long
+    message with a raw ``UnicodeDecodeError``: a history, a long-term memory, an operator's
+    target and a compaction queue refuse it as they are made, with UnsupportedClientError
+    (a ValueError), nothing sent; the command line exits 2. A client of bytes reads the same
+    message back."""
+    host, port = "127.0.0.1", redis_server.port
+    cluster_port = redis_cluster.nodes[0].port
+    clients: dict[str, Any] = {
+        "redis": redis.Redis(host=host, port=port, decode_responses=True),
+        "pool": redis.Redis(connection_pool=redis.ConnectionPool(port=port, decode_responses=True)),
+        "url": redis.Redis.from_url(f"{redis_server.url}?decode_responses=True"),
+        "asyncio": redis.asyncio.Redis(host=host, port=port, decode_responses=True),
+        "cluster": redis_cluster.client(decode_responses=True),
+        "asyncio-cluster": AsyncRedisCluster(host=host, port=cluster_port, decode_responses=True),
+        "fakeredis": fakeredis.FakeRedis(decode_responses=True),
+    }
+    makers: dict[str, Callable[[Any], Any]] = {
+        "RedisHistory": lambda client: RedisHistory(client, "c"),
+        "AsyncRedisHistory": lambda client: AsyncRedisHistory(client, "c"),
+        "RedisLongTermMemory": RedisLongTermMemory,
+        "AsyncRedisLongTermMemory": AsyncRedisLongTermMemory,
+        "Target": Target,
+    }
+    plain = redis_server.client()
+    plain.flushall()
+    plain.config_resetstat()
+    for name, client in clients.items():
+        for maker, make in makers.items():
+            with pytest.raises(UnsupportedClientError, match="decode_responses=True") as refused:
+                make(client)
+            assert isinstance(refused.value, ValueError), (name, maker)
+    for name in ("redis", "pool", "url", "fakeredis"):
+        with pytest.raises(UnsupportedClientError):
+            compaction_queue(clients[name], "q")
+    assert plain.info("commandstats").keys() <= {"cmdstat_flushall", "cmdstat_config|resetstat"}
+    assert plain.dbsize() == 0
+    status = main(["ls", "--redis-url", f"{redis_server.url}?decode_responses=True"])
+    assert status == 2
+    long = Message.user(incompressible(5_000))  # kept compressed: not UTF-8
+    RedisHistory(plain, "c").append(long)
+    assert RedisHistory(plain, "c").snapshot() == [long]
+    clients["cluster"].close()

@@ -192,8 +192,8 @@ def test_script_cost_benchmark_prints_each_part_of_a_scripted_append() -> None:
     for row in (
         "| RPUSH of the envelope |",
         "| minimal scripted append |",
-        "| the store's general script, append-4.lua |",
-        "| the store's small append, append_small-3.lua |",
+        "| the store's general script, append-5.lua |",
+        "| the store's small append, append_small-4.lua |",
         "| loop 800 |",
         "Each µs of Redis's time cost the client",
         "| RedisHistory.append (reply at hand) |",

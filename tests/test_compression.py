@@ -156,7 +156,7 @@ def test_the_scripts_read_tokens_ids_and_call_ids_of_compressed_envelopes(
 
 def test_a_replace_keeping_a_long_summary_keeps_it_a_summary(client: redis.Redis) -> None:
     """A summary of 2 KiB or more is compressed; a replace that keeps it marks it ``s`` inside
-    the script (``replace-3.lua`` adds the flag to the head) and it reads back whole."""
+    the script (``replace-4.lua`` adds the flag to the head) and it reads back whole."""
     history = RedisHistory(client, "c", token_counter="heuristic")
     history.append_many(tool_turn(0) + tool_turn(1))
     summary = Message.system("The user asked about fares. " * 100, id="sum")

@@ -26,6 +26,7 @@ from redis_history.compaction.jobs import (
     run_worker,
 )
 from redis_history.demo.server import LocalCluster, RedisServer, free_port
+from redis_history.store.scripts import library
 
 pytestmark = [pytest.mark.real_redis, pytest.mark.usefixtures("signal_handlers")]
 
@@ -65,14 +66,31 @@ def test_a_fresh_store_is_healthy_with_warnings(server: RedisServer) -> None:
         "maxmemory-policy": "ok",
         "persistence": "warning",
         "scripts": "ok",
+        "functions": "warning",
         "queue": "ok",
         "workers": "warning",
         "failed jobs": "ok",
     }
     assert detail(report, "server").startswith("Redis 7.")
+    assert "load-scripts" in detail(report, "functions")
     result = run_cli("doctor", "--redis-url", server.url)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert result.stdout.splitlines()[-1] == "healthy, 2 warnings"
+    assert result.stdout.splitlines()[-1] == "healthy, 3 warnings"
+
+
+def test_the_functions_tenants_run_are_reported_loaded(
+    server: RedisServer, admin: redis.Redis
+) -> None:
+    """Once `load-scripts` ran, the store's functions (which a tenant's rule lets its calls
+    run, and not load) are reported loaded; flushed, they are a warning again."""
+    try:
+        loaded = run_cli("load-scripts", "--redis-url", server.url)
+        assert loaded.returncode == 0, loaded.stderr
+        assert library().name in loaded.stdout
+        assert statuses(doctor(server.url))["functions"] == "ok"
+    finally:
+        admin.function_flush()
+    assert statuses(doctor(server.url))["functions"] == "warning"
 
 
 def test_an_evicting_policy_is_a_problem_and_aof_is_checked(

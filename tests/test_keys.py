@@ -9,6 +9,7 @@ import redis
 from redis_history import Message, RedisHistory, ToolCall
 from redis_history.store.keys import (
     ConversationKeys,
+    MemoryKeys,
     conversation_of,
     conversation_pattern,
     namespace_pattern,
@@ -38,11 +39,24 @@ def test_conversation_ids_may_contain_colons() -> None:
         ConversationKeys.build("c", "a:b")
 
 
-@pytest.mark.parametrize("namespace", ["", "x{y", "new\nline", "n" * 201])
+@pytest.mark.parametrize("namespace", ["", "x{y", "new\nline", "n" * 201, "tenant a"])
 def test_bad_namespaces_are_refused(namespace: str) -> None:
-    """Empty, braced, control-character or overlong namespaces raise ValueError."""
+    """Empty, braced, control-character, overlong or spaced namespaces raise ValueError."""
     with pytest.raises(ValueError, match="namespace"):
         ConversationKeys.build("c", namespace)
+
+
+def test_a_space_is_refused_in_a_namespace_and_a_prefix_not_in_an_id() -> None:
+    """No ACL key pattern can hold a space, so neither a namespace nor a prefix may; a
+    conversation id (inside the hash tag, never in a pattern) may."""
+    assert ConversationKeys.build("a b").msgs == "rh:default:{a b}:msgs"
+    for namespace, prefix, what in (("a b", "rh", "namespace"), ("a", "r h", "key prefix")):
+        with pytest.raises(ValueError, match=f"{what} .* space"):
+            ConversationKeys.build("c", namespace, prefix)
+        with pytest.raises(ValueError, match=f"{what} .* space"):
+            MemoryKeys.build("agent", None, namespace, prefix)
+        with pytest.raises(ValueError, match=f"{what} .* space"):
+            namespace_pattern(namespace, prefix)
 
 
 def records(client: redis.Redis, meta: str) -> tuple[int, int]:

@@ -5,6 +5,7 @@ compaction state, TTL and archive; one conversation's accounting; their exit sta
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -165,3 +166,61 @@ def test_stats_prints_a_table_or_json(
     ls_fields = {"conversation_id", "namespace", "messages", "tokens", "state", "ttl", "archived"}
     assert ls_fields <= set(data)
     assert data["compactions"] == 1
+
+
+SHOWN = {
+    "plain": "plain",
+    "bidi\u202egnp.exe": "bidi\\u202egnp.exe",  # a right-to-left override
+    "c1\x85next": "c1\\x85next",  # a C1 control
+    "zero\u200bwidth": "zero\\u200bwidth",
+    "back\\slash": "back\\\\slash",
+    "café 字 😀": "café 字 😀",  # printable: as it is
+}
+"""Ids a conversation may have, and how ls and stats print them."""
+
+
+def printable(text: str) -> bool:
+    """Whether every line of ``text`` is made of printable characters only."""
+    return all(line.isprintable() for line in text.splitlines())
+
+
+def test_ls_prints_ids_escaped_and_lists_past_keys_no_conversation_has(
+    real_redis: redis.Redis, redis_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ids holding characters a terminal would act on (a bidi override, a C1 control, a
+    zero-width space) are printed escaped, backslashes doubled, printable ones as they are;
+    JSON escapes them too and reads back the exact ids. Keys another program wrote, whose
+    id no conversation can have (an ESC sequence, bytes that are not UTF-8), do not fail the
+    listing: the conversations are listed and so is each such key, escaped, as unreadable
+    with its error, and ls exits 1."""
+    seed(real_redis, "t", list(SHOWN))
+    real_redis.rpush("rh:t:{red\x1b[31mtext}:msgs", b"x")
+    real_redis.hset(b"rh:t:{bytes\xff}:meta", "total", 1)
+    target = Target(real_redis, "t")
+    assert conversation_ids(target) == sorted(SHOWN)
+    infos = {info.conversation_id: info for info in list_conversations(target)}
+    foreign = {"red\x1b[31mtext", "bytes\udcff"}
+    assert set(infos) == set(SHOWN) | foreign
+    for key in foreign:
+        assert infos[key].state == "unreadable"
+        assert "not a conversation's key" in (infos[key].error or "")
+    assert all(infos[key].error is None and infos[key].messages == 2 for key in SHOWN)
+
+    assert main(["ls", "--namespace", "t", "--redis-url", redis_url]) == 1
+    out = capsys.readouterr().out
+    assert printable(out)
+    ids = [line.split("  ")[0].rstrip() for line in out.splitlines()[1:]]
+    assert sorted(ids) == sorted([*SHOWN.values(), "red\\x1b[31mtext", "bytes\\udcff"])
+    assert "not a conversation's key: conversation id 'red\\x1b[31mtext' may not" in out
+
+    assert main(["ls", "--namespace", "t", "--redis-url", redis_url, "--json"]) == 1
+    text = capsys.readouterr().out
+    assert printable(text)
+    assert "\\u202e" in text
+    assert {row["conversation_id"] for row in json.loads(text)} == set(SHOWN) | foreign
+
+    for conversation, shown in SHOWN.items():
+        assert main(["stats", conversation, "--namespace", "t", "--redis-url", redis_url]) == 0
+        out = capsys.readouterr().out
+        assert printable(out)
+        assert re.search(rf"^conversation id +{re.escape(shown)}$", out, re.MULTILINE)

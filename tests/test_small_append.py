@@ -1,5 +1,5 @@
-"""``lua/append_small-3.lua``, the append of a short batch, answers and writes exactly
-what ``lua/append-4.lua`` does for it, from every kind of stored state: the two scripts are
+"""``lua/append_small-4.lua``, the append of a short batch, answers and writes exactly
+what ``lua/append-5.lua`` does for it, from every kind of stored state: the two scripts are
 run side by side on two copies of one conversation and compared, reply and keys."""
 
 from __future__ import annotations
@@ -119,7 +119,7 @@ BATCHES = {
 
 
 def general(history: RedisHistory, messages: list[Message]) -> _core.Call[Any]:
-    """``append-4.lua``'s call for ``messages``, as the store sent it before the plain path."""
+    """``append-5.lua``'s call for ``messages``, as the store sent it before the plain path."""
     core = history.core
     token = _core.op_token("append", [m.id for m in messages])
     if len(messages) == 1:

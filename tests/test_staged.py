@@ -1,5 +1,5 @@
 """Staged appends: a large batch's envelopes go by a plain ``RPUSHX`` in one ``MULTI``/``EXEC``
-with the checking script (``lua/append-4.lua``), never through Lua; every way that transaction
+with the checking script (``lua/append-5.lua``), never through Lua; every way that transaction
 can fail to write is sent as the script alone, and none of them leaves anything behind.
 
 The contract suite runs whole with every append staged (``backends.py``); these tests inject

@@ -124,6 +124,23 @@ def test_the_queue_depth_is_read_when_scraped_and_left_out_when_unreadable() -> 
     assert registry.get_sample_value("redis_history_queue_depth", labels) is None
 
 
+def test_the_depth_of_every_queue_the_worker_serves_is_reported() -> None:
+    """A worker serving tenants' queues reports each one's depth, under its own name; one
+    that cannot be read is left out, the others still reported."""
+    metrics = WorkerMetrics("redis-history", lambda: (1, 0))
+    metrics.watch("redis-history:tenant-a", lambda: (4, 1))
+
+    def unreadable() -> tuple[int, int]:
+        raise redis.ConnectionError("down")
+
+    metrics.watch("redis-history:tenant-b", unreadable)
+    depth = metrics.registry.get_sample_value
+    queued = {"state": "queued"}
+    assert depth("redis_history_queue_depth", {**queued, "queue": "redis-history"}) == 1
+    assert depth("redis_history_queue_depth", {**queued, "queue": "redis-history:tenant-a"}) == 4
+    assert depth("redis_history_queue_depth", {**queued, "queue": "redis-history:tenant-b"}) is None
+
+
 @pytest.mark.real_redis
 @pytest.mark.slow
 def test_a_forking_worker_counts_the_jobs_its_work_horses_ran(

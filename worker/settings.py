@@ -13,8 +13,10 @@ any function (and unpickle anything) a writer of the queue sends: never start
 one on this queue. ``redis-history worker`` is the same worker without the flags.
 
 ``REDIS_HISTORY_URL`` is the history store, ``REDIS_HISTORY_QUEUE_URL`` the
-queue's Redis (default: the store), ``REDIS_HISTORY_QUEUE`` the queue name; the
-job itself reads the summarizer and the rest from the same variables
+queue's Redis (default: the store), ``REDIS_HISTORY_QUEUE`` the queue name, and
+``REDIS_HISTORY_TENANTS`` the namespaces whose own queues the worker serves too (pass
+``--dequeue-strategy round_robin`` so that no tenant's queue goes first); the job itself
+reads the summarizer and the rest from the same variables
 (``redis_history.settings.WorkerSettings.from_env``).
 """
 
@@ -25,7 +27,7 @@ from redis_history.settings import WorkerSettings
 _settings = WorkerSettings.from_env()
 
 REDIS_URL = _settings.queue_redis_url
-QUEUES = [_settings.queue]
+QUEUES = list(_settings.queues)
 
 # One line per job from redis_history.compaction.jobs, next to rq's own lines; rq's loggers are
 # left alone.

@@ -5,25 +5,19 @@ local function summaries_set_live(summaries, live)
   if #live == 0 then
     redis.call('HDEL', summaries, 'live')
   else
-    redis.call('HSET', summaries, 'live', cjson.encode(live))
+    redis.call('HSET', summaries, 'live', table.concat(live, ' '))
   end
 end
 
--- Remove summary `seq`; its messages still marked as its own become `mark`, or free
--- again when `mark` is false.
-local function summaries_drop(summaries, seq, mark)
-  local raw = redis.call('HGET', summaries, 's:' .. seq)
-  if not raw then return end
-  local record = cjson.decode(raw)
-  for _, id in ipairs(record.ids) do
-    local field = 'i:' .. id
-    if redis.call('HGET', summaries, field) == 's' .. seq then
-      if mark then
-        redis.call('HSET', summaries, field, mark)
-      else
-        redis.call('HDEL', summaries, field)
-      end
-    end
+-- Remove summary `seq` (a kept one) in one HDEL; with `free` (a stale one), its messages are
+-- free to claim again, by one mark for them all (f:<seq>).
+local function summaries_drop(summaries, seq, free)
+  local fields = {'s:' .. seq, 'r:' .. seq}
+  if redis.call('HSTRLEN', summaries, 'r:' .. seq) <= MAX_COVER_BYTES then
+    local cover = redis.call('HGET', summaries, 'r:' .. seq) or ''
+    local token = string.match(cover, '^%d+:%x+:(%w+):')
+    if token then fields[#fields + 1] = 't:' .. token end
   end
-  redis.call('HDEL', summaries, 's:' .. seq, 't:' .. record.token)
+  redis.call('HDEL', summaries, unpack(fields))
+  if free then redis.call('HSET', summaries, 'f:' .. seq, 1) end
 end

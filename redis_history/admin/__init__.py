@@ -8,6 +8,7 @@ return; each is usable from Python too.
 - :mod:`~redis_history.admin.dump`: ``export`` and ``import``.
 - :mod:`~redis_history.admin.doctor`: ``doctor``.
 - :mod:`~redis_history.admin.acl`: ``acl``.
+- :mod:`~redis_history.admin.scripts`: ``load-scripts``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from redis_history.admin.doctor import Check, Report, diagnose, doctor
 from redis_history.admin.dump import (
     Dump,
     DumpMeta,
+    check_dump,
     export_conversation,
     import_conversation,
     load_dump,
@@ -31,6 +33,7 @@ from redis_history.admin.listing import (
     conversation_stats,
     list_conversations,
 )
+from redis_history.admin.scripts import Loaded, load_scripts
 from redis_history.admin.target import Target
 
 __all__ = [
@@ -39,8 +42,10 @@ __all__ = [
     "ConversationStats",
     "Dump",
     "DumpMeta",
+    "Loaded",
     "Report",
     "Target",
+    "check_dump",
     "conversation_ids",
     "conversation_stats",
     "diagnose",
@@ -49,6 +54,7 @@ __all__ = [
     "import_conversation",
     "list_conversations",
     "load_dump",
+    "load_scripts",
     "read_dump",
     "restore",
     "setuser_command",

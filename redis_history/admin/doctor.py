@@ -19,10 +19,11 @@ import redis
 
 from redis_history import settings
 from redis_history._redact import Redactor, redact_url
+from redis_history.admin.scripts import server_major
 from redis_history.admin.target import CONNECT_TIMEOUT, Target
 from redis_history.errors import AccessDeniedError, HistoryError, StoreUnavailableError
 from redis_history.store._core import RedisFailure, redis_error
-from redis_history.store.scripts import script, script_names
+from redis_history.store.scripts import library, script, script_names
 
 __all__ = [
     "MIN_VERSION",
@@ -221,6 +222,22 @@ def _scripts(nodes: list[redis.Redis], report: Report) -> None:
             report.add("scripts", "problem", "Lua's cjson does not answer as Redis's does")
             return
     report.add("scripts", "ok", f"the store's {len(names)} scripts load")
+    lib = library()
+    with_functions = [node for node in nodes if server_major(node) >= 7]
+    missing = sum(
+        not node.execute_command("FUNCTION", "LIST", "LIBRARYNAME", lib.name)  # type: ignore[no-untyped-call]
+        for node in with_functions
+    )
+    if missing:
+        where = f" on {missing} of {len(with_functions)} primaries" if len(nodes) > 1 else ""
+        report.add(
+            "functions",
+            "warning",
+            f"the store's functions ({lib.name}) are not loaded{where}: a tenant's calls run "
+            "them (redis-history load-scripts)",
+        )
+    elif with_functions:
+        report.add("functions", "ok", f"the store's functions are loaded ({lib.name})")
 
 
 def _queue(

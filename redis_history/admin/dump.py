@@ -34,12 +34,17 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import math
 import os
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from itertools import takewhile
 from typing import IO, Any
+
+from pydantic import ValidationError
+from pydantic_core import from_json, to_json
 
 from redis_history.admin.target import Target, run_call
 from redis_history.compaction.state import CompactionState
@@ -50,21 +55,25 @@ from redis_history.errors import (
     DumpError,
     DumpVersionError,
     HistoryError,
+    InvalidMessageError,
+    LimitExceededError,
+    RoleOrderError,
 )
 from redis_history.limits import (
     MAX_BLOB_BYTES,
     MAX_CONVERSATION_BLOB_BYTES,
+    MAX_CONVERSATION_BLOBS,
     MAX_MESSAGE_BYTES,
     MAX_PAGE,
     MAX_READ_BYTES,
     MAX_TOKENS,
     MAX_TTL_SECONDS,
 )
-from redis_history.models import MAX_PARTS
+from redis_history.models import MAX_NESTING, MAX_PARTS
 from redis_history.parts import stored_reads
 from redis_history.roles import RoleState
 from redis_history.store import blobs
-from redis_history.store._core import OP_TOKEN_BYTES, Call, RedisFailure
+from redis_history.store._core import MAX_STATE_VALUE, OP_TOKEN_BYTES, Call, RedisFailure
 from redis_history.store._staging import STAGE_TTL_MS, meta_hash, restore_call, stage_calls
 from redis_history.store.codec import Entry, decode_entries, encode_entry
 from redis_history.store.history import RedisHistory
@@ -73,10 +82,12 @@ from redis_history.store.keys import validate_name
 __all__ = [
     "FORMAT",
     "FORMAT_VERSION",
+    "MAX_COUNT",
     "READ_ATTEMPTS",
     "STAGE_TTL_MS",
     "Dump",
     "DumpMeta",
+    "check_dump",
     "export_conversation",
     "import_conversation",
     "load_dump",
@@ -92,7 +103,19 @@ FORMAT_VERSION = 1
 READ_ATTEMPTS = 5
 """How many times an export reads a conversation that writers keep changing before it
 gives up."""
+MAX_COUNT = 10**12
+"""The largest counter a dump's header may hold (``version``, ``archive_dropped``,
+``compactions``, ``tokens_freed``). The scripts write counters back through Lua's number
+formatting, which writes an integer as such only below 10**14: this leaves them room to
+grow a hundredfold."""
 _MAX_TTL_MS = MAX_TTL_SECONDS * 1000
+_STATE_VALUES = {
+    "ready": (0, 0),
+    "compacted": (0, MAX_STATE_VALUE),
+    "cooling": (1, MAX_STATE_VALUE),
+    "exhausted": (0, 1),
+}
+"""The values each kind of compaction state can hold (``redis_history.compaction.state``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,24 +164,71 @@ class DumpMeta:
 
     @classmethod
     def from_json(cls, data: Any) -> DumpMeta:
-        """The header's ``meta`` read back; ``DumpError`` for anything else."""
+        """The header's ``meta`` read back and checked (:meth:`check`); ``DumpError`` for
+        anything else."""
         if not isinstance(data, dict):
             raise DumpError("the header's meta is not an object", line=1)
+        _known(data, _META_FIELDS, "the header's meta")
+        encoded = _field(data, "state", str)
         try:
-            state = CompactionState.decode(_field(data, "state", str))
+            state = CompactionState.decode(encoded)
         except ValueError as exc:
             raise DumpError(f"the header's meta: {exc}", line=1) from None
-        return cls(
-            total=_number(data, "total", MAX_TOKENS * 1000),
-            baseline=_number(data, "baseline", MAX_TOKENS, optional=True),
-            mark=_number(data, "mark", MAX_TOKENS * 1000, optional=True),
-            version=_number(data, "version", 2**53),
-            ttl_ms=_number(data, "ttl_ms", _MAX_TTL_MS),
-            archive_dropped=_number(data, "archive_dropped", 2**53),
+        meta = cls(
+            total=_field(data, "total", int),
+            baseline=_field(data, "baseline", int, optional=True),
+            mark=_field(data, "mark", int, optional=True),
+            version=_field(data, "version", int),
+            ttl_ms=_field(data, "ttl_ms", int),
+            archive_dropped=_field(data, "archive_dropped", int),
             state=state,
-            compactions=_number(data, "compactions", 2**53),
-            tokens_freed=_number(data, "tokens_freed", 2**53),
+            compactions=_field(data, "compactions", int),
+            tokens_freed=_field(data, "tokens_freed", int),
         )
+        meta.check()
+        return meta
+
+    def check(self) -> None:
+        """Raise ``DumpError`` (naming the header's line) unless the store could hold this
+        accounting: each number an integer within its limit, a baseline and its mark
+        together (recorded at once, dropped at once by a rewrite), the mark at most the
+        total (between the two only appends come, which add to it), and a compaction
+        state the state machine reaches."""
+        limits = (
+            ("total", self.total, MAX_TOKENS),
+            ("baseline", self.baseline, MAX_TOKENS),
+            ("mark", self.mark, MAX_TOKENS),
+            ("version", self.version, MAX_COUNT),
+            ("ttl_ms", self.ttl_ms, _MAX_TTL_MS),
+            ("archive_dropped", self.archive_dropped, MAX_COUNT),
+            ("compactions", self.compactions, MAX_COUNT),
+            ("tokens_freed", self.tokens_freed, MAX_COUNT),
+        )
+        for name, value, high in limits:
+            if value is None and name in ("baseline", "mark"):
+                continue
+            if type(value) is not int or not 0 <= value <= high:
+                raise DumpError(
+                    f"the header's {name} is {value!r}, not an integer from 0 to {high:,}", line=1
+                )
+        if (self.baseline is None) != (self.mark is None):
+            raise DumpError(
+                "the header has a baseline without its mark, or a mark without its baseline: "
+                "the store records both at once",
+                line=1,
+            )
+        if self.mark is not None and self.mark > self.total:
+            raise DumpError(
+                f"the header's mark ({self.mark:,}) is over its total ({self.total:,}): the "
+                "total when the baseline was recorded, it has only grown since",
+                line=1,
+            )
+        state = self.state
+        low, high = _STATE_VALUES.get(getattr(state, "kind", ""), (1, 0))
+        value = getattr(state, "value", None)
+        if type(value) is not int or not low <= value <= high:
+            shown = state.encode() if isinstance(state, CompactionState) else state
+            raise DumpError(f"the header's state {shown!r} is not one compaction reaches", line=1)
 
     @classmethod
     def from_hash(cls, fields: dict[bytes, bytes], where: RedisHistory) -> DumpMeta:
@@ -189,12 +259,23 @@ class DumpMeta:
             ) from None
 
 
+_META_FIELDS = (
+    "total", "baseline", "mark", "version", "ttl_ms", "archive_dropped", "state",
+    "compactions", "tokens_freed",
+)  # fmt: skip
+_HEADER_FIELDS = (
+    "format", "version", "namespace", "conversation_id", "exported_at", "messages",
+    "archived", "token_estimate", "meta",
+)  # fmt: skip
+_KINDS = {int: "an integer", str: "a string"}
+
+
 def _field(data: dict[str, Any], name: str, kind: type, *, optional: bool = False) -> Any:
     value = data.get(name)
     if value is None and optional:
         return None
     if not isinstance(value, kind) or isinstance(value, bool):
-        raise DumpError(f"the header's {name} is not a {kind.__name__}: {value!r}", line=1)
+        raise DumpError(f"the header's {name} is not {_KINDS[kind]}: {value!r}", line=1)
     return value
 
 
@@ -203,6 +284,18 @@ def _number(data: dict[str, Any], name: str, high: int, *, optional: bool = Fals
     if value is not None and not 0 <= value <= high:
         raise DumpError(f"the header's {name} is out of range: {value}", line=1)
     return value
+
+
+def _known(data: dict[str, Any], names: Sequence[str], what: str) -> None:
+    """Refuse fields the format does not have: a reader that dropped them would lose what
+    they hold."""
+    unknown = sorted(set(data) - set(names))
+    if unknown:
+        raise DumpError(
+            f"{what} holds fields format version {FORMAT_VERSION} does not have: "
+            + ", ".join(map(repr, unknown)),
+            line=1,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -357,18 +450,33 @@ def export_conversation(target: Target, conversation_id: str, stream: IO[bytes])
 # -- import ------------------------------------------------------------------------------------
 
 
-def load_dump(lines: Iterable[bytes | str]) -> Dump:
-    """A dump read back from its lines (a file opened in binary mode will do), checked whole.
+def load_dump(lines: Iterable[bytes | str], *, validate: bool = True) -> Dump:
+    """A dump read back from its lines (a file opened in binary mode will do), checked whole
+    (:func:`check_dump`).
+
+    Args:
+        lines: the dump's lines.
+        validate: check the live messages' role order and tool pairing; ``False`` for a
+            conversation written with ``validate=False``, whose messages need not follow
+            them (everything else is checked either way).
 
     Raises:
         DumpVersionError: the dump is of a newer format version.
-        DumpError: anything else that is not what :func:`write_dump` writes, or a message the
+        DumpError: anything else that is not what :func:`write_dump` writes, or what the
             store would refuse; the error names the line.
     """
     numbered = enumerate(lines, start=1)
     header = _header(next(numbered, (1, b""))[1])
+    meta = DumpMeta.from_json(header.get("meta"))
+    estimate = header.get("token_estimate")
+    if isinstance(estimate, bool) or estimate != meta.token_estimate:
+        raise DumpError(
+            f"the header's token_estimate is {estimate!r}; its meta gives {meta.token_estimate!r}",
+            line=1,
+        )
     live: list[Entry] = []
     archive: list[Entry] = []
+    where: list[int] = []
     for number, line in numbered:
         if not line.strip():
             continue
@@ -379,6 +487,7 @@ def load_dump(lines: Iterable[bytes | str]) -> Dump:
             archive.append(entry)
         else:
             live.append(entry)
+        where.append(number)
     counted = (header["messages"], header["archived"])
     if (len(live), len(archive)) != counted:
         raise DumpError(
@@ -392,14 +501,9 @@ def load_dump(lines: Iterable[bytes | str]) -> Dump:
         moment = None
     if moment is None:
         raise DumpError(f"the header's exported_at is not a time: {exported!r}", line=1)
-    return Dump(
-        header["namespace"],
-        header["conversation_id"],
-        live,
-        archive,
-        DumpMeta.from_json(header.get("meta")),
-        moment,
-    )
+    dump = Dump(header["namespace"], header["conversation_id"], live, archive, meta, moment)
+    _checked(dump, validate=validate, line=where.__getitem__)
+    return dump
 
 
 def _header(line: bytes | str) -> dict[str, Any]:
@@ -415,6 +519,7 @@ def _header(line: bytes | str) -> dict[str, Any]:
             f"to {FORMAT_VERSION}: import it with a newer redis-history",
             line=1,
         )
+    _known(header, _HEADER_FIELDS, "the header")
     for name in ("namespace", "conversation_id"):
         try:
             validate_name(_field(header, name, str), name.replace("_", " "))
@@ -426,13 +531,46 @@ def _header(line: bytes | str) -> dict[str, Any]:
 
 
 def _object(line: bytes | str, number: int, what: str) -> dict[str, Any]:
+    """A line's JSON object. pydantic-core's parser, not ``json.loads``, which recurses and
+    raises ``RecursionError`` on deep text: this one stops at its own limit, past
+    ``MAX_NESTING``, with a ``ValueError``; and it keeps integers exact, which ``orjson``
+    would not past 64 bits."""
     try:
-        value = json.loads(line)
-    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
+        value = from_json(line.encode() if isinstance(line, str) else line, allow_inf_nan=False)
+    except UnicodeEncodeError:
+        raise DumpError(
+            f"{what} holds a lone surrogate, which UTF-8 cannot encode", line=number
+        ) from None
+    except (ValueError, TypeError) as exc:  # TypeError: not text
+        if "recursion limit" in str(exc):
+            raise DumpError(
+                f"{what} nests deeper than any message the store keeps "
+                f"(MAX_NESTING = {MAX_NESTING} levels)",
+                line=number,
+            ) from None
         raise DumpError(f"{what} is not JSON: {exc}", line=number) from None
     if not isinstance(value, dict):
         raise DumpError(f"{what} is not a JSON object", line=number)
+    if not _finite(value):
+        raise DumpError(f"{what} holds a number too large for a double (e.g. 1e400)", line=number)
     return value
+
+
+def _finite(value: Any) -> bool:
+    """Whether no float in ``value`` (parsed JSON) is infinite: the parser reads 1e400 as
+    one. A walk one level at a time, so no depth can exhaust the stack."""
+    level = [value]
+    while level:
+        deeper: list[Any] = []
+        for node in level:
+            if isinstance(node, dict):
+                deeper += node.values()
+            elif isinstance(node, list):
+                deeper += node
+            elif isinstance(node, float) and not math.isfinite(node):
+                return False
+        level = deeper
+    return True
 
 
 def _entry(line: bytes | str, number: int) -> tuple[str, Entry]:
@@ -442,33 +580,151 @@ def _entry(line: bytes | str, number: int) -> tuple[str, Entry]:
     ((kind, envelope),) = data.items()
     try:
         with stored_reads():  # what an export wrote, maybe before a check of today
-            (entry,) = decode_entries([_json(envelope)])
+            (entry,) = decode_entries([to_json(envelope)])
         encode_entry(entry, MAX_MESSAGE_BYTES)  # what the store would refuse, refused now
     except (HistoryError, ValueError) as exc:
-        raise DumpError(f"not a message the store keeps: {exc}", line=number) from None
+        raise DumpError(f"not a message the store keeps: {_reason(exc)}", line=number) from None
     return kind, entry
 
 
+def _reason(exc: Exception) -> str:
+    """What was wrong with an entry: the first error of the validation behind a refused
+    read, or the refusal (made of one message, a batch of one: its index says nothing)."""
+    cause = exc.__cause__
+    if isinstance(cause, ValidationError) and (errors := cause.errors(include_url=False)):
+        where = ".".join(map(str, errors[0]["loc"]))
+        return f"{where + ': ' if where else ''}{errors[0]['msg']}"
+    return str(exc).replace(" at index 0", "")
+
+
+def check_dump(dump: Dump, *, validate: bool = True) -> None:
+    """Raise ``DumpError`` unless ``restore`` may write ``dump``: unless every later call
+    of the store accepts the conversation it would be.
+
+    What is checked: the names; the accounting (:meth:`DumpMeta.check`); each entry's
+    token count at most ``MAX_TOKENS``, and the live ones' adding up to the header's total
+    (``MAX_TOKENS`` at most); the live messages' role order and tool pairing as the store's
+    writes leave them (:mod:`redis_history.roles`; not with ``validate=False``): the
+    summaries at the head (what ``splice_prefix`` wrote) for tool pairing only, as the
+    splice checks them, the message after them for tool pairing too and to be no system
+    message (a splice may cut a turn anywhere), every later one for both; and the parts'
+    inline data within ``MAX_BLOB_BYTES`` each, and ``MAX_CONVERSATION_BLOB_BYTES`` and
+    ``MAX_CONVERSATION_BLOBS`` pieces in all.
+    :func:`load_dump` has checked each message as an append checks it; :func:`restore`
+    encodes each again. An error names the line the entry would have in a dump.
+    """
+    _checked(dump, validate=validate, line=lambda position: position + 2)
+
+
+def _checked(dump: Dump, *, validate: bool, line: Callable[[int], int]) -> dict[str, bytes]:
+    """:func:`check_dump`, ``line`` giving each entry's line (archived, then live); the
+    data the store keeps outside the list, by digest."""
+    for name, what in ((dump.namespace, "namespace"), (dump.conversation_id, "conversation id")):
+        try:
+            validate_name(name, what)
+        except ValueError as exc:
+            raise DumpError(str(exc), line=1) from None
+    if not isinstance(dump.meta, DumpMeta):
+        raise DumpError(f"the accounting is not a DumpMeta: {type(dump.meta).__name__}", line=1)
+    dump.meta.check()
+    entries = [*dump.archive, *dump.live]
+    total = 0
+    for position, entry in enumerate(entries):
+        if not isinstance(entry, Entry):
+            raise DumpError(f"not an entry: {type(entry).__name__}", line=line(position))
+        if entry.tokens > MAX_TOKENS:
+            raise DumpError(
+                f"a token count of {entry.tokens:,} is over MAX_TOKENS = {MAX_TOKENS:,}, "
+                "the most the store records",
+                line=line(position),
+            )
+        if position >= len(dump.archive):
+            total += entry.tokens
+            if total > MAX_TOKENS:
+                raise DumpError(
+                    f"the live entries' token counts add up to more than MAX_TOKENS = "
+                    f"{MAX_TOKENS:,}, the most the store records",
+                    line=line(position),
+                )
+    if total != dump.meta.total:
+        raise DumpError(
+            f"the header's total is {dump.meta.total:,}; the live entries' token counts add "
+            f"up to {total:,}",
+            line=1,
+        )
+    if validate:
+        _check_turns(dump.live, lambda index: line(len(dump.archive) + index))
+    return _kept_out(entries, line)
+
+
+def _check_turns(live: Sequence[Entry], line: Callable[[int], int]) -> None:
+    """Raise ``DumpError`` unless the live messages follow the rules as the store's writes
+    leave them (see :func:`check_dump`)."""
+    lead = sum(1 for _ in takewhile(lambda entry: entry.summary, live))
+    state = RoleState()
+    for index, entry in enumerate(live):
+        message = entry.message
+        try:
+            if lead and index == lead and message.role == "system":
+                raise RoleOrderError("a system message may only come first, not after summaries")
+            state.advance(message, pairing_only=bool(lead) and index <= lead)
+        except InvalidMessageError as exc:
+            raise DumpError(f"{exc.message}: the store refuses that", line=line(index)) from None
+
+
+def _kept_out(entries: Sequence[Entry], line: Callable[[int], int]) -> dict[str, bytes]:
+    """The inline data the store keeps outside the list, by digest, each piece once; a
+    ``DumpError`` naming the line where a part's passes ``MAX_BLOB_BYTES``, all of it
+    ``MAX_CONVERSATION_BLOB_BYTES`` or its pieces ``MAX_CONVERSATION_BLOBS``."""
+    kept: dict[str, bytes] = {}
+    size = 0
+    for position, entry in enumerate(entries):
+        if not entry.message.parts:
+            continue
+        try:
+            found = blobs.blobs_of([entry.message], most=MAX_CONVERSATION_BLOB_BYTES)
+        except LimitExceededError as exc:
+            raise DumpError(exc.message.replace(" at index 0", ""), line=line(position)) from None
+        for name, data in found.items():
+            if name not in kept:
+                kept[name] = data
+                size += len(data)
+        if size > MAX_CONVERSATION_BLOB_BYTES:
+            raise DumpError(
+                f"the parts' inline data comes to {size:,} bytes; a conversation keeps at most "
+                f"MAX_CONVERSATION_BLOB_BYTES = {MAX_CONVERSATION_BLOB_BYTES:,}",
+                line=line(position),
+            )
+        if len(kept) > MAX_CONVERSATION_BLOBS:
+            raise DumpError(
+                f"the parts' inline data comes to {len(kept):,} pieces; a conversation counts "
+                f"at most MAX_CONVERSATION_BLOBS = {MAX_CONVERSATION_BLOBS:,}",
+                line=line(position),
+            )
+    return kept
+
+
 def restore(
-    target: Target, dump: Dump, conversation_id: str | None = None, *, replace: bool = False
+    target: Target,
+    dump: Dump,
+    conversation_id: str | None = None,
+    *,
+    replace: bool = False,
+    validate: bool = True,
 ) -> RedisHistory:
     """Put ``dump`` in ``target``'s namespace as ``conversation_id`` (the dump's own id when
-    ``None``), atomically.
+    ``None``), atomically, once :func:`check_dump` has passed it (``validate`` as there).
 
     Raises:
+        DumpError: what :func:`check_dump` refuses; nothing was written.
         ConversationExistsError: the conversation exists and ``replace`` is false.
-        LimitExceededError: more inline data kept outside the list than a conversation
-            keeps (bytes or pieces); nothing was written.
         HistoryError: the staged import was lost before it was put in place.
         StoreUnavailableError: Redis could not be reached; the conversation is as it was.
     """
+    kept_out = _checked(dump, validate=validate, line=lambda position: position + 2)
     history = target.history(conversation_id or dump.conversation_id)
     live = [encode_entry(entry, MAX_MESSAGE_BYTES) for entry in dump.live]
     archive = [encode_entry(entry, MAX_MESSAGE_BYTES) for entry in dump.archive]
-    kept_out = blobs.blobs_of(
-        (entry.message for entry in (*dump.archive, *dump.live)),
-        most=MAX_CONVERSATION_BLOB_BYTES,
-    )
     meta = _meta_hash(dump, archive, kept_out)
     sizes = {name: len(data) for name, data in kept_out.items()}
     meta.update(blobs.records(live, archive, sizes, pinned=set()))
@@ -562,8 +818,9 @@ def import_conversation(
     conversation_id: str | None = None,
     *,
     replace: bool = False,
+    validate: bool = True,
 ) -> tuple[Dump, RedisHistory]:
     """Read a dump from ``stream`` and restore it in ``target``'s namespace (see
     :func:`load_dump` and :func:`restore`)."""
-    dump = load_dump(stream)
-    return dump, restore(target, dump, conversation_id, replace=replace)
+    dump = load_dump(stream, validate=validate)
+    return dump, restore(target, dump, conversation_id, replace=replace, validate=validate)

@@ -14,8 +14,6 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
-from redis.exceptions import NoScriptError
-
 from redis_history.admin.target import Target, run_call
 from redis_history.errors import (
     AccessDeniedError,
@@ -23,11 +21,11 @@ from redis_history.errors import (
     HistoryError,
     StoreUnavailableError,
 )
-from redis_history.store._core import Call, RedisFailure
-from redis_history.store._lane import send
+from redis_history.store._core import Call, RedisFailure, resent
+from redis_history.store._lane import command_of, send
 from redis_history.store.codec import Entry
 from redis_history.store.history import RedisHistory
-from redis_history.store.keys import conversation_of, conversation_pattern
+from redis_history.store.keys import conversation_of, conversation_pattern, validate_name
 
 __all__ = [
     "BATCH",
@@ -105,22 +103,37 @@ class ConversationStats(ConversationInfo):
 
 def conversation_ids(target: Target, match: str = "*", limit: int | None = None) -> list[str]:
     """The ids of the target namespace's conversations whose id matches the glob ``match``,
-    sorted: ``SCAN`` on every primary; with ``limit``, the first that many it finds.
+    sorted: ``SCAN`` on every primary; with ``limit``, the first that many it finds. A key
+    whose id no conversation can have (see :func:`list_conversations`) is left out.
 
     Raises:
         ValueError: a glob with braces, or a negative limit.
     """
+    return _found(target, match, limit)[0]
+
+
+def _found(
+    target: Target, match: str, limit: int | None
+) -> tuple[list[str], dict[str, ValueError]]:
+    """The conversation ids found, sorted, and the ids found that no conversation can have
+    (a key another program wrote: a control character, a brace, bytes that are not UTF-8,
+    read as lone surrogates), each with why; ``limit`` counts both."""
     if limit is not None and limit < 0:
         raise ValueError(f"limit must be >= 0, got {limit}")
     pattern = conversation_pattern(target.namespace, target.prefix, match)
     found: dict[str, None] = {}
+    foreign: dict[str, ValueError] = {}
     for key in _scan(target, pattern):
-        if limit is not None and len(found) >= limit:
+        if limit is not None and len(found) + len(foreign) >= limit:
             break
         conversation = conversation_of(key, target.namespace, target.prefix)
-        if conversation is not None:
-            found[conversation] = None
-    return sorted(found)
+        if conversation is None or conversation in found or conversation in foreign:
+            continue
+        try:
+            found[validate_name(conversation, "conversation id")] = None
+        except ValueError as exc:
+            foreign[conversation] = exc
+    return sorted(found), foreign
 
 
 def _scan(target: Target, pattern: str) -> Iterator[bytes]:
@@ -135,20 +148,33 @@ def _scan(target: Target, pattern: str) -> Iterator[bytes]:
 def list_conversations(
     target: Target, match: str = "*", limit: int | None = None
 ) -> list[ConversationInfo]:
-    """:class:`ConversationInfo` of each conversation :func:`conversation_ids` finds.
+    """:class:`ConversationInfo` of each conversation :func:`conversation_ids` finds, sorted
+    by id.
 
-    A conversation that cannot be read is listed with its :attr:`~ConversationInfo.error`.
+    A conversation that cannot be read is listed with its :attr:`~ConversationInfo.error`;
+    so is a key whose id no conversation can have (one another program wrote, with a
+    control character, say), its id as found (bytes that are not UTF-8 as lone
+    surrogates, as ``surrogateescape`` reads them), so that one such key does not hide
+    the namespace's conversations.
 
     Raises:
         StoreUnavailableError: Redis could not be reached.
         AccessDeniedError: Redis refused the credentials or a key.
     """
-    ids = conversation_ids(target, match, limit)
-    return [
+    ids, foreign = _found(target, match, limit)
+    infos = [
         info
         for start in range(0, len(ids), BATCH)
         for info in _infos(target, ids[start : start + BATCH])
     ]
+    infos += [_foreign(target, key, why) for key, why in foreign.items()]
+    return sorted(infos, key=lambda info: info.conversation_id)
+
+
+def _foreign(target: Target, conversation: str, why: ValueError) -> ConversationInfo:
+    """What ``ls`` shows of a key whose id no conversation can have."""
+    error = f"not a conversation's key: {why}"
+    return ConversationInfo(conversation, target.namespace, 0, None, "unreadable", None, 0, error)
 
 
 _INFO_CALLS = 4
@@ -208,14 +234,14 @@ def _run_all(
     try:
         with target.client.pipeline(transaction=False) as pipe:
             for call in calls:
-                pipe.execute_command(*call.command)
+                pipe.execute_command(*command_of(target.client, call))
             replies = pipe.execute(raise_on_error=False)
     except RedisFailure as exc:
         raise histories[0].core.wrap(exc) from exc
     results: list[Any] = []
     for index, (call, sent) in enumerate(zip(calls, replies, strict=True)):
         try:
-            reply = send(target.client, call) if isinstance(sent, NoScriptError) else sent
+            reply = send(target.client, call) if resent(sent) else sent
             if isinstance(reply, RedisFailure):
                 raise reply
             results.append(call.parse(reply))

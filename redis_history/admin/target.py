@@ -12,9 +12,9 @@ from redis.cluster import RedisCluster
 from redis_history._redact import redact_url
 from redis_history.errors import ConversationNotFoundError
 from redis_history.settings import URL
-from redis_history.store._core import Call, RedisFailure, redis_error
+from redis_history.store._core import Call, RedisFailure, bytes_client, redis_error
 from redis_history.store.history import RedisHistory
-from redis_history.store.keys import DEFAULT_NAMESPACE, DEFAULT_PREFIX, validate_name
+from redis_history.store.keys import DEFAULT_NAMESPACE, DEFAULT_PREFIX, validate_scope
 
 __all__ = ["CONNECT_TIMEOUT", "Target", "run_call"]
 
@@ -38,8 +38,8 @@ class Target:
     """The primaries' clients handed out, closed with the target's."""
 
     def __post_init__(self) -> None:
-        validate_name(self.namespace, "namespace", allow_colon=False)
-        validate_name(self.prefix, "key prefix", allow_colon=False)
+        bytes_client(self.client)
+        validate_scope(self.namespace, self.prefix)
 
     @classmethod
     def connect(
@@ -53,7 +53,8 @@ class Target:
         """A target on a new client for ``url`` (``REDIS_HISTORY_URL``'s when ``None``).
 
         Raises:
-            ValueError: a URL redis-py cannot use, or an unusable namespace or prefix.
+            ValueError: a URL redis-py cannot use (``UnsupportedClientError`` for one asking
+                for ``decode_responses``), or an unusable namespace or prefix.
             StoreUnavailableError: a cluster none of whose nodes answers.
             AccessDeniedError: a cluster that refuses the credentials.
         """
@@ -67,7 +68,11 @@ class Target:
             )
         except RedisFailure as exc:  # a cluster client connects as it is made
             raise redis_error(exc, where=f"Redis at {redact_url(url)}") from exc
-        return cls(client, namespace, prefix, url)
+        try:
+            return cls(client, namespace, prefix, url)
+        except ValueError:  # the URL asked for decode_responses, or a name is unusable
+            client.close()
+            raise
 
     @property
     def cluster(self) -> bool:

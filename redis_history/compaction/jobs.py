@@ -31,7 +31,7 @@ import os
 import pkgutil
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -43,7 +43,8 @@ from rq.job import Job, JobStatus
 from rq.logutils import setup_loghandlers
 from rq.registry import StartedJobRegistry
 from rq.serializers import JSONSerializer, resolve_serializer
-from rq.worker import BaseWorker, SimpleWorker, Worker, WorkerStatus
+from rq.utils import now
+from rq.worker import BaseWorker, DequeueStrategy, SimpleWorker, Worker, WorkerStatus
 
 from redis_history._redact import NOTHING, Redactor, client_secrets, redact_url
 from redis_history.compaction.compactors import Compactor, resolve_compactor
@@ -58,8 +59,9 @@ from redis_history.settings import (
     driver_info,
     redactor,
 )
-from redis_history.store._core import CompactionRequest, RedisFailure, redis_error
+from redis_history.store._core import CompactionRequest, RedisFailure, bytes_client, redis_error
 from redis_history.store.history import RedisHistory
+from redis_history.store.keys import DEFAULT_PREFIX, job_id_prefix, tenant_queue, validate_scope
 from redis_history.store.scripts import script, script_names
 from redis_history.tokens import DEFAULT_ENCODING, TokenCounter, resolve_counter
 
@@ -100,10 +102,18 @@ FAILURE_TTL = 24 * 3600
 
 class CompactionQueue(rq.Queue):
     """An RQ queue of compaction jobs, JSON only, that schedules what ``maybe_compact`` asks:
-    call it with a :class:`~redis_history.store._core.CompactionRequest`."""
+    call it with a :class:`~redis_history.store._core.CompactionRequest`.
 
-    def __init__(self, name: str, connection: redis.Redis) -> None:
+    A tenant's own queue (``namespace`` given) takes only its namespace's compactions, and
+    enqueues with no command beyond its ACL rule's: the job's ``HSET`` and the ``RPUSH`` of
+    its id, in one ``MULTI`` (RQ's ``enqueue`` would also read the server's ``INFO`` and add
+    the queue to the set of every queue's name, ``rq:queues``, which a tenant may not see).
+    """
+
+    def __init__(self, name: str, connection: redis.Redis, *, namespace: str | None = None) -> None:
         super().__init__(name, connection=connection, serializer=JSONSerializer)
+        self.namespace = namespace
+        """The tenant whose own queue this is; ``None`` for the shared queue."""
 
     def workers(self) -> int:
         """How many workers listen on this queue."""
@@ -114,8 +124,26 @@ class CompactionQueue(rq.Queue):
         return int(self.count + StartedJobRegistry(queue=self).count)
 
     def __call__(self, request: CompactionRequest) -> Job:
-        """Enqueue ``request`` as a job of ``COMPACTION_FUNCTION`` under the request's id."""
-        return self.enqueue_call(
+        """Enqueue ``request`` as a job of ``COMPACTION_FUNCTION`` under the request's id.
+
+        Raises:
+            JobRefusedError: a tenant's queue handed another namespace's compaction.
+        """
+        if self.namespace is None:
+            return self.enqueue_call(
+                COMPACTION_FUNCTION,
+                kwargs=request.payload(),
+                job_id=request.job_id,
+                timeout=request.policy.job_timeout_seconds,
+                result_ttl=RESULT_TTL,
+                failure_ttl=FAILURE_TTL,
+            )
+        if request.namespace != self.namespace:
+            raise JobRefusedError(
+                f"queue {self.name!r} takes compactions of namespace {self.namespace!r} only, "
+                f"not of {request.namespace!r}"
+            )
+        job = self.create_job(
             COMPACTION_FUNCTION,
             kwargs=request.payload(),
             job_id=request.job_id,
@@ -123,22 +151,36 @@ class CompactionQueue(rq.Queue):
             result_ttl=RESULT_TTL,
             failure_ttl=FAILURE_TTL,
         )
+        job.origin, job.enqueued_at = self.name, now()
+        with self.connection.pipeline() as pipe:
+            job.save(pipeline=pipe)
+            self.push_job_id(job.id, pipeline=pipe)
+            pipe.execute()
+        return job
 
 
 def compaction_queue(
-    connection: redis.Redis | None = None, name: str | None = None
+    connection: redis.Redis | None = None,
+    name: str | None = None,
+    *,
+    namespace: str | None = None,
 ) -> CompactionQueue:
     """The RQ queue pods pass to ``maybe_compact``, using ``JSONSerializer``.
 
     Args:
         connection: the queue's Redis; from :meth:`WorkerSettings.from_env` when ``None``.
         name: the queue name; ``REDIS_HISTORY_QUEUE`` (or ``redis-history``) when ``None``.
+        namespace: a tenant's namespace: its own queue, ``<name>:<namespace>``, which only
+            its compactions go to and which its ACL rule lets it write (the workers serve it
+            when ``REDIS_HISTORY_TENANTS`` names it).
 
     Returns:
         The queue.
 
     Raises:
         TypeError: ``connection`` is a cluster client; RQ needs a standalone Redis.
+        UnsupportedClientError: a client made with ``decode_responses=True`` (RQ reads bytes).
+        ValueError: an unusable namespace.
     """
     if isinstance(connection, RedisCluster):
         raise TypeError("RQ cannot run on a Redis Cluster: give the queue a standalone Redis")
@@ -146,7 +188,11 @@ def compaction_queue(
         settings = WorkerSettings.from_env()
         connection = settings.queue_client() if connection is None else connection
         name = settings.queue if name is None else name
-    return CompactionQueue(name, connection)
+    connection = bytes_client(connection, "the compaction queue")
+    if namespace is None:
+        return CompactionQueue(name, connection)
+    validate_scope(namespace, DEFAULT_PREFIX)
+    return CompactionQueue(tenant_queue(name, namespace), connection, namespace=namespace)
 
 
 # -- the job function -------------------------------------------------------------------------
@@ -266,7 +312,7 @@ def compact_conversation(
     started = time.monotonic()
     outcome = "failed"
     try:
-        result = _compact(job_id, namespace, conversation_id, prefix, policy)
+        result = _compact(job, namespace, conversation_id, prefix, policy)
     except Exception as exc:
         text = _job_redactor().exception(exc)  # before RQ logs and stores its traceback
         outcome = f"failed {type(exc).__name__}: {' '.join(text.split())[:300]}"
@@ -290,10 +336,25 @@ def compact_conversation(
 
 
 def _compact(
-    job_id: str | None, namespace: str, conversation_id: str, prefix: str, policy: Any
+    job: Job | None, namespace: str, conversation_id: str, prefix: str, policy: Any
 ) -> CompactionResult:
-    """Validate the payload, compact, and release ``job_id``'s claim whatever happened."""
+    """Validate the payload, compact, and release ``job``'s claim whatever happened.
+
+    A job from a tenant's own queue (its ``origin``, which the worker set to the queue it
+    took the job from) compacts only a conversation of that tenant, under the deployment's
+    key prefix, with its policy held to the deployment's (:meth:`CompactionPolicy.within`).
+    """
+    job_id, origin = (job.id, job.origin) if job is not None else (None, None)
     process = _process()
+    tenant = process.settings.tenant_of(origin) if origin is not None else None
+    if tenant is not None:  # checked before the conversation is touched, its claim too
+        expected = job_id_prefix(tenant, process.settings.prefix)
+        own = (namespace, prefix) == (tenant, process.settings.prefix)
+        if not own or not (job_id or "").startswith(expected):
+            raise JobRefusedError(
+                f"refused job {job_id}: queue {origin!r} takes compactions of namespace "
+                f"{tenant!r} under prefix {process.settings.prefix!r} only"
+            )
     history = RedisHistory(
         process.store,
         conversation_id,
@@ -302,12 +363,10 @@ def _compact(
         token_counter=process.counter,
     )
     try:
-        return run_compaction(
-            history,
-            process.summarizer,
-            CompactionPolicy.model_validate(policy),
-            compactor=process.compactor,
-        )
+        wanted = CompactionPolicy.model_validate(policy)
+        if tenant is not None:
+            wanted = wanted.within(process.settings.tenant_policy)
+        return run_compaction(history, process.summarizer, wanted, compactor=process.compactor)
     finally:
         _release(history, job_id)
 
@@ -427,9 +486,11 @@ class _CompactionOnlyWorker(BaseWorker):
     def execute_job(self, job: Job, queue: rq.Queue) -> None:
         """Run one job (in a work horse, when forking), then count it in :attr:`metrics`.
 
-        The outcome is read back from RQ in this process, after the horse has exited:
-        what a horse counts itself is lost with it.
+        The job is first held to the queue it was taken from (:func:`_admit`). The outcome
+        is read back from RQ in this process, after the horse has exited: what a horse
+        counts itself is lost with it.
         """
+        _admit(job, queue, _process().settings)
         started = time.monotonic()
         try:
             super().execute_job(job, queue)
@@ -459,6 +520,24 @@ class _CompactionOnlyWorker(BaseWorker):
         super().handle_job_failure(
             job, queue, started_job_registry, self.redact(exc_string), execution
         )
+
+
+def _admit(job: Job, queue: rq.Queue, settings: WorkerSettings) -> None:
+    """Hold ``job`` to the queue it was taken from, whatever its hash says: its ``origin`` is
+    that queue (the job function trusts nothing else). A tenant wrote its own job's hash, so
+    every field RQ acts on besides the call is the worker's: the deployment's time limit and
+    result TTLs, and no retry, repeat, rate limit, group, TTL or description of its own."""
+    job.origin = queue.name
+    if settings.tenant_of(queue.name) is None:
+        return
+    limit = settings.tenant_policy.job_timeout_seconds
+    if not isinstance(job.timeout, int) or not 0 < job.timeout <= limit:
+        job.timeout = limit
+    job.result_ttl, job.failure_ttl, job.ttl = RESULT_TTL, FAILURE_TTL, None
+    job.retries_left, job.retry_intervals = None, None
+    job.repeats_left, job.repeat_intervals = None, None
+    job.rate_limit_key, job.rate_limit_concurrency = None, None
+    job.group_id, job.description = None, f"compaction from queue {queue.name}"
 
 
 _FAILED_STATUSES = frozenset({JobStatus.FAILED, JobStatus.STOPPED, JobStatus.CANCELED})
@@ -725,15 +804,23 @@ class SimpleCompactionWorker(_CompactionOnlyWorker, _RidesOutOutages, SimpleWork
     """RQ's in-process worker, limited to compaction jobs (tests, or where fork is unsafe)."""
 
 
-def _serve_metrics(queue: rq.Queue, port: int) -> WorkerMetrics:
-    """The worker's metrics, served on ``port`` at ``/metrics`` from now on."""
+def _depth(queue: rq.Queue) -> Callable[[], tuple[int, int]]:
+    """Reads ``queue``'s jobs waiting and running."""
+    return lambda: (queue.count, queue.started_job_registry.count)
+
+
+def _serve_metrics(queues: Sequence[rq.Queue], port: int) -> WorkerMetrics:
+    """The worker's metrics, served on ``port`` at ``/metrics`` from now on, with the depth of
+    each of ``queues`` (the shared one, then the tenants')."""
     try:
         from redis_history.compaction.metrics import WorkerMetrics  # noqa: PLC0415
     except ImportError as exc:
         raise ValueError(
             f"serving metrics needs prometheus_client ({exc}): pip install 'redis-history[metrics]'"
         ) from exc
-    metrics = WorkerMetrics(queue.name, lambda: (queue.count, queue.started_job_registry.count))
+    metrics = WorkerMetrics(queues[0].name, _depth(queues[0]))
+    for queue in queues[1:]:
+        metrics.watch(queue.name, _depth(queue))
     metrics.serve(port)
     logger.info("serving Prometheus metrics at http://0.0.0.0:%d/metrics", port)
     return metrics
@@ -785,11 +872,15 @@ def run_worker(
     connection = settings.queue_client()
     try:
         worker = worker_class(
-            [settings.queue], name=name, connection=connection, serializer=JSONSerializer
+            list(settings.queues), name=name, connection=connection, serializer=JSONSerializer
         )
         if settings.metrics_port is not None:
-            worker.metrics = _serve_metrics(worker.queues[0], settings.metrics_port)
-        return bool(worker.work(burst=burst, logging_level=logging_level))
+            worker.metrics = _serve_metrics(worker.queues, settings.metrics_port)
+        # Round robin: a tenant that fills its queue delays the others' jobs by one each.
+        strategy = DequeueStrategy.ROUND_ROBIN
+        return bool(
+            worker.work(burst=burst, logging_level=logging_level, dequeue_strategy=strategy)
+        )
     except RedisFailure as exc:
         where = f"the queue's Redis at {redact_url(settings.queue_redis_url)}"
         raise redis_error(exc, _redactor(settings), where=where) from exc

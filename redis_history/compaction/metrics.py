@@ -38,10 +38,11 @@ DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30,
 
 
 class _QueueDepth(Collector):
-    """``redis_history_queue_depth``, read from Redis when scraped; absent while unreachable."""
+    """``redis_history_queue_depth`` of each queue watched, read from Redis when scraped; a
+    queue is absent while its Redis is unreachable."""
 
     def __init__(self, queue: str, depth: Callable[[], tuple[int, int]]) -> None:
-        self._queue, self._depth = queue, depth
+        self.queues = [(queue, depth)]
 
     def collect(self) -> Iterable[GaugeMetricFamily]:
         family = GaugeMetricFamily(
@@ -49,14 +50,16 @@ class _QueueDepth(Collector):
             "Compaction jobs waiting in the queue (state=queued) or running (state=started).",
             labels=["queue", "state"],
         )
-        try:
-            queued, started = self._depth()
-        except Exception as exc:  # a scrape during an outage: no sample rather than an error
-            logger.debug("queue depth unavailable: %s: %s", type(exc).__name__, exc)
-            return
-        family.add_metric([self._queue, "queued"], queued)
-        family.add_metric([self._queue, "started"], started)
-        yield family
+        for queue, depth in self.queues:
+            try:
+                queued, started = depth()
+            except Exception as exc:  # a scrape during an outage: no sample rather than an error
+                logger.debug("queue depth unavailable: %s: %s", type(exc).__name__, exc)
+                continue
+            family.add_metric([queue, "queued"], queued)
+            family.add_metric([queue, "started"], started)
+        if family.samples:
+            yield family
 
 
 class WorkerMetrics:
@@ -102,7 +105,12 @@ class WorkerMetrics:
         )
         for outcome in OUTCOMES:  # every series exists from the start, at 0
             self.compactions.labels(outcome)
-        self.registry.register(_QueueDepth(queue, depth))
+        self._depths = _QueueDepth(queue, depth)
+        self.registry.register(self._depths)
+
+    def watch(self, queue: str, depth: Callable[[], tuple[int, int]]) -> None:
+        """Report the depth of another queue the worker serves (a tenant's) too."""
+        self._depths.queues.append((queue, depth))
 
     def job_done(self, outcome: str, seconds: float, result: Any = None) -> None:
         """Count one job: its ``outcome`` (one of :data:`OUTCOMES`), its wall time, and what

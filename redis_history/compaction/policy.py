@@ -47,6 +47,24 @@ class CompactionPolicy(BaseModel):
             raise ValueError("hard_tokens must be >= soft_tokens")
         return self
 
+    def within(self, deployment: CompactionPolicy) -> CompactionPolicy:
+        """This policy as a deployment allows a tenant's job to ask for it: it keeps at least
+        what ``deployment`` keeps (turns, tokens, the shortest prefix, the cooldown) and may
+        keep more; it archives under the deployment's caps and runs within its lock and job
+        times; its thresholds (when to compact) are its own."""
+        return self.model_copy(
+            update={
+                "keep_last_turns": max(self.keep_last_turns, deployment.keep_last_turns),
+                "keep_last_tokens": max(self.keep_last_tokens, deployment.keep_last_tokens),
+                "min_messages": max(self.min_messages, deployment.min_messages),
+                "cooldown_turns": max(self.cooldown_turns, deployment.cooldown_turns),
+                "archive_max_messages": deployment.archive_max_messages,
+                "archive_max_bytes": deployment.archive_max_bytes,
+                "lock_ttl_seconds": deployment.lock_ttl_seconds,
+                "job_timeout_seconds": deployment.job_timeout_seconds,
+            }
+        )
+
     def should_compact(self, estimate: int | None, state: CompactionState) -> bool:
         """Whether a conversation at ``estimate`` tokens in ``state`` is due for compaction."""
         if estimate is None or state.is_exhausted() or state.is_compacted_this_turn():

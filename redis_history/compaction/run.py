@@ -30,7 +30,7 @@ from itertools import takewhile
 from typing import Any, Literal
 
 from redis import exceptions as redis_errors
-from redis.exceptions import LockError
+from redis.exceptions import LockError, LockNotOwnedError
 from redis.lock import Lock
 
 from redis_history.compaction.compactors import Compactor, CompactorRequest, SummarizingCompactor
@@ -46,7 +46,8 @@ from redis_history.errors import (
 )
 from redis_history.models import Message
 from redis_history.roles import RoleState
-from redis_history.store._core import RedisFailure
+from redis_history.store._core import RedisFailure, lock_call
+from redis_history.store._lane import send
 from redis_history.store.codec import Entry
 from redis_history.store.history import RedisHistory
 from redis_history.tokens import message_tokens
@@ -112,12 +113,32 @@ def choose_cut(
 
 class _RetrySafeLock(Lock):
     """redis-py's lock, whose acquire survives its own retry: a ``SET NX`` re-sent after its
-    reply was lost finds the key holding this very token, and that is the lock taken."""
+    reply was lost finds the key holding this very token, and that is the lock taken. Its
+    extension and release run the store's own script (``lua/lock-1.lua``), as a function
+    where the user may run only the store's functions."""
 
     def do_acquire(self, token: str) -> bool:
         if super().do_acquire(token):
             return True
         return bool(_as_bytes(self.redis.get(self.name)) == _as_bytes(token))
+
+    def do_release(self, expected_token: str) -> None:
+        self._holds(expected_token, 0, "release")
+
+    def do_extend(self, additional_time: float, replace_ttl: bool) -> Literal[True]:
+        if not replace_ttl:
+            raise LockError("the compaction lock is only ever extended to a new TTL")
+        return self._holds(self.local.token, round(additional_time * 1000), "extend")
+
+    def do_reacquire(self) -> Literal[True]:
+        assert self.timeout is not None
+        return self._holds(self.local.token, round(self.timeout * 1000), "reacquire")
+
+    def _holds(self, token: Any, ttl_ms: int, what: str) -> Literal[True]:
+        text = token.decode() if isinstance(token, bytes) else str(token)
+        if not send(self.redis, lock_call(self.name, text, ttl_ms)):
+            raise LockNotOwnedError(f"cannot {what} a lock no longer owned", lock_name=self.name)
+        return True
 
 
 def _as_bytes(value: Any) -> Any:

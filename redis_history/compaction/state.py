@@ -10,7 +10,7 @@
 
 Exhausted is not reachable from Cooling. The state is stored in the
 conversation's meta hash as one field (:meth:`CompactionState.encode`), and
-every transition is applied there by ``lua/compaction_state-3.lua``, which
+every transition is applied there by ``lua/compaction_state-4.lua``, which
 implements this same map; a test checks the two agree on every state and event.
 """
 

@@ -30,12 +30,13 @@ and stores it in long-term memory, when those are enabled.
 Where the summaries are kept: in the process, or, given ``history=`` (a
 :class:`~redis_history.RedisHistory` or an :class:`~redis_history.AsyncRedisHistory`), in
 that conversation's ``summaries`` hash in Redis, so every pod's next ``prepare_messages``
-sends what any pod summarized. There each summary records the ids of the messages it
-covers; the pods that complete one turn at once claim its evicted messages in one script
-(``lua/claim_summary-2.lua``), so one of them summarizes them and the others go on without
-waiting (the summary is in their next request); a summary some of whose messages are no
-longer live (compaction replaced them by its own summary) is not sent, and the next
-``on_turn_complete`` drops it and summarizes its live messages anew.
+sends what any pod summarized. There each summary records the run of messages it covers
+(its first id, its length and a digest of its ids); the pods that complete one turn at once
+claim its evicted messages in one script (``lua/claim_summary-2.lua``), so one of them
+summarizes them and the others go on without waiting (the summary is in their next
+request); a pod whose claim expired and was taken over stores nothing. A summary whose run
+is no longer whole in the history (compaction replaced some of it by its own summary) is
+not sent, and the next ``on_turn_complete`` drops it and summarizes its live messages anew.
 
 ``prepare_messages`` takes messages already read (``history.snapshot()``); its calls out are
 the long-term memory's recall and, with ``history=``, one script call that reads the shared
@@ -506,7 +507,8 @@ class HistoryManager:
             conversation_id: The conversation, stored with the memory when given.
 
         Returns:
-            The new summary, or ``None`` when summarization is off or nothing new was evicted.
+            The new summary, or ``None`` when summarization is off, nothing new was evicted,
+            or (with ``history=``) another pod summarizes it or took it over meanwhile.
 
         Raises:
             ValueError: Long-term memory enabled without a memory.
@@ -572,22 +574,27 @@ class HistoryManager:
         next ``on_turn_complete`` to drop."""
         if self._shared is None:
             return []
-        live = {m.id for m in history}
         texts: list[str] = []
         stale: list[int] = []
-        for summary in (yield from self._read_shared()):
-            if live.issuperset(summary.ids):
-                texts.append(summary.text)
-            else:
-                stale.append(summary.seq)
+        summaries = yield from self._read_shared()
+        if summaries:
+            ids = [m.id for m in history]
+            positions = {message_id: i for i, message_id in enumerate(ids)}
+            for summary in summaries:
+                if summary.covers(positions, ids):
+                    texts.append(summary.text)
+                else:
+                    stale.append(summary.seq)
         self._stale = stale
         return texts
 
     def _on_turn_shared(
         self, evicted: Sequence[Message], summarizer: Summarizer | AsyncSummarizer
     ) -> Plan[_Step, str | None]:
-        """Claim the evicted messages no pod summarized or is summarizing, summarize them and
-        store the summary; ``None`` when another pod has them all."""
+        """Claim the oldest run of evicted messages no pod summarized or is summarizing,
+        summarize it and store the summary; ``None`` when another pod has them all, or took
+        them over while this one summarized (its claim expired): nothing is stored then, and
+        the next turn claims what is still unsummarized."""
         assert self._shared is not None
         offered = list(evicted)[-limits.MAX_SUMMARY_CANDIDATES :]
         token = os.urandom(8).hex()
@@ -604,10 +611,10 @@ class HistoryManager:
             return None
         fresh = [offered[i] for i in positions]
         summary: str = yield _Summarize(summarizer, fresh)
-        yield self._shared.store(
+        stored: int | None = yield self._shared.store(
             summary, [m.id for m in fresh], token=token, kept=self.config.max_summaries
         )
-        return summary
+        return None if stored is None else summary
 
     def _cost(self, messages: Sequence[Message], framing: Framing) -> int:
         return sum(price(m, framing, self._counter) for m in messages)

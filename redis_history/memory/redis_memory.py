@@ -60,7 +60,6 @@ from types import MappingProxyType
 from typing import Any, NamedTuple, TypeVar
 
 from pydantic import ConfigDict, TypeAdapter, ValidationError
-from redis.exceptions import NoScriptError
 
 from redis_history import limits
 from redis_history._plans import Plan, adrive, drive
@@ -68,9 +67,15 @@ from redis_history._redact import Redactor, client_secrets
 from redis_history.errors import CorruptHistoryError, HistoryError
 from redis_history.memory.base import MemoryFilters, MemoryRecord, tag_tuple
 from redis_history.models import JsonObject
-from redis_history.store._core import Call, RedisFailure, redis_error
-from redis_history.store._lane import asend, send
-from redis_history.store.keys import DEFAULT_NAMESPACE, DEFAULT_PREFIX, MemoryKeys, validate_name
+from redis_history.store._core import Call, RedisFailure, bytes_client, redis_error, resent
+from redis_history.store._lane import asend, command_of, send
+from redis_history.store.keys import (
+    DEFAULT_NAMESPACE,
+    DEFAULT_PREFIX,
+    MemoryKeys,
+    validate_name,
+    validate_scope,
+)
 from redis_history.store.scripts import refusal, script
 
 __all__ = [
@@ -329,11 +334,11 @@ class _Memory:
             clock: milliseconds since the epoch, for the stored times (tests inject one).
 
         Raises:
+            UnsupportedClientError: a client made with ``decode_responses=True``.
             ValueError: an unusable namespace or prefix.
         """
-        validate_name(namespace, "namespace", allow_colon=False)
-        validate_name(prefix, "key prefix", allow_colon=False)
-        self.client = client
+        validate_scope(namespace, prefix)
+        self.client = bytes_client(client, "a long-term memory")
         self.namespace = namespace
         self.prefix = prefix
         self._clock = clock or (lambda: time.time_ns() // 1_000_000)
@@ -373,7 +378,7 @@ class _Memory:
         refused: HistoryError | None = None
         for index, ((call, keys), reply) in enumerate(zip(stores, replies, strict=True)):
             try:
-                if isinstance(reply, NoScriptError):  # the first EVAL loads it for the rest
+                if resent(reply):  # the first EVAL loads it for the rest
                     stored = yield _Send(call)
                 elif isinstance(reply, RedisFailure):
                     raise self._error(reply) from reply
@@ -561,7 +566,7 @@ class RedisLongTermMemory(_Memory):
         if isinstance(step, _Pipeline):
             with self.client.pipeline(transaction=False) as pipe:
                 for call in step.calls:
-                    pipe.execute_command(*call.command)
+                    pipe.execute_command(*command_of(self.client, call))
                 return pipe.execute(raise_on_error=False)
         try:
             reply = send(self.client, step.call)
@@ -674,7 +679,7 @@ class AsyncRedisLongTermMemory(_Memory):
         if isinstance(step, _Pipeline):
             async with self.client.pipeline(transaction=False) as pipe:
                 for call in step.calls:
-                    pipe.execute_command(*call.command)
+                    pipe.execute_command(*command_of(self.client, call))
                 return await pipe.execute(raise_on_error=False)
         try:
             reply = await asend(self.client, step.call)

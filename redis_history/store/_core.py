@@ -36,7 +36,9 @@ from redis_history.errors import (
     InvalidMessageError,
     InvalidTransitionError,
     ReplicationError,
+    ScriptsNotLoadedError,
     StoreUnavailableError,
+    UnsupportedClientError,
 )
 from redis_history.models import MAX_ID_LENGTH, Message
 from redis_history.parts import BlobsWanted, blob_data, blobs_at_hand
@@ -51,7 +53,12 @@ from redis_history.store.codec import (
     encode_message,
     role_item,
 )
-from redis_history.store.keys import DEFAULT_NAMESPACE, DEFAULT_PREFIX, ConversationKeys
+from redis_history.store.keys import (
+    DEFAULT_NAMESPACE,
+    DEFAULT_PREFIX,
+    ConversationKeys,
+    job_id_prefix,
+)
 from redis_history.store.scripts import ERRORS, Script, refusal, script
 from redis_history.tokens import Pricer, TokenCounter, resolve_counter
 from redis_history.turns import Turn, group_entries
@@ -78,6 +85,7 @@ __all__ = [
     "TranscriptPages",
     "access_denied",
     "batch_of",
+    "bytes_client",
     "ids_of",
     "op_token",
     "redis_error",
@@ -143,6 +151,38 @@ through its handshake on Redis 7.0 (that answers its ``CLIENT SETINFO`` "unknown
 subcommand", not NOAUTH)."""
 
 
+class ScriptsNotLoaded(redis_errors.ResponseError):
+    """The server knows neither the store's function nor its script, and the user may not
+    send the script's source (``EVAL``): an operator has not loaded them (``redis-history
+    load-scripts``), or the server lost them (a Redis 6.2 restart)."""
+
+
+_SCRIPTS_DENIED = re.compile(r"'(?:eval|evalsha)' command", re.IGNORECASE)
+_NO_FUNCTION = re.compile(r"Function not found", re.IGNORECASE)
+
+
+def scripts_denied(exc: BaseException) -> bool:
+    """Whether ``exc`` is the ACL denying the user ``EVAL`` or ``EVALSHA``: a user that may run
+    only the store's functions (a tenant's rule)."""
+    return isinstance(exc, redis_errors.NoPermissionError) and bool(
+        _SCRIPTS_DENIED.search(str(exc))
+    )
+
+
+def no_function(exc: BaseException) -> bool:
+    """Whether ``exc`` is ``FCALL`` finding no such function (the library is not loaded)."""
+    return isinstance(exc, redis_errors.ResponseError) and bool(_NO_FUNCTION.search(str(exc)))
+
+
+def resent(reply: Any) -> bool:
+    """Whether a script's pipelined error reply is one :func:`~redis_history.store._lane.send`
+    answers by another command (the script's source, or its function): the pipeline's
+    caller sends that call again through it."""
+    return (
+        isinstance(reply, redis_errors.NoScriptError) or scripts_denied(reply) or no_function(reply)
+    )
+
+
 def access_denied(exc: BaseException) -> bool:
     """Whether a redis-py error is Redis refusing the credentials (none, wrong, a disabled
     user) or the ACL denying a key or command: neither an outage nor worth a retry."""
@@ -166,6 +206,11 @@ def redis_error(
     ``where`` names the server in the message, ``data`` what a ``WRONGTYPE`` was about.
     """
     text = redactor.exception(exc)
+    if isinstance(exc, ScriptsNotLoaded):
+        return ScriptsNotLoadedError(
+            f"{where} has not the store's scripts, and this user may not load them: "
+            f"an operator runs `redis-history load-scripts` ({text})"
+        )
     if access_denied(exc):  # before _UNAVAILABLE: redis-py's AuthenticationError is one
         return AccessDeniedError(f"{where} denied access: {text}")
     if isinstance(exc, _UNAVAILABLE):
@@ -178,6 +223,26 @@ def redis_error(
     if isinstance(exc, redis_errors.ResponseError) and "WRONGTYPE" in text:
         return CorruptHistoryError(f"{data} holds the wrong data type: {text}")
     return HistoryError(f"{where} refused the operation: {text}")
+
+
+def bytes_client(client: Any, what: str = "the store") -> Any:
+    """``client`` if its replies are bytes: one made with ``decode_responses=True`` (redis-py's
+    four client classes and fakeredis's say so in ``get_connection_kwargs()``) would fail
+    the first read of data that is not UTF-8, a compressed text or a part's data, with a
+    ``UnicodeDecodeError`` from deep inside redis-py.
+
+    Raises:
+        UnsupportedClientError: a client that decodes replies.
+    """
+    get = getattr(client, "get_connection_kwargs", None)
+    options = get() if callable(get) else None
+    if isinstance(options, dict) and options.get("decode_responses"):
+        raise UnsupportedClientError(
+            f"{what} needs a Redis client whose replies are bytes: this one was made with "
+            "decode_responses=True, and what the store keeps is not all UTF-8 (long texts "
+            "are kept compressed, parts' data as it is); make one without it"
+        )
+    return client
 
 
 MOVED_ON = (
@@ -197,8 +262,8 @@ WAIT_ATTEMPTS = 4
 """How many times a waited-on write is sent to a cluster whose layout keeps changing."""
 
 SMALL_BATCH = 32
-"""The most messages one append sends to ``lua/append_small-3.lua`` (a turn, or a few): a
-longer batch goes to ``lua/append-4.lua``, whose walk looks open calls up in a table and
+"""The most messages one append sends to ``lua/append_small-4.lua`` (a turn, or a few): a
+longer batch goes to ``lua/append-5.lua``, whose walk looks open calls up in a table and
 which pushes in chunks."""
 
 STAGE_BYTES = 12 * 1024
@@ -221,13 +286,24 @@ class Call(NamedTuple, Generic[T]):
     """A write of the conversation's data, which ``wait_replicas`` waits on."""
     staged: tuple[tuple[Any, ...], ...] | None = None
     """The same write as a ``MULTI`` ... ``EXEC`` that keeps its large arguments out of Lua
-    (``lua/append-4.lua``), sent instead of ``command`` where one connection can carry
+    (``lua/append-5.lua``), sent instead of ``command`` where one connection can carry
     it (``_lane.execute_all``). ``EXEC``'s first reply is the script's."""
 
     def fallback(self) -> tuple[Any, ...]:
         """The ``EVAL`` of the script's source that stands in for a refused ``EVALSHA``."""
         assert self.script is not None
         return ("EVAL", self.script.source, *self.command[2:])
+
+    def function(self) -> tuple[Any, ...]:
+        """The ``FCALL`` of the script's function in the store's library, for a user that may
+        run only the store's functions."""
+        assert self.script is not None
+        return ("FCALL", self.script.function, *self.command[2:])
+
+    def staged_function(self) -> tuple[tuple[Any, ...], ...]:
+        """:attr:`staged` with the script's ``FCALL`` in place of its ``EVALSHA``."""
+        assert self.staged is not None
+        return (self.staged[0], self.function(), *self.staged[2:])
 
 
 def _raw(reply: Any) -> Any:
@@ -348,6 +424,12 @@ def _call(
     return Call(parse, ("EVALSHA", lua.sha, lua.nkeys, *keys, *args), lua, waits)
 
 
+def lock_call(key: str, token: str, ttl_ms: int) -> Call[bool]:
+    """Extend the lock at ``key`` to ``ttl_ms`` from now (0: release it) if ``token`` holds
+    it; the reply is whether it did (``lua/lock-1.lua``)."""
+    return _call(bool, "lock", (key,), (token, ttl_ms), waits=False)
+
+
 class HistoryCore:
     """Key names, script arguments and reply decoding for one conversation."""
 
@@ -388,11 +470,12 @@ class HistoryCore:
             else None
         )
         """The ``WAIT`` sent after every write of the data on its connection, or ``None``."""
-        self._data = self.keys.data
+        self._data = (*self.keys.data, self.keys.summaries)
+        """The keys a write applies the conversation's TTL to, as the scripts take them."""
         self._append = script("append")
-        keys = (*self._data, self.keys.stage)
+        keys = (*self.keys.data, self.keys.stage, self.keys.summaries)
         if len(keys) != self._append.nkeys:
-            raise AssertionError("append takes the conversation's data keys and its stage")
+            raise AssertionError("append takes the data keys, the stage and the summaries")
         self._append_head = ("EVALSHA", self._append.sha, self._append.nkeys, *keys)
         self._small = script("append_small")
         self._small_head = ("EVALSHA", self._small.sha, self._small.nkeys, *self._data)
@@ -539,8 +622,8 @@ class HistoryCore:
         """Append ``messages`` at the tail, all or none; once per batch of message ids. The
         call answers whether the batch was a replay of one applied before (``None`` for an
         empty batch, which sends nothing). At most ``SMALL_BATCH`` messages that keep no
-        data outside the list and are not staged go to ``lua/append_small-3.lua``, the rest
-        to ``lua/append-4.lua``."""
+        data outside the list and are not staged go to ``lua/append_small-4.lua``, the rest
+        to ``lua/append-5.lua``."""
         if len(messages) == 1 and isinstance(messages, list | tuple):  # most appends
             message = messages[0]
             try:
@@ -569,7 +652,7 @@ class HistoryCore:
     def _small_call(
         self, token: bytes, tokens: int, envelopes: Sequence[bytes], roles: Sequence[str | int]
     ) -> Call[bool | None]:
-        """``lua/append_small-3.lua``'s call: the envelopes, then their role items."""
+        """``lua/append_small-4.lua``'s call: the envelopes, then their role items."""
         n = len(envelopes)
         command = (*self._small_head, token, self.ttl_ms, self._check, tokens, n)
         return Call(self._replayed, (*command, *envelopes, *roles), self._small, True)
@@ -657,7 +740,12 @@ class HistoryCore:
             *self._blobs(splice.summaries),
         )
         args = batch.args(head)
-        return _call(self._count, "splice_prefix", (*self._data, self.keys.lock), args)
+        return _call(
+            self._count,
+            "splice_prefix",
+            (*self.keys.data, self.keys.lock, self.keys.summaries),
+            args,
+        )
 
     def truncate(self, n: int, *, op_id: str | None = None) -> Call[int]:
         """Keep at most ``n`` messages; the reply is the number removed."""
@@ -1049,9 +1137,12 @@ class CompactionRequest:
         policy: CompactionPolicy,
         entropy: Entropy,
     ) -> CompactionRequest:
-        """A request under a fresh job id (a random UUID, as ``uuid4`` makes, of ``entropy``)."""
+        """A request under a fresh job id: the namespace's job id prefix
+        (:func:`~redis_history.store.keys.job_id_prefix`, which a tenant's ACL rule allows)
+        and a random UUID, as ``uuid4`` makes, of ``entropy``."""
         job = uuid.UUID(bytes=entropy(16), version=4)
-        return cls(f"rh-compact-{job.hex}", namespace, conversation_id, prefix, policy)
+        job_id = f"{job_id_prefix(namespace, prefix)}{job.hex}"
+        return cls(job_id, namespace, conversation_id, prefix, policy)
 
     @property
     def claim_ms(self) -> int:

@@ -34,8 +34,10 @@ tests/test_dependency_internals.py checks each shape on the installed redis-py.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
+import time
 import weakref
 from typing import TYPE_CHECKING, Any
 
@@ -45,13 +47,22 @@ from redis.asyncio.cluster import PipelineCommand
 from redis.exceptions import (
     AuthenticationError,
     ConnectionError,
+    NoPermissionError,
     NoScriptError,
     ResponseError,
     TimeoutError,
 )
 from redis.utils import HIREDIS_AVAILABLE
 
-from redis_history.store._core import UNSTAGED, staged_reply
+from redis_history.store._core import (
+    MOVED_ON,
+    UNSTAGED,
+    WAIT_ATTEMPTS,
+    ScriptsNotLoaded,
+    no_function,
+    scripts_denied,
+    staged_reply,
+)
 
 if HIREDIS_AVAILABLE:
     from hiredis import pack_command
@@ -62,11 +73,14 @@ if TYPE_CHECKING:
 __all__ = [
     "aexecute",
     "aexecute_all",
+    "again",
     "anode_pipeline",
     "arefresh_layout",
     "asend",
+    "command_of",
     "execute",
     "execute_all",
+    "functions_only",
     "lane_of",
     "refresh_layout",
     "send",
@@ -331,30 +345,123 @@ async def _around_trip(client: Any, lane: _Lane, packed: Any, read: Any) -> Any:
             await pool.release(conn)
 
 
+_FUNCTIONS = "_redis_history_functions"
+"""Set on a client whose user may not run Lua of its own (``EVALSHA`` denied, a tenant's
+rule): the store's calls on it run the functions of the store's library (``FCALL``)."""
+
+
+def functions_only(client: Any) -> bool:
+    """Whether ``client``'s calls run the store's functions rather than its scripts."""
+    return bool(getattr(client, _FUNCTIONS, False))
+
+
+def command_of(client: Any, call: Call[Any]) -> tuple[Any, ...]:
+    """The command that runs ``call`` on ``client``: its ``FCALL`` where the user runs only the
+    store's functions, else its ``EVALSHA``."""
+    return call.function() if call.script is not None and functions_only(client) else call.command
+
+
+def again(
+    client: Any, call: Call[Any], sent: tuple[Any, ...], error: BaseException
+) -> tuple[Any, ...] | None:
+    """The command to send for ``call`` after ``sent`` met ``error``, or ``None`` (raise it):
+    the script's source for an ``EVALSHA`` the server did not know; the function for one the
+    ACL denied (from then on, for every call on ``client``).
+
+    Raises:
+        ScriptsNotLoaded: the server has not the store's function, or denied the script's
+            source to a user that may only run what is loaded.
+    """
+    if call.script is None:
+        return None
+    if no_function(error) or (sent[0] == "EVAL" and isinstance(error, NoPermissionError)):
+        raise ScriptsNotLoaded(str(error)) from error
+    if sent[0] != "EVALSHA":
+        return None
+    if isinstance(error, NoScriptError):
+        return call.fallback()
+    if scripts_denied(error):
+        setattr(client, _FUNCTIONS, True)
+        return call.function()
+    return None
+
+
 def send(client: Any, call: Call[Any]) -> Any:
     """The reply to the core's ``call``; a server that does not know its script (restarted,
-    failed over, ``SCRIPT FLUSH``) is sent the source by ``EVAL``. A staged call is sent as
-    its transaction where the client allows, and as its script where that wrote nothing."""
-    if call.staged is not None:
-        replies = execute_all(client, call.staged)
-        if replies is not None and (reply := staged_reply(replies)) is not UNSTAGED:
-            return reply
-    try:
-        return execute(client, call.command)
-    except NoScriptError:
-        return execute(client, call.fallback())
+    failed over, ``SCRIPT FLUSH``) is sent the source by ``EVAL``, and a user that may only
+    run the store's functions its ``FCALL``. A staged call is sent as its transaction where
+    the client allows, and as its script where that wrote nothing."""
+    command, staged = command_of(client, call), call.staged
+    while True:
+        try:
+            if staged is not None:
+                replies = execute_all(client, _staged(call, command))
+                if replies is not None and (reply := staged_reply(replies)) is not UNSTAGED:
+                    return reply
+            if command[0] == "FCALL" and isinstance(client, redis.RedisCluster):
+                return _on_slot(client, command)
+            return execute(client, command)
+        except ResponseError as error:
+            retry = again(client, call, command, error)
+            if retry is None:
+                raise
+            command, staged = retry, call.staged if retry[0] == "FCALL" else None
+
+
+def _staged(call: Call[Any], command: tuple[Any, ...]) -> tuple[tuple[Any, ...], ...]:
+    """``call``'s staged transaction around ``command``'s script or function."""
+    return call.staged_function() if command[0] == "FCALL" else call.staged  # type: ignore[return-value]
+
+
+def _on_slot(cluster: Any, command: tuple[Any, ...]) -> Any:
+    """``command`` sent to the primary of its first key's slot. redis-py finds an ``FCALL``'s
+    keys by asking the server (``COMMAND GETKEYS`` with every argument) before each one; the
+    store knows them."""
+    for attempt in range(WAIT_ATTEMPTS):
+        try:
+            return cluster.execute_command(
+                *command, target_nodes=cluster.get_node_from_key(command[3])
+            )
+        except MOVED_ON:
+            if attempt == WAIT_ATTEMPTS - 1:
+                raise
+        time.sleep(0.1 * 2**attempt)  # a failover or a slot migration: read the layout again
+        refresh_layout(cluster)
+    raise AssertionError("unreachable")
 
 
 async def asend(client: Any, call: Call[Any]) -> Any:
     """:func:`send` on an asyncio client."""
-    if call.staged is not None:
-        replies = await aexecute_all(client, call.staged)
-        if replies is not None and (reply := staged_reply(replies)) is not UNSTAGED:
-            return reply
-    try:
-        return await aexecute(client, call.command)
-    except NoScriptError:
-        return await aexecute(client, call.fallback())
+    command, staged = command_of(client, call), call.staged
+    while True:
+        try:
+            if staged is not None:
+                replies = await aexecute_all(client, _staged(call, command))
+                if replies is not None and (reply := staged_reply(replies)) is not UNSTAGED:
+                    return reply
+            if command[0] == "FCALL" and isinstance(client, redis.asyncio.RedisCluster):
+                return await _aon_slot(client, command)
+            return await aexecute(client, command)
+        except ResponseError as error:
+            retry = again(client, call, command, error)
+            if retry is None:
+                raise
+            command, staged = retry, call.staged if retry[0] == "FCALL" else None
+
+
+async def _aon_slot(cluster: Any, command: tuple[Any, ...]) -> Any:
+    """:func:`_on_slot` on an asyncio cluster client."""
+    for attempt in range(WAIT_ATTEMPTS):
+        try:
+            return await cluster.execute_command(
+                *command, target_nodes=cluster.get_node_from_key(command[3])
+            )
+        except MOVED_ON:
+            if attempt == WAIT_ATTEMPTS - 1:
+                raise
+        await asyncio.sleep(0.1 * 2**attempt)
+        await arefresh_layout(cluster)
+    raise AssertionError("unreachable")
 
 
 # -- a cluster's slot primary, reached directly ----------------------------------------------

@@ -7,21 +7,49 @@ the script, its keys and arguments, checked against :mod:`redis_history.limits` 
 is sent, and the reply's decoding. The context layer's manager runs the calls through its
 history's ``execute``: a :class:`~redis_history.RedisHistory`'s, or an
 :class:`~redis_history.AsyncRedisHistory`'s, awaited.
+
+A summary covers a run of consecutive messages (what one request left out is one), kept as
+the run's first id, its length and a digest of its ids (:func:`span_digest`), so what a read
+returns does not grow with the ids (:data:`~redis_history.limits.MAX_SUMMARIES_READ_BYTES`).
+The script sees a message only as the digest of its id (:func:`message_digest`), 8 bytes
+whatever the id's length.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Sequence
+import hashlib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from redis_history import limits
 from redis_history.errors import CorruptHistoryError, HistoryError
+from redis_history.models import MAX_ID_LENGTH
 from redis_history.store._core import Call, _call
 from redis_history.store.keys import ConversationKeys
+from redis_history.store.scripts import refusal
 
-__all__ = ["StoredSummary", "SummaryCore"]
+__all__ = ["StoredSummary", "SummaryCore", "message_digest", "span_digest"]
+
+DIGEST_BYTES = 8
+"""The bytes of a message id's digest, the name of its state in the hash (``DIGEST`` in
+``lua/includes/summaries.lua``): 64 bits, so two ids of one conversation's million share one
+with a chance under 10^-7."""
+MAX_TOKEN_LENGTH = 32
+"""The longest claim token (letters and digits)."""
+
+
+def message_digest(message_id: str) -> bytes:
+    """The digest a message is known by in the summaries hash."""
+    return hashlib.blake2b(
+        message_id.encode("utf-8", "surrogatepass"), digest_size=DIGEST_BYTES
+    ).digest()
+
+
+def span_digest(ids: Sequence[str]) -> str:
+    """The digest of a run of message ids, in order (hex, 32 digits)."""
+    joined = "\x00".join(ids).encode("utf-8", "surrogatepass")
+    return hashlib.blake2b(joined, digest_size=16).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,8 +60,20 @@ class StoredSummary:
     """Its place among the conversation's summaries (they are read oldest first)."""
     text: str
     """The summary."""
-    ids: tuple[str, ...]
-    """The ids of the messages it covers, oldest first."""
+    first: str
+    """The id of the first message it covers."""
+    count: int
+    """How many consecutive messages it covers, from :attr:`first`."""
+    digest: str
+    """:func:`span_digest` of their ids."""
+
+    def covers(self, positions: Mapping[str, int], ids: Sequence[str]) -> bool:
+        """Whether its messages are all still in the history whose ids are ``ids`` (``positions``
+        maps each to its index), in the run it covers."""
+        start = positions.get(self.first)
+        if start is None or start + self.count > len(ids):
+            return False
+        return span_digest(ids[start : start + self.count]) == self.digest
 
 
 class SummaryCore:
@@ -49,22 +89,41 @@ class SummaryCore:
         exc.conversation_id, exc.namespace = self._conversation_id, self._namespace
         return exc
 
+    def _refused(self, reply: Any) -> HistoryError:
+        exc = refusal(reply)
+        exc.conversation_id, exc.namespace = self._conversation_id, self._namespace
+        return exc
+
     def read(self) -> Call[list[StoredSummary]]:
-        """The kept summaries, oldest first (refreshing the hash's TTL)."""
+        """The kept summaries, oldest first (refreshing the hash's TTL): at most
+        :data:`~redis_history.limits.MAX_SUMMARIES_READ_BYTES` returned.
+
+        Raises (when run):
+            CorruptHistoryError: the hash holds more than a summary can be.
+        """
         return _call(self._records, "read_summaries", self._keys, (), waits=False)
 
     def _records(self, reply: Any) -> list[StoredSummary]:
-        out: list[StoredSummary] = []
-        for seq, raw in zip(reply[::2], reply[1::2], strict=True):
-            try:
-                record = json.loads(raw)
-                text, ids = record["text"], record["ids"]
-            except (ValueError, KeyError, TypeError) as exc:
-                raise self._corrupt(f"summary {seq} is not a record: {raw!r}") from exc
-            if not isinstance(text, str) or not all(isinstance(i, str) for i in ids):
-                raise self._corrupt(f"summary {seq} is not a record: {raw!r}")
-            out.append(StoredSummary(int(seq), text, tuple(ids)))
-        return out
+        if reply and not isinstance(reply[0], list):
+            raise self._refused(reply)
+        return [self._record(*record) for record in reply]
+
+    def _record(self, seq: int, text: bytes | str, cover: bytes | str) -> StoredSummary:
+        raw = cover.encode("utf-8", "surrogatepass") if isinstance(cover, str) else cover
+        try:
+            count, digest, _token, first = raw.split(b":", 3)
+            summary = StoredSummary(
+                int(seq),
+                text.decode() if isinstance(text, bytes) else text,
+                first.decode("utf-8", "surrogatepass"),
+                int(count),
+                digest.decode("ascii"),
+            )
+        except ValueError as exc:
+            raise self._corrupt(f"summary {seq} covers {raw!r}") from exc
+        if not 0 < summary.count <= limits.MAX_SUMMARY_MESSAGES or len(summary.digest) != 32:
+            raise self._corrupt(f"summary {seq} covers {raw!r}")
+        return summary
 
     def claim(
         self,
@@ -75,13 +134,15 @@ class SummaryCore:
         claim_ms: int,
         stale: Sequence[int] = (),
     ) -> Call[list[int] | None]:
-        """Claim, of ``ids`` (evicted, oldest first), the oldest free ones, at most
-        :data:`~redis_history.limits.MAX_SUMMARY_MESSAGES`; first drop the ``stale`` summaries.
-        The reply is the claimed positions in ``ids``, or ``None`` without a conversation.
+        """Claim, of ``ids`` (evicted, oldest first), the oldest run of consecutive free ones,
+        at most :data:`~redis_history.limits.MAX_SUMMARY_MESSAGES`; first drop the ``stale``
+        summaries. The reply is the claimed positions in ``ids``, or ``None`` without a
+        conversation.
 
         Raises:
             LimitExceededError: more than ``MAX_SUMMARY_CANDIDATES`` ids, or stale seqs than
                 ``MAX_SUMMARIES``.
+            ValueError: ``token`` is not 1 to 32 letters and digits.
         """
         limits.limited(len(ids), limits.MAX_SUMMARY_CANDIDATES, "evicted messages offered")
         limits.limited(len(stale), limits.MAX_SUMMARIES, "stale summaries dropped")
@@ -89,31 +150,62 @@ class SummaryCore:
         args = (
             now_ms,
             claim_ms,
-            token,
+            _token(token),
             limits.MAX_SUMMARY_MESSAGES,
             len(stale),
-            *stale,
-            *ids,
+            *(limits.count(seq, "a stale seq", low=1) for seq in stale),
+            *map(message_digest, _ids(ids)),
         )
         return _call(self._claimed, "claim_summary", self._keys, args, waits=False)
 
-    @staticmethod
-    def _claimed(reply: Any) -> list[int] | None:
+    def _claimed(self, reply: Any) -> list[int] | None:
         if isinstance(reply, int):
             return None
-        return [int(position) - 1 for position in reply]
+        if len(reply) != 2:
+            raise self._refused(reply)
+        first, n = int(reply[0]), int(reply[1])
+        return list(range(first - 1, first - 1 + n))
 
-    def store(self, text: str, ids: Sequence[str], *, token: str, kept: int) -> Call[int]:
-        """Keep ``text`` as the summary of ``ids`` (claimed under ``token``), at most ``kept``
-        summaries in all. The reply is its seq, 0 without a conversation.
+    def store(self, text: str, ids: Sequence[str], *, token: str, kept: int) -> Call[int | None]:
+        """Keep ``text`` as the summary of ``ids`` (a run of consecutive messages, claimed
+        under ``token``), at most ``kept`` summaries in all. The reply is its seq; ``None``
+        when nothing was stored: no conversation, or a message of ``ids`` is no longer claimed
+        under ``token`` (its claim expired and another pod claimed it).
 
         Raises:
             LimitExceededError: ``text`` longer than ``MAX_SUMMARY_BYTES``, more ids than
-                ``MAX_SUMMARY_MESSAGES``.
+                ``MAX_SUMMARY_MESSAGES``, an id longer than ``MAX_ID_LENGTH``.
+            ValueError: no ids, or ``token`` is not 1 to 32 letters and digits.
         """
         limits.limited(len(text.encode()), limits.MAX_SUMMARY_BYTES, "a summary's bytes")
         limits.limited(len(ids), limits.MAX_SUMMARY_MESSAGES, "messages one summary covers")
+        if not ids:
+            raise ValueError("a summary covers at least one message")
+        limits.limited(max(map(len, _ids(ids))), MAX_ID_LENGTH, "a message id's length")
         kept = limits.count(kept, "kept", low=1, high=limits.MAX_SUMMARIES)
-        record = json.dumps({"text": text, "ids": list(ids), "token": token})
-        args = (token, kept, record, *ids)
-        return _call(int, "store_summary", self._keys, args, waits=False)
+        token = _token(token)
+        cover = f"{len(ids)}:{span_digest(ids)}:{token}:".encode() + ids[0].encode(
+            "utf-8", "surrogatepass"
+        )
+        digests = b"".join(map(message_digest, ids))
+        args = (token, kept, text, cover, digests)
+        return _call(self._stored, "store_summary", self._keys, args, waits=False)
+
+    def _stored(self, reply: Any) -> int | None:
+        if isinstance(reply, list):
+            raise self._refused(reply)
+        return int(reply) if int(reply) > 0 else None
+
+
+def _ids(ids: Sequence[str]) -> Sequence[str]:
+    if not all(isinstance(i, str) and i for i in ids):
+        raise TypeError("message ids are non-empty strings")
+    return ids
+
+
+def _token(token: str) -> str:
+    if not (isinstance(token, str) and token.isascii() and token.isalnum()):
+        raise ValueError(f"a claim token is letters and digits, got {token!r}")
+    if len(token) > MAX_TOKEN_LENGTH:
+        raise ValueError(f"a claim token is at most {MAX_TOKEN_LENGTH} characters")
+    return token

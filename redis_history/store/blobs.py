@@ -116,7 +116,13 @@ def _pieces(messages: Iterable[Message], most: int) -> tuple[dict[str, bytes], C
             out[name] = data
             names.add(name)
         naming.update(names)
-    limits.limited(sum(map(len, out.values())), most, "bytes of inline data in one write")
+    limits.limited(
+        sum(map(len, out.values())),
+        most,
+        "bytes of inline data in one write"
+        if most == limits.MAX_WRITE_BLOB_BYTES
+        else "bytes of inline data",
+    )
     return out, naming
 
 

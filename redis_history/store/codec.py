@@ -352,7 +352,7 @@ _PACKED_HEADS = {
 
 _PACKED = re.compile(rb'\{"t":\d+,(?:"[xs]":1,)*"z":(\d+),"m":\{')
 """A compressed envelope's head up to its message, the compressed length captured. The
-flags may come in any order before ``z`` (``replace-3.lua`` puts ``"s":1`` first)."""
+flags may come in any order before ``z`` (``replace-4.lua`` puts ``"s":1`` first)."""
 
 _CONTENT = len(b',"content":')
 _ENVELOPE_HEAD = 64

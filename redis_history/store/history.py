@@ -21,7 +21,7 @@ import redis
 import redis.asyncio
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.cluster import RedisCluster
-from redis.exceptions import NoScriptError
+from redis.exceptions import ResponseError
 
 from redis_history._plans import adrive, drive
 from redis_history._redact import client_secrets
@@ -45,12 +45,15 @@ from redis_history.store._core import (
     Step,
     TranscriptPage,
     TranscriptPages,
+    bytes_client,
 )
 from redis_history.store._fork import fork_steps
 from redis_history.store._lane import (
+    again,
     anode_pipeline,
     arefresh_layout,
     asend,
+    command_of,
     refresh_layout,
     send,
 )
@@ -62,6 +65,12 @@ from redis_history.turns import Turn
 __all__ = ["AsyncRedisHistory", "RedisHistory"]
 
 T = TypeVar("T")
+
+
+def _error(reply: Any) -> bool:
+    """Whether a pipelined reply is an error reply (``raise_on_error=False``)."""
+    return isinstance(reply, ResponseError)
+
 
 logger = logging.getLogger("redis_history")
 
@@ -109,9 +118,10 @@ class _Base:
             wait_timeout: how long that wait may take (seconds or timedelta).
 
         Raises:
+            UnsupportedClientError: a client made with ``decode_responses=True``.
             ValueError: an unusable conversation id, namespace, prefix or option.
         """
-        self.client = client
+        self.client = bytes_client(client)
         self.core = HistoryCore(
             conversation_id,
             namespace=namespace,
@@ -203,9 +213,10 @@ class RedisHistory(_Base):
     def _run_waiting(self, call: Call[T]) -> T:
         """Run a write and ``WAIT`` for its replicas on the same connection."""
         try:
-            reply, acknowledged = self._pipe_with_wait(call.command)
-            if isinstance(reply, NoScriptError):
-                reply, acknowledged = self._pipe_with_wait(call.fallback())
+            command: tuple[Any, ...] | None = command_of(self.client, call)
+            while command is not None:
+                reply, acknowledged = self._pipe_with_wait(command)
+                command = again(self.client, call, command, reply) if _error(reply) else None
         except RedisFailure as exc:
             raise self.core.wrap(exc) from exc
         return self.core.settle(call, reply, acknowledged)
@@ -661,9 +672,10 @@ class AsyncRedisHistory(_Base):
     async def _run_waiting(self, call: Call[T]) -> T:
         """See :meth:`RedisHistory._run_waiting`."""
         try:
-            reply, acknowledged = await self._pipe_with_wait(call.command)
-            if isinstance(reply, NoScriptError):
-                reply, acknowledged = await self._pipe_with_wait(call.fallback())
+            command: tuple[Any, ...] | None = command_of(self.client, call)
+            while command is not None:
+                reply, acknowledged = await self._pipe_with_wait(command)
+                command = again(self.client, call, command, reply) if _error(reply) else None
         except RedisFailure as exc:
             raise self.core.wrap(exc) from exc
         return self.core.settle(call, reply, acknowledged)

@@ -6,10 +6,11 @@ With prefix ``rh``, namespace ``NS`` and conversation ``C``::
     rh:NS:{C}:meta     HASH    token accounting, role state, version, compaction state
     rh:NS:{C}:archive  LIST    originals replaced by summaries
     rh:NS:{C}:lock     STRING  compaction lock
-    rh:NS:{C}:summaries HASH   a HistoryManager's shared summaries, the message ids each
-                               covers and the claims of pods summarizing
-                               (``lua/includes/summaries.lua``); it follows the TTL and
-                               is deleted with the conversation, not exported
+    rh:NS:{C}:summaries HASH   a HistoryManager's shared summaries, the run of messages
+                               each covers and the claims of pods summarizing
+                               (``lua/includes/summaries.lua``); every write applies the
+                               TTL to it too, it is deleted with the conversation, not
+                               exported
     rh:NS:{C}:stage    LIST    msgs, renamed for the moment a large append lands (inside
                                one MULTI/EXEC: never seen outside it; one left there by
                                anything else is deleted by the next staged append)
@@ -34,10 +35,16 @@ compaction claim).
 The braces make the conversation id the hash tag, so every script touches one
 cluster slot; the namespace comes first so an ACL key pattern such as
 ``~rh:tenant-a:*`` confines a tenant.
+
+On the compaction queue's Redis, RQ names the keys: a namespace's own queue is
+``rq:queue:<queue>:<namespace>`` (:func:`tenant_queue`) and every compaction job's id
+starts with a tag of its namespace (:func:`job_id_prefix`), so its job is
+``rq:job:rhc-<tag>-<uuid>``: patterns an ACL rule confines a tenant's enqueueing to.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 
@@ -46,13 +53,19 @@ __all__ = [
     "DEFAULT_NAMESPACE",
     "DEFAULT_PREFIX",
     "GLOB_CHARACTERS",
+    "JOB_ID_DIGITS",
+    "RQ_JOB_PREFIX",
+    "RQ_QUEUE_PREFIX",
     "ConversationKeys",
     "MemoryKeys",
     "conversation_of",
     "conversation_pattern",
     "glob_escape",
+    "job_id_prefix",
     "namespace_pattern",
+    "tenant_queue",
     "validate_name",
+    "validate_scope",
 ]
 
 DEFAULT_PREFIX = "rh"
@@ -66,6 +79,12 @@ _GLOB = re.compile(r"([*?\[\]\\])")
 DATA_KINDS = ("msgs", "meta", "archive")
 """The suffixes of a conversation's data keys (:attr:`ConversationKeys.data`)."""
 _SURROGATE = re.compile("[\ud800-\udfff]")
+RQ_QUEUE_PREFIX = "rq:queue:"
+"""RQ's key of a queue, before its name (``rq.Queue.redis_queue_namespace_prefix``)."""
+RQ_JOB_PREFIX = "rq:job:"
+"""RQ's key of a job, before its id (``rq.job.Job.redis_job_namespace_prefix``)."""
+JOB_ID_DIGITS = 32
+"""The hex digits of a random UUID that end a compaction job's id."""
 
 
 def validate_name(value: str, what: str, *, allow_colon: bool = True) -> str:
@@ -92,6 +111,22 @@ def validate_name(value: str, what: str, *, allow_colon: bool = True) -> str:
     return value
 
 
+def validate_scope(namespace: str, prefix: str) -> None:
+    """Check a namespace and a key prefix: each a usable name (:func:`validate_name`) without
+    ``:``, which would make one namespace's keys another's, or a space, which no ACL key
+    pattern can hold (Redis refuses the rule), so such a namespace could never be confined.
+
+    Raises:
+        ValueError: either is not usable, saying which and why.
+    """
+    for value, what in ((namespace, "namespace"), (prefix, "key prefix")):
+        validate_name(value, what, allow_colon=False)
+        if " " in value:
+            raise ValueError(
+                f"{what} {value!r} may not contain a space: no ACL key pattern can hold one"
+            )
+
+
 def glob_escape(text: str) -> str:
     """``text`` as a literal inside a Redis glob pattern: each of :data:`GLOB_CHARACTERS`
     behind a backslash."""
@@ -107,8 +142,7 @@ def conversation_pattern(
     It also matches keys that are not a conversation's data (its lock, an import's
     staging keys): :func:`conversation_of` tells them apart.
     """
-    validate_name(namespace, "namespace", allow_colon=False)
-    validate_name(prefix, "key prefix", allow_colon=False)
+    validate_scope(namespace, prefix)
     if not match or "{" in match or "}" in match:
         raise ValueError(f"a conversation glob must be non-empty, without braces: {match!r}")
     return f"{glob_escape(prefix)}:{glob_escape(namespace)}:{{{match}}}:*"
@@ -135,14 +169,28 @@ def namespace_pattern(namespace: str, prefix: str = DEFAULT_PREFIX) -> str:
         ValueError: an unusable name, or one holding a glob character, which would widen
             the pattern to other namespaces' keys.
     """
+    validate_scope(namespace, prefix)
     for value, what in ((namespace, "namespace"), (prefix, "key prefix")):
-        validate_name(value, what, allow_colon=False)
         if found := _GLOB.search(value):
             raise ValueError(
                 f"{what} {value!r} holds {found.group()!r}, which an ACL key pattern reads "
                 "as a wildcard: the rule would reach other namespaces' keys"
             )
     return f"{prefix}:{namespace}:*"
+
+
+def job_id_prefix(namespace: str, prefix: str = DEFAULT_PREFIX) -> str:
+    """How the ids of a namespace's compaction jobs start: ``rhc-``, 20 hex digits of a
+    BLAKE2b digest of the prefix and namespace (RQ's ids hold only letters, digits, ``-``
+    and ``_``, so the namespace itself cannot be one), and ``-``."""
+    validate_scope(namespace, prefix)
+    data = f"{len(prefix)}:{prefix}{namespace}".encode()
+    return f"rhc-{hashlib.blake2b(data, digest_size=10).hexdigest()}-"
+
+
+def tenant_queue(queue: str, namespace: str) -> str:
+    """The name of ``namespace``'s own compaction queue, beside the shared queue ``queue``."""
+    return f"{queue}:{namespace}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,7 +202,7 @@ class ConversationKeys:
     archive: str
     lock: str
     stage: str
-    """What ``msgs`` is renamed to while a staged append's envelopes land (``lua/append-4.lua``)."""
+    """What ``msgs`` is renamed to while a staged append's envelopes land (``lua/append-5.lua``)."""
     summaries: str
     """A ``HistoryManager``'s shared summaries (``redis_history/store/_summaries.py``)."""
 
@@ -167,8 +215,7 @@ class ConversationKeys:
     ) -> ConversationKeys:
         """Validate the names and build the keys."""
         validate_name(conversation_id, "conversation id")
-        validate_name(namespace, "namespace", allow_colon=False)
-        validate_name(prefix, "key prefix", allow_colon=False)
+        validate_scope(namespace, prefix)
         base = f"{prefix}:{namespace}:{{{conversation_id}}}"
         return cls(
             msgs=f"{base}:msgs",
@@ -236,8 +283,7 @@ class MemoryKeys:
     ) -> MemoryKeys:
         """Validate the names and build the owner's keys."""
         validate_name(agent_id, "agent id", allow_colon=False)
-        validate_name(namespace, "namespace", allow_colon=False)
-        validate_name(prefix, "key prefix", allow_colon=False)
+        validate_scope(namespace, prefix)
         owner = agent_id if user_id is None else f"{agent_id}:{validate_name(user_id, 'user id')}"
         base = f"{prefix}:{namespace}:mem:{{{owner}}}"
         return cls(base, f"{base}:stats", f"{base}:docs", f"{base}:dedup", f"{base}:recent")

@@ -9,6 +9,12 @@ call re-creates the helpers it carries.
 Scripts run by their SHA1 (``EVALSHA``); a server that does not know one
 (restarted, failed over, ``SCRIPT FLUSH``) is sent the source with ``EVAL``,
 which also caches it there. Nothing is registered per client.
+
+The same scripts make one Redis Functions library (:func:`library`, Redis 7 and
+later), which an operator loads (``redis-history load-scripts``) for users that
+may call the store's functions (``FCALL``) and run no Lua of their own: a
+tenant's ACL rule. Its name and its functions' names carry a digest of every
+script, so the libraries of two releases load side by side.
 """
 
 from __future__ import annotations
@@ -35,9 +41,11 @@ from redis_history.errors import (
 
 __all__ = [
     "ERRORS",
+    "Library",
     "Refusal",
     "Script",
     "expand_includes",
+    "library",
     "refusal",
     "script",
     "script_names",
@@ -90,12 +98,21 @@ _SOURCE_TREE = Path(__file__).resolve().parents[2] / "lua"
 
 
 class Script(NamedTuple):
-    """One operation's Lua source, its SHA1 and how many keys it takes."""
+    """One operation's Lua source, its SHA1, how many keys it takes, and the name of the
+    function that runs it in the store's functions :func:`library`."""
 
     name: str
     source: str
     sha: str
     nkeys: int
+    function: str
+
+
+class Library(NamedTuple):
+    """The store's scripts as one Redis Functions library: ``FUNCTION LOAD`` takes ``code``."""
+
+    name: str
+    code: str
 
 
 def _read(relative: str) -> str:
@@ -107,14 +124,14 @@ def _read(relative: str) -> str:
 @cache
 def _has_package_data() -> bool:
     try:
-        return resources.files("redis_history.lua").joinpath("append-4.lua").is_file()
+        return resources.files("redis_history.lua").joinpath("append-5.lua").is_file()
     except ModuleNotFoundError:
         return False
 
 
 @cache
 def _files() -> dict[str, str]:
-    """Operation name to file name, e.g. ``append`` to ``append-4.lua``."""
+    """Operation name to file name, e.g. ``append`` to ``append-5.lua``."""
     if _has_package_data():
         root = resources.files("redis_history.lua")
         names = [p.name for p in root.iterdir() if p.name.endswith(".lua")]
@@ -124,7 +141,7 @@ def _files() -> dict[str, str]:
 
 
 def script_names() -> tuple[str, ...]:
-    """The operation names, e.g. ``append`` for ``append-4.lua``."""
+    """The operation names, e.g. ``append`` for ``append-5.lua``."""
     return tuple(_files())
 
 
@@ -167,4 +184,49 @@ def script(name: str) -> Script:
     """The script for operation ``name``."""
     source = script_source(name)
     nkeys = int(_files()[name].removesuffix(".lua").rsplit("-", 1)[1])
-    return Script(name, source, hashlib.sha1(source.encode()).hexdigest(), nkeys)
+    sha = hashlib.sha1(source.encode()).hexdigest()
+    return Script(name, source, sha, nkeys, f"{_library_name()}_{name}")
+
+
+_READS = frozenset(
+    {"EXISTS", "GET", "HEXISTS", "HGET", "HGETALL", "HLEN", "HMGET", "HSTRLEN", "LINDEX"}
+    | {"LLEN", "LRANGE"}
+    | {"PTTL", "SCARD", "SINTER", "SISMEMBER", "SMEMBERS", "TYPE", "ZCARD", "ZRANGE"}
+    | {"ZREVRANGE", "ZSCORE"}
+)
+"""Commands that write nothing: a script that calls only these is a ``no-writes`` function."""
+_CALL = re.compile(r"redis\.p?call\(\s*(?:'([A-Z]+)'|\"([A-Z]+)\"|)")
+
+
+def writes(source: str) -> bool:
+    """Whether a script may write: it calls a command that writes, or one it names by a
+    variable (``push_all``'s)."""
+    return any(not (a or b) or (a or b) not in _READS for a, b in _CALL.findall(source))
+
+
+@cache
+def _library_name() -> str:
+    """``redis_history_`` and a digest of every script, so each release's library and
+    functions have names of their own."""
+    digest = hashlib.sha1()
+    for name in script_names():
+        digest.update(f"{name}\0{script_source(name)}\0".encode())
+    return f"redis_history_{digest.hexdigest()[:16]}"
+
+
+@cache
+def library() -> Library:
+    """Every script as a function of one library, ``FCALL <function> <nkeys> keys... args...``
+    running exactly what ``EVALSHA`` runs: each script's body becomes a callback whose
+    parameters are named ``KEYS`` and ``ARGV``. A script that writes nothing is flagged
+    ``no-writes`` (so it also runs on a replica, and while Redis is out of memory, as its
+    ``EVAL`` does)."""
+    name = _library_name()
+    parts = [f"#!lua name={name}\n"]
+    for operation in script_names():
+        flags = "" if writes(script_source(operation)) else ", flags = {'no-writes'}"
+        parts.append(
+            f"redis.register_function{{function_name = '{name}_{operation}'{flags},\n"
+            f"callback = function(KEYS, ARGV)\n{script_source(operation)}end}}\n"
+        )
+    return Library(name, "".join(parts))

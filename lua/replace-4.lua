@@ -9,6 +9,7 @@ conversation whose meta hash was lost.
 KEYS[1] msgs     LIST of envelopes
 KEYS[2] meta     HASH
 KEYS[3] archive  LIST (only its TTL is refreshed)
+KEYS[4] summaries HASH the HistoryManager's shared summaries (only its TTL is refreshed)
 ARGV[1] op       the operation token
 ARGV[2] ttl      ms to set as the conversation's TTL, or 0 to keep the stored one
 ARGV[3] check    1 to check role order and tool pairing, 0 to only track them
@@ -31,7 +32,7 @@ Returns the new length, or {code, index, reason} having written nothing:
 --- @include "read"
 --- @include "blobs"
 
-local msgs, meta, archive = KEYS[1], KEYS[2], KEYS[3]
+local msgs, meta, archive, shared = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local op, expect = ARGV[1], tonumber(ARGV[4])
 local total, role, open, ttl, records, exists = read_meta(meta, WRITES)
 if not total then return role end  -- read_meta's refusal
@@ -108,5 +109,5 @@ redis.call('UNLINK', msgs)
 push_all('RPUSH', msgs, values, from, from + n - 1)
 write_pieces(meta, pieces)
 rewritten(meta, records, op, n, tokens, role, open, new_ttl)
-refresh_ttl(ttl, msgs, meta, archive)
+refresh_ttl(ttl, msgs, meta, archive, shared)
 return n

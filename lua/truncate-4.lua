@@ -10,6 +10,7 @@ no entry names any more are deleted (lua/includes/blobs.lua).
 KEYS[1] msgs     LIST of envelopes
 KEYS[2] meta     HASH
 KEYS[3] archive  LIST (only its TTL is refreshed)
+KEYS[4] summaries HASH the HistoryManager's shared summaries (only its TTL is refreshed)
 ARGV[1] op       the operation token
 ARGV[2] ttl      ms to set as the conversation's TTL, or 0 to keep the stored one
 ARGV[3] n        messages to keep (>= 0)
@@ -27,7 +28,7 @@ Returns the number removed, or {code, index, reason} having written nothing:
 --- @include "blobs"
 --- @include "tally"
 
-local msgs, meta, archive = KEYS[1], KEYS[2], KEYS[3]
+local msgs, meta, archive, shared = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local op, keep, check = ARGV[1], tonumber(ARGV[3]), ARGV[4] == '1'
 local total, role, open, ttl, records, exists = read_meta(meta, WRITES)
 if not total then return role end  -- read_meta's refusal
@@ -69,5 +70,5 @@ local pieces = settle(meta, live, {}, nil, keep == 0, false)
 if keep == 0 then redis.call('UNLINK', msgs) else redis.call('LTRIM', msgs, 0, keep - 1) end
 write_pieces(meta, pieces)
 rewritten(meta, records, op, length - keep, total - gone, role, open, new_ttl)
-refresh_ttl(ttl, msgs, meta, archive)
+refresh_ttl(ttl, msgs, meta, archive, shared)
 return length - keep

@@ -12,6 +12,7 @@ baseline. The pieces of inline data no entry names any more are deleted
 KEYS[1] msgs     LIST of envelopes
 KEYS[2] meta     HASH
 KEYS[3] archive  LIST (only its TTL is refreshed)
+KEYS[4] summaries HASH the HistoryManager's shared summaries (only its TTL is refreshed)
 ARGV[1] op       the operation token (fresh per call, or from the caller's op_id)
 ARGV[2] ttl      ms to set as the conversation's TTL, or 0 to keep the stored one
 ARGV[3] check    1 to check what remains, 2 to check it but let calls at the tail reopen,
@@ -35,7 +36,7 @@ Returns the number removed, or {code, index, reason} having written nothing:
 --- @include "blobs"
 --- @include "tally"
 
-local msgs, meta, archive = KEYS[1], KEYS[2], KEYS[3]
+local msgs, meta, archive, shared = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local op, check, strict, count = ARGV[1], ARGV[3] ~= '0', ARGV[3] == '1', tonumber(ARGV[4])
 local total, role, open, ttl, records, exists = read_meta(meta, WRITES)
 if not total then return role end  -- read_meta's refusal
@@ -125,5 +126,5 @@ if from == 0 then redis.call('UNLINK', msgs) else redis.call('LTRIM', msgs, 0, f
 push_all('RPUSH', msgs, kept, 1, #kept)
 write_pieces(meta, pieces)
 rewritten(meta, records, op, count, total - gone, role, open, new_ttl)
-refresh_ttl(ttl, msgs, meta, archive)
+refresh_ttl(ttl, msgs, meta, archive, shared)
 return count

@@ -16,6 +16,7 @@ KEYS[2] meta     HASH (total, role, open, ttl, and the records of recent appends
 KEYS[3] archive  LIST (only its TTL is refreshed)
 KEYS[4] stage    what msgs is renamed to while a staged push lands (never left behind;
                  one found when staging is removed first)
+KEYS[5] summaries HASH the HistoryManager's shared summaries (only its TTL is refreshed)
 ARGV[1] op       the operation token (derived from the batch's message ids)
 ARGV[2] ttl      ms to set as the conversation's TTL, or 0 to keep the stored one
 ARGV[3] check    1 to check role order and tool pairing, 0 to only track them
@@ -40,7 +41,7 @@ conversation's inline data limit.
 --- @include "push"
 --- @include "blobs"
 
-local msgs, meta, stage = KEYS[1], KEYS[2], KEYS[4]
+local msgs, meta, stage, shared = KEYS[1], KEYS[2], KEYS[4], KEYS[5]
 local op, staged = ARGV[1], ARGV[4] == '1'
 -- A stage key outside this transaction is never ours (a crashed client's, an operator's):
 -- removed first, so that the transaction's push and rename find nothing unless approved.
@@ -85,5 +86,5 @@ if changed then
 else
   commit(meta, APPENDS, records, op, nil, new_ttl, 'role', role, 'total', total + tokens)
 end
-refresh_ttl(ttl, msgs, meta, KEYS[3])
+refresh_ttl(ttl, msgs, meta, KEYS[3], shared)
 return length

@@ -8,6 +8,7 @@ that lost its meta hash or its list is refused.
 KEYS[1] msgs     LIST (only its TTL is refreshed)
 KEYS[2] meta     HASH (field cstate = "<kind>:<value>", counters compactions, tokens_freed)
 KEYS[3] archive  LIST (only its TTL is refreshed)
+KEYS[4] summaries HASH the HistoryManager's shared summaries (only its TTL is refreshed)
 ARGV[1] op       the operation token
 ARGV[2] ttl      ms to set as the conversation's TTL, or 0 to keep the stored one
 ARGV[3] event    advance_turn | compacted | exhausted | warned
@@ -21,7 +22,7 @@ Returns the new state, or {6, -1, reason} (not allowed; nothing written) or
 --- @include "ttl"
 --- @include "lost"
 
-local msgs, meta, archive = KEYS[1], KEYS[2], KEYS[3]
+local msgs, meta, archive, shared = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local op, event, value, freed = ARGV[1], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
 local total, refusal, _, ttl, records, exists = read_meta(meta, WRITES)
 if not total then return refusal end
@@ -67,5 +68,5 @@ if event == 'compacted' then
   redis.call('HINCRBY', meta, 'compactions', 1)
   redis.call('HINCRBY', meta, 'tokens_freed', freed)
 end
-refresh_ttl(ttl, msgs, meta, archive)
+refresh_ttl(ttl, msgs, meta, archive, shared)
 return state

@@ -16,6 +16,7 @@ KEYS[1] msgs     LIST of envelopes
 KEYS[2] meta     HASH (also abytes, the archive's size, and adropped, entries capped away)
 KEYS[3] archive  LIST of replaced envelopes, oldest first
 KEYS[4] lock     STRING compaction lock
+KEYS[5] summaries HASH the HistoryManager's shared summaries (only its TTL is refreshed)
 ARGV[1] op       the operation token
 ARGV[2] ttl      ms to set as the conversation's TTL, or 0 to keep the stored one
 ARGV[3] drop     messages to drop (>= 0)
@@ -46,7 +47,7 @@ Returns the number dropped, or {code, index, reason} having written nothing:
 --- @include "lost"
 --- @include "read"
 
-local msgs, meta, archive, lock = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local msgs, meta, archive, lock, shared = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local op, drop, token = ARGV[1], tonumber(ARGV[3]), ARGV[4]
 local amax, abytes, check, expect = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7] == '1', tonumber(ARGV[8])
 local total, role, open, ttl, records, exists = read_meta(meta, WRITES)
@@ -163,5 +164,5 @@ write_pieces(meta, settle(meta, live, moved, blobs_at, false, false))
 -- (summaries, or the turns a compactor kept, tool calls and all) set it.
 if n == length then role, open = made, waiting end
 rewritten(meta, records, op, n, total - gone + tokens, role, open, new_ttl)
-refresh_ttl(ttl, msgs, meta, archive)
+refresh_ttl(ttl, msgs, meta, archive, shared)
 return n

@@ -1,16 +1,17 @@
 --[[
-append_small: append-4.lua for the most common writes, a short batch (one message, or a
+append_small: append-5.lua for the most common writes, a short batch (one message, or a
 turn of up to SMALL_BATCH in redis_history/store/_core.py) that keeps no inline data
 outside the list and is not staged: the same checks, records, TTL and replies, written
 out in one piece. Lua makes every function a script defines again at each call, and the
 caller waits for each µs Redis spends once more (benchmarks/bench_script_cost.py:
-append-4.lua's thirteen helpers cost Redis about 6 µs a call), so this defines none. The
+append-5.lua's thirteen helpers cost Redis about 6 µs a call), so this defines none. The
 rules are walk.lua's, its table of open call positions a scan of the few open ids;
 tests/test_small_append.py holds the two scripts to the same replies and writes.
 
 KEYS[1] msgs     LIST of envelopes
 KEYS[2] meta     HASH (total, role, open, ttl, and the records of recent appends)
 KEYS[3] archive  LIST (only its TTL is refreshed)
+KEYS[4] summaries HASH the HistoryManager's shared summaries (only its TTL is refreshed)
 ARGV[1] op       the operation token (derived from the batch's message ids)
 ARGV[2] ttl      ms to set as the conversation's TTL, or 0 to keep the stored one
 ARGV[3] check    1 to check role order and tool pairing, 0 to only track them
@@ -18,7 +19,7 @@ ARGV[4] tokens   the batch's token count
 ARGV[5] n        how many messages
 ARGV[6..]        their n envelopes, then their n role items (walk.lua's)
 
-Returns what append-4.lua returns for them.
+Returns what append-5.lua returns for them.
 ]]
 --- @include "codes"
 --- @include "ring"
@@ -150,5 +151,6 @@ if ttl > 0 then
   redis.call('PEXPIRE', msgs, ttl)
   redis.call('PEXPIRE', meta, ttl)
   redis.call('PEXPIRE', KEYS[3], ttl)
+  redis.call('PEXPIRE', KEYS[4], ttl)
 end
 return length
