@@ -49,7 +49,7 @@ if staged then redis.call('DEL', stage) end
 local total, role, open, ttl, records, exists = read_meta(meta, APPENDS)
 if not total then return role end  -- read_meta's refusal
 if replayed(meta, APPENDS, records, op) then return {0, redis.call('LLEN', msgs)} end
-local pieces, over = settle(meta, {}, {}, 5, false, true)
+local pieces, over = settle(meta, nil, nil, 5, false, true)
 if not pieces then return over end  -- over the inline data limits
 local tokens, n, first = read_batch(pieces.after)
 local new_ttl

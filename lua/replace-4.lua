@@ -40,7 +40,7 @@ local done = replayed(meta, WRITES, records, op)
 if done then return done end
 -- The list's pieces are counted down and the new ones up; what no entry names goes.
 local blobs_at = 5 + math.max(expect, 0)
-local pieces, over = settle(meta, {}, {}, blobs_at, true, true)
+local pieces, over = settle(meta, nil, nil, blobs_at, true, true)
 if not pieces then return over end  -- over the inline data limits
 local tokens, n, first = read_batch(pieces.after)
 local new_ttl

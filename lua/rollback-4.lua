@@ -121,7 +121,7 @@ end
 
 local live = {}
 tally(live, removed, -1)
-local pieces = settle(meta, live, {}, nil, false, false)
+local pieces = settle(meta, live, nil, nil, false, false)
 if from == 0 then redis.call('UNLINK', msgs) else redis.call('LTRIM', msgs, 0, from - 1) end
 push_all('RPUSH', msgs, kept, 1, #kept)
 write_pieces(meta, pieces)

@@ -55,7 +55,7 @@ if not total then return role end  -- read_meta's refusal
 local done = replayed(meta, WRITES, records, op)
 if done then return done end
 local blobs_at = 9 + math.max(expect, 0)
-local pieces, over = settle(meta, {}, {}, blobs_at, false, true)
+local pieces, over = settle(meta, nil, nil, blobs_at, false, true)
 if not pieces then return over end  -- over the inline data limits
 local tokens, count, first = read_batch(pieces.after)
 local new_ttl

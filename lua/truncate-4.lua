@@ -66,7 +66,7 @@ role, open = state_before(msgs, keep)
 if not role then return open end  -- a corrupt envelope
 
 -- The pieces the removed messages name are counted down (all of the list's, truncating to 0).
-local pieces = settle(meta, live, {}, nil, keep == 0, false)
+local pieces = settle(meta, live, nil, nil, keep == 0, false)
 if keep == 0 then redis.call('UNLINK', msgs) else redis.call('LTRIM', msgs, 0, keep - 1) end
 write_pieces(meta, pieces)
 rewritten(meta, records, op, length - keep, total - gone, role, open, new_ttl)

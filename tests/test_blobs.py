@@ -328,7 +328,8 @@ def test_the_accounting_is_the_data_still_named(sync_client: Any) -> None:
     history.append(Message.user("the archive's last entry names no piece"))
     assert_counted(sync_client, history)
     left = sync_client.hkeys(history.keys.meta)
-    assert not [f for f in left if f.startswith((b"blob:", b"ref:")) or f in (b"refs", b"cblobs")]
+    kept = (b"blob:", b"ref:", b"refs:", b"cblobs", b"cpieces")
+    assert not [f for f in left if f.startswith(kept)]
 
 
 def test_the_repair_of_a_lost_meta_hash_counts_the_new_list(client: redis.Redis) -> None:
@@ -454,7 +455,8 @@ def as_stored_before(client: Any, history: RedisHistory) -> None:
             old = re.sub(rb'^(\{"t":\d+,(?:"[xs]":1,)*)"b":"[0-9a-f]+",', rb"\1", envelope)
             client.lset(key, i, old)
     meta = history.keys.meta
-    client.hdel(meta, "refs", "cblobs", *(f for f in client.hkeys(meta) if f.startswith(b"ref:")))
+    counts = [f for f in client.hkeys(meta) if f.startswith((b"ref", b"cblobs", b"cpieces"))]
+    client.hdel(meta, *counts)
 
 
 def digests(*numbers: int) -> set[str]:
@@ -601,14 +603,14 @@ def test_the_blob_work_of_each_call_is_bounded_at_the_limits(real_redis: redis.R
     for start in range(0, most, per_write):
         done = work(real_redis, functools.partial(history.append_many, tiny(start, per_write)))
         new_fields = 4 * per_write  # the data and the record of each, names and values
-        assert done["hset"] <= chunks_of(new_fields) + 2  # and refs, and the write's records
+        assert done["hset"] <= chunks_of(new_fields) + 2  # the lists and sums, the records
         assert done["hmget"] <= chunks_of(per_write) + 2  # and the sums, and the meta
         assert done["hexists"] == 0  # no piece stored before pieces were counted
     before = keys_dumped(real_redis)
     with pytest.raises(LimitExceededError, match="pieces of inline data"):
         history.append_many(tiny(most, 1))
     assert keys_dumped(real_redis) == before
-    assert len(real_redis.hget(history.keys.meta, "refs") or b"") == 32 * most
+    assert real_redis.hget(history.keys.meta, "cpieces") == str(most).encode()
 
     fork = history.fork("conv-many-fork", at=history.tail(1)[0].id)  # its records staged
     assert stored_pieces(real_redis, fork) == stored_pieces(real_redis, history)

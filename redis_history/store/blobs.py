@@ -11,9 +11,11 @@ and import for free.
 **Counted.** An envelope also names its pieces in its head, ``"b":"<digest><digest>..."``
 (:func:`head_names`), so the scripts count, without decoding a message, how many entries of
 the list and of the archive name each piece: the meta field ``ref:<digest>`` holds
-``<live>,<archived>,<bytes>``, ``refs`` the digests of the counted pieces, and ``blobs``
-the bytes of every piece, which :data:`~redis_history.limits.MAX_CONVERSATION_BLOB_BYTES`
-and :data:`~redis_history.limits.MAX_CONVERSATION_BLOBS` bound. A rewrite that drops the
+``<live>,<archived>,<bytes>``, ``refs:<xy>`` the digests of the counted pieces that start
+with ``xy`` (so that a new piece rewrites a 256th of the list of them), ``blobs`` the bytes
+of every piece, which :data:`~redis_history.limits.MAX_CONVERSATION_BLOB_BYTES` bounds,
+and ``cblobs`` and ``cpieces`` the bytes and number of the counted ones, which
+:data:`~redis_history.limits.MAX_CONVERSATION_BLOBS` bounds. A rewrite that drops the
 last entry naming a piece (a splice's archive cap, a truncate, a rollback, a replace)
 deletes the piece in the same script. A piece stored before pieces were counted has no
 record: it is pinned, kept and counted until the conversation is deleted, since the
@@ -42,8 +44,9 @@ from redis_history.models import Message
 
 __all__ = [
     "COUNTED",
-    "DIRECTORY",
     "FIELD",
+    "LISTS",
+    "PIECES",
     "READ_ATTEMPTS",
     "RECORD",
     "BlobMissingError",
@@ -64,11 +67,14 @@ FIELD = "blob:"
 RECORD = "ref:"
 """The meta hash field of a piece's count record (``<live>,<archived>,<bytes>``) is this and
 its digest."""
-DIRECTORY = "refs"
-"""The meta hash field listing the counted pieces: their digests, 32 hex digits each."""
+LISTS = "refs:"
+"""The meta hash field listing the counted pieces whose digests start with two hex digits
+is this and those digits; it holds their digests, 32 hex digits each."""
 COUNTED = "cblobs"
 """The meta hash field counting the bytes of the counted pieces (``blobs`` counts them all:
 it is over this by the pinned pieces' bytes)."""
+PIECES = "cpieces"
+"""The meta hash field counting the counted pieces."""
 READ_ATTEMPTS = 3
 """How many times a read is made when a piece its entries name was deleted meanwhile."""
 _MARKER = b"\x00redis-history blob "
@@ -198,10 +204,10 @@ def head_names(envelope: bytes | str) -> list[str]:
 def records(
     live: Iterable[bytes], archive: Iterable[bytes], sizes: Mapping[str, int], pinned: set[str]
 ) -> dict[str, str]:
-    """The count records, directory and counted bytes of a conversation copied whole (an
-    import, a fork) whose entries are ``live`` and ``archive``: a record for each piece
-    their heads name, unless ``pinned`` (named by an entry without a head: kept
-    uncounted), of ``sizes`` bytes.
+    """The count records, lists and sums of a conversation copied whole (an import, a fork)
+    whose entries are ``live`` and ``archive``: a record for each piece their heads name,
+    unless ``pinned`` (named by an entry without a head: kept uncounted), of ``sizes``
+    bytes.
 
     Raises:
         LimitExceededError: more than ``MAX_CONVERSATION_BLOBS`` pieces counted.
@@ -214,9 +220,11 @@ def records(
                     counts.setdefault(name, [0, 0])[which] += 1
     limits.limited(len(counts), limits.MAX_CONVERSATION_BLOBS, "pieces of inline data counted")
     out = {RECORD + name: f"{n[0]},{n[1]},{sizes[name]}" for name, n in counts.items()}
+    for name in sorted(counts):
+        out[LISTS + name[:2]] = out.get(LISTS + name[:2], "") + name
     if counts:
-        out[DIRECTORY] = "".join(counts)
         out[COUNTED] = str(sum(sizes[name] for name in counts))
+        out[PIECES] = str(len(counts))
     return out
 
 
