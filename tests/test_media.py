@@ -3,6 +3,7 @@ writes, the typed error for anything else, and image prices against the provider
 
 from __future__ import annotations
 
+import base64
 import io
 import math
 import re
@@ -611,3 +612,13 @@ def test_a_part_built_without_validation_is_not_sent_as_what_it_is_not() -> None
     for fmt in wire:
         with pytest.raises(InvalidMediaError, match="'image/jpeg', but its data is image/png"):
             formats.render([message], fmt)
+
+
+def test_a_request_part_whose_bytes_contradict_its_type_is_the_typed_error() -> None:
+    """Parsing a request (Anthropic's base64 source, a Responses file) with PNG bytes given as
+    JPEG is an ``InvalidMediaError`` (an ``InvalidMessageError``), not a part."""
+    png = base64.b64encode(encoded((4, 3), "PNG")).decode()
+    block = {"type": "image", "source": {"type": "base64", "media_type": "image/jpeg", "data": png}}
+    with pytest.raises(InvalidMediaError, match="but its data is image/png") as refused:
+        formats.from_anthropic_part(block)
+    assert refused.value.media_type == "image/png"
