@@ -21,8 +21,8 @@ ARGV[1] op       the operation token (derived from the batch's message ids)
 ARGV[2] ttl      ms to set as the conversation's TTL, or 0 to keep the stored one
 ARGV[3] check    1 to check role order and tool pairing, 0 to only track them
 ARGV[4] staged   1 when the envelopes are pushed by the transaction's next command
-ARGV[5..] blobs  k, then k pairs of digest and data: the batch's inline data kept outside
-                 the list (see read_blobs)
+ARGV[5..] blobs  k, then k triples of digest, the batch's messages naming it, and data:
+                 the batch's inline data kept outside the list (see lua/includes/blobs.lua)
 ARGV[...] batch  tokens, n, n envelopes unless staged, n role items (see read_batch)
 
 Returns the list's length after the batch; {0, length} when the op was applied before
@@ -49,9 +49,9 @@ if staged then redis.call('DEL', stage) end
 local total, role, open, ttl, records, exists = read_meta(meta, APPENDS)
 if not total then return role end  -- read_meta's refusal
 if replayed(meta, APPENDS, records, op) then return {0, redis.call('LLEN', msgs)} end
-local blobs, added, at = read_blobs(meta, 5)
-if not blobs then return added end  -- over the inline data limit
-local tokens, n, first = read_batch(at)
+local pieces, over = settle(meta, nil, nil, 5, false, true)
+if not pieces then return over end  -- over the inline data limits
+local tokens, n, first = read_batch(pieces.after)
 local new_ttl
 ttl, new_ttl = effective_ttl(ttl, tonumber(ARGV[2]))
 
@@ -80,7 +80,7 @@ else
   length = push_all(total > 0 and 'RPUSHX' or 'RPUSH', msgs, ARGV, first, first + n - 1) or 0
   if length == 0 then return keys_lost(exists, total, 0) end
 end
-write_blobs(meta, 5, blobs, added)
+write_pieces(meta, pieces)
 if changed then
   commit(meta, APPENDS, records, op, nil, new_ttl, 'role', role, 'total', total + tokens, 'open', encode_open(open))
 else

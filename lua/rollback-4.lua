@@ -6,7 +6,8 @@ not among the last MAX_ROLLBACK messages (or within MAX_READ_BYTES of the tail),
 when checking, when what remains would break role order or tool pairing: a result left
 without its call, a call unanswered before the next message, or (unless the caller
 reopens calls) an answered call left at the tail without its result. Resets the token
-baseline.
+baseline. The pieces of inline data no entry names any more are deleted
+(lua/includes/blobs.lua).
 
 KEYS[1] msgs     LIST of envelopes
 KEYS[2] meta     HASH
@@ -32,6 +33,8 @@ Returns the number removed, or {code, index, reason} having written nothing:
 --- @include "parted"
 --- @include "lost"
 --- @include "read"
+--- @include "blobs"
+--- @include "tally"
 
 local msgs, meta, archive, shared = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local op, check, strict, count = ARGV[1], ARGV[3] ~= '0', ARGV[3] == '1', tonumber(ARGV[4])
@@ -84,13 +87,14 @@ end
 -- From the first removed message on: what goes, and what stays and must still follow the rules.
 role, open = state_before(msgs, from)
 if not role then return open end  -- a corrupt envelope
-local kept, items, gone = {}, {}, 0
+local kept, items, gone, removed = {}, {}, 0, {}
 for i = from, length - 1 do
   local envelope = at[i]
   local t = tonumber(string.match(envelope, '^{"t":(%d+),'))
   if not t then return {CORRUPT, i, 'stored envelope has no token count'} end
   if wanted[envelope_id(envelope)] then
     gone = gone + t
+    removed[#removed + 1] = envelope
   else
     local message = message_of(envelope)
     if not message then return {CORRUPT, i, 'stored envelope is not a message'} end
@@ -115,8 +119,12 @@ if parted then
   return {STALE, -1, 'removing these messages would part tool call ' .. parted .. ' from its result'}
 end
 
+local live = {}
+tally(live, removed, -1)
+local pieces = settle(meta, live, nil, nil, false, false)
 if from == 0 then redis.call('UNLINK', msgs) else redis.call('LTRIM', msgs, 0, from - 1) end
 push_all('RPUSH', msgs, kept, 1, #kept)
+write_pieces(meta, pieces)
 rewritten(meta, records, op, count, total - gone, role, open, new_ttl)
 refresh_ttl(ttl, msgs, meta, archive, shared)
 return count
