@@ -22,8 +22,8 @@ ARGV[2] ttl      ms to set as the conversation's TTL, or 0 to keep the stored on
 ARGV[3] check    1 to check role order and tool pairing, 0 to only track them
 ARGV[4] staged   1 when the envelopes are pushed by the transaction's next command
 ARGV[5] span     n, the batch's size, as 2 bytes (big-endian): its record's span (ring.lua)
-ARGV[6..] blobs  k, then k pairs of digest and data: the batch's inline data kept outside
-                 the list (see read_blobs)
+ARGV[6..] blobs  k, then k triples of digest, the batch's messages naming it, and data:
+                 the batch's inline data kept outside the list (see lua/includes/blobs.lua)
 ARGV[...] batch  tokens, n, n envelopes unless staged, n role items (see read_batch)
 
 Returns the list's length after the batch; {0, length} when the op was applied before
@@ -55,9 +55,9 @@ if done then
   if done < 0 then return {STALE, -1, PARTLY_REMOVED} end
   return {0, redis.call('LLEN', msgs)}
 end
-local blobs, added, at = read_blobs(meta, 6)
-if not blobs then return added end  -- over the inline data limit
-local tokens, n, first = read_batch(at)
+local pieces, over = settle(meta, nil, nil, 6, false, true)
+if not pieces then return over end  -- over the inline data limits
+local tokens, n, first = read_batch(pieces.after)
 local new_ttl
 ttl, new_ttl = effective_ttl(ttl, tonumber(ARGV[2]))
 
@@ -86,7 +86,7 @@ else
   length = push_all(total > 0 and 'RPUSHX' or 'RPUSH', msgs, ARGV, first, first + n - 1) or 0
   if length == 0 then return keys_lost(exists, total, 0) end
 end
-write_blobs(meta, 6, blobs, added)
+write_pieces(meta, pieces)
 if changed then
   commit(meta, APPENDS, records, op, ARGV[5], new_ttl, 'role', role, 'total', total + tokens, 'open', encode_open(open))
 else

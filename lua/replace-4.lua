@@ -16,7 +16,8 @@ ARGV[2] ttl      ms to set as the conversation's TTL, or 0 to keep the stored on
 ARGV[3] check    1 to check role order and tool pairing, 0 to only track them
 ARGV[4] expect   how many expected ids follow, or -1 for no fence
 ARGV[5..] ids    the ids (JSON-escaped) the list must hold, in order
-ARGV[...] blobs  k, then k pairs of digest and data (see read_blobs)
+ARGV[...] blobs  k, then k triples of digest, the messages naming it, and data (see
+                 lua/includes/blobs.lua)
 ARGV[...] batch  tokens, n, n envelopes, n role items (see read_batch)
 
 Returns the new length, or {code, index, reason} having written nothing:
@@ -39,10 +40,11 @@ local total, role, open, ttl, records, exists = read_meta(meta, WRITES)
 if not total then return role end  -- read_meta's refusal
 local done = replayed(meta, WRITES, records, op)
 if done then return done end
+-- The list's pieces are counted down and the new ones up; what no entry names goes.
 local blobs_at = 5 + math.max(expect, 0)
-local blobs, added, at = read_blobs(meta, blobs_at)
-if not blobs then return added end  -- over the inline data limit
-local tokens, n, first = read_batch(at)
+local pieces, over = settle(meta, nil, nil, blobs_at, true, true)
+if not pieces then return over end  -- over the inline data limits
+local tokens, n, first = read_batch(pieces.after)
 local new_ttl
 ttl, new_ttl = effective_ttl(ttl, tonumber(ARGV[2]))
 
@@ -105,10 +107,10 @@ if kept then
   end
 end
 
-untrack_spans(meta, length, math.huge)  -- every append made before stays applied
+local appends = untrack_spans(meta, length, math.huge)  -- every append made before stays applied
 redis.call('UNLINK', msgs)
 push_all('RPUSH', msgs, values, from, from + n - 1)
-write_blobs(meta, blobs_at, blobs, added)
-rewritten(meta, records, op, n, tokens, role, open, new_ttl)
+write_pieces(meta, pieces)
+rewritten(meta, records, op, n, tokens, role, open, new_ttl, appends)
 refresh_ttl(ttl, msgs, meta, archive, shared)
 return n

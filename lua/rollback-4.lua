@@ -6,8 +6,9 @@ not among the last MAX_ROLLBACK messages (or within MAX_READ_BYTES of the tail),
 when checking, when what remains would break role order or tool pairing: a result left
 without its call, a call unanswered before the next message, or (unless the caller
 reopens calls) an answered call left at the tail without its result. Resets the token
-baseline. A recent append whose messages it removes, all of them, may be appended again;
-one it removes part of is refused if appended again (spans_cut.lua).
+baseline. The pieces of inline data no entry names any more are deleted
+(lua/includes/blobs.lua). A recent append whose messages it removes, all of them, may be
+appended again; one it removes part of is refused if appended again (spans_cut.lua).
 
 KEYS[1] msgs     LIST of envelopes
 KEYS[2] meta     HASH
@@ -33,6 +34,8 @@ Returns the number removed, or {code, index, reason} having written nothing:
 --- @include "parted"
 --- @include "lost"
 --- @include "read"
+--- @include "blobs"
+--- @include "tally"
 --- @include "spans_cut"
 
 local msgs, meta, archive, shared = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
@@ -86,13 +89,14 @@ end
 -- From the first removed message on: what goes, and what stays and must still follow the rules.
 role, open = state_before(msgs, from)
 if not role then return open end  -- a corrupt envelope
-local kept, items, gone, removed = {}, {}, 0, {}
+local kept, items, gone, removed, at_removed = {}, {}, 0, {}, {}
 for i = from, length - 1 do
   local envelope = at[i]
   local t = tonumber(string.match(envelope, '^{"t":(%d+),'))
   if not t then return {CORRUPT, i, 'stored envelope has no token count'} end
   if wanted[envelope_id(envelope)] then
-    gone, removed[#removed + 1] = gone + t, i
+    gone, at_removed[#at_removed + 1] = gone + t, i
+    removed[#removed + 1] = envelope
   else
     local message = message_of(envelope)
     if not message then return {CORRUPT, i, 'stored envelope is not a message'} end
@@ -117,15 +121,19 @@ if parted then
   return {STALE, -1, 'removing these messages would part tool call ' .. parted .. ' from its result'}
 end
 
+local live = {}
+tally(live, removed, -1)
+local pieces = settle(meta, live, nil, nil, false, false)
 -- The appends it removed all of are new again; those it removed part of, cut.
-local last = #removed
-cut_spans(meta, length, from, function(start)
+local last = #at_removed
+local appends = cut_spans(meta, length, from, function(start)
   local k = 0
-  while last > 0 and removed[last] >= start do k, last = k + 1, last - 1 end
+  while last > 0 and at_removed[last] >= start do k, last = k + 1, last - 1 end
   return k
 end)
 if from == 0 then redis.call('UNLINK', msgs) else redis.call('LTRIM', msgs, 0, from - 1) end
 push_all('RPUSH', msgs, kept, 1, #kept)
-rewritten(meta, records, op, count, total - gone, role, open, new_ttl)
+write_pieces(meta, pieces)
+rewritten(meta, records, op, count, total - gone, role, open, new_ttl, appends)
 refresh_ttl(ttl, msgs, meta, archive, shared)
 return count

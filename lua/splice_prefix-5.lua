@@ -27,8 +27,8 @@ ARGV[6] abytes   the archive's cap in bytes, or 0 for none
 ARGV[7] check    1 to refuse a result that parts a tool call from its result, 0 not to
 ARGV[8] expect   how many ids follow (= drop), or -1 for no fence
 ARGV[9..] ids    with expect: the ids (JSON-escaped) the caller summarized, oldest first
-ARGV[...] blobs  k, then k pairs of digest and data: what the new messages keep outside
-                 the list (see read_blobs)
+ARGV[...] blobs  k, then k triples of digest, the new messages naming it, and data: what
+                 they keep outside the list (see lua/includes/blobs.lua)
 ARGV[...] batch  the summaries: tokens, n, n envelopes, n role items (see read_batch)
 
 Returns the number dropped, or {code, index, reason} having written nothing:
@@ -43,6 +43,7 @@ Returns the number dropped, or {code, index, reason} having written nothing:
 --- @include "ids"
 --- @include "message"
 --- @include "blobs"
+--- @include "tally"
 --- @include "parted"
 --- @include "lost"
 --- @include "read"
@@ -56,9 +57,9 @@ if not total then return role end  -- read_meta's refusal
 local done = replayed(meta, WRITES, records, op)
 if done then return done end
 local blobs_at = 9 + math.max(expect, 0)
-local blobs, added, at = read_blobs(meta, blobs_at)
-if not blobs then return added end  -- over the inline data limit
-local tokens, count, first = read_batch(at)
+local pieces, over = settle(meta, nil, nil, blobs_at, false, true)
+if not pieces then return over end  -- over the inline data limits
+local tokens, count, first = read_batch(pieces.after)
 local new_ttl
 ttl, new_ttl = effective_ttl(ttl, tonumber(ARGV[2]))
 if token ~= '' and redis.call('GET', lock) ~= token then
@@ -136,28 +137,35 @@ end
 
 local archived = push_all('RPUSH', archive, dropped, 1, #dropped)
 for _, envelope in ipairs(dropped) do stored = stored + #envelope end
+-- The pieces the prefix names move from the list's counts to the archive's; those of the
+-- entries capped away are counted down.
+local live, moved = {}, {}
+tally(live, dropped, -1)
+tally(moved, dropped, 1)
 local popped, freed = 0, 0
 while archived > 0 and ((amax > 0 and archived > amax) or (abytes > 0 and stored > abytes))
     and popped < MAX_REWRITE and freed <= MAX_READ_BYTES do
   local k = amax > 0 and archived > amax and archived - amax or 1
   k = math.min(k, MAX_REWRITE - popped, math.max(1, math.floor((MAX_READ_BYTES - freed) / MAX_ENTRY_BYTES)))
-  for _, envelope in ipairs(redis.call('LPOP', archive, k)) do
+  local out = redis.call('LPOP', archive, k)
+  for _, envelope in ipairs(out) do
     stored, freed = stored - #envelope, freed + #envelope
   end
+  tally(moved, out, -1)
   archived, capped, popped = archived - k, capped + k, popped + k
 end
 redis.call('HSET', meta, 'abytes', stored, 'adropped', capped)
 
-untrack_spans(meta, length, n)  -- an append compacted away stays applied
+local appends = untrack_spans(meta, length, n)  -- an append compacted away stays applied
 redis.call('LTRIM', msgs, n, -1)
 local reversed = {}
 for i = first + count - 1, first, -1 do reversed[#reversed + 1] = ARGV[i] end
 push_all('LPUSH', msgs, reversed, 1, #reversed)
-write_blobs(meta, blobs_at, blobs, added)
+write_pieces(meta, settle(meta, live, moved, blobs_at, false, false))
 
 -- What is left after the prefix keeps the turn state; only when nothing is do the new messages
 -- (summaries, or the turns a compactor kept, tool calls and all) set it.
 if n == length then role, open = made, waiting end
-rewritten(meta, records, op, n, total - gone + tokens, role, open, new_ttl)
+rewritten(meta, records, op, n, total - gone + tokens, role, open, new_ttl, appends)
 refresh_ttl(ttl, msgs, meta, archive, shared)
 return n

@@ -19,7 +19,7 @@ or expired).
 local key, ttl, from = KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2])
 local length
 if from < 0 then
-  redis.call('HSET', key, unpack(ARGV, 3))
+  push_all('HSET', key, ARGV, 3, #ARGV)  -- field and value pairs, in chunks
   length = redis.call('HLEN', key)
 else
   length = redis.call('LLEN', key)

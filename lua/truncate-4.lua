@@ -4,9 +4,10 @@ position is the caller's). The role and tool-pairing state is rebuilt from the
 new tail; the token baseline is reset. A no-op, baseline included, when n >= length.
 Refused when checking and the cut would part a tool call from its result (the first
 message removed is a tool result), or when it would remove more than MAX_REWRITE
-messages or MAX_READ_BYTES of them (truncating to 0 reads none). A recent append whose
-messages it removes, all of them, may be appended again; one it cuts is refused if appended
-again (spans_cut.lua).
+messages or MAX_READ_BYTES of them (truncating to 0 reads none). The pieces of inline data
+no entry names any more are deleted (lua/includes/blobs.lua). A recent append whose messages
+it removes, all of them, may be appended again; one it cuts is refused if appended again
+(spans_cut.lua).
 
 KEYS[1] msgs     LIST of envelopes
 KEYS[2] meta     HASH
@@ -26,6 +27,8 @@ Returns the number removed, or {code, index, reason} having written nothing:
 --- @include "turns"
 --- @include "lost"
 --- @include "read"
+--- @include "blobs"
+--- @include "tally"
 --- @include "spans_cut"
 
 local msgs, meta, archive, shared = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
@@ -41,7 +44,7 @@ local lost = keys_lost(exists, total, length)
 if lost then return lost end
 if keep >= length then return 0 end
 
-local gone = total
+local gone, live = total, {}
 if keep > 0 then
   if length - keep > MAX_REWRITE then
     return {LIMIT, keep, 'truncating to ' .. keep .. ' would remove ' .. (length - keep) .. ' messages; the limit is ' .. MAX_REWRITE}
@@ -53,6 +56,7 @@ if keep > 0 then
   local bad
   gone, bad = sum_tokens(removed)
   if not gone then return {CORRUPT, keep + bad, 'stored envelope has no token count'} end
+  tally(live, removed, -1)
   if check then
     local first = message_of(removed[1])
     if not first then return {CORRUPT, keep, 'stored envelope is not a message'} end
@@ -64,8 +68,11 @@ end
 role, open = state_before(msgs, keep)
 if not role then return open end  -- a corrupt envelope
 
-cut_spans(meta, length, keep, function(start, stop) return stop - math.max(start, keep) end)
+-- The pieces the removed messages name are counted down (all of the list's, truncating to 0).
+local pieces = settle(meta, live, nil, nil, keep == 0, false)
+local appends = cut_spans(meta, length, keep, function(start, stop) return stop - math.max(start, keep) end)
 if keep == 0 then redis.call('UNLINK', msgs) else redis.call('LTRIM', msgs, 0, keep - 1) end
-rewritten(meta, records, op, length - keep, total - gone, role, open, new_ttl)
+write_pieces(meta, pieces)
+rewritten(meta, records, op, length - keep, total - gone, role, open, new_ttl, appends)
 refresh_ttl(ttl, msgs, meta, archive, shared)
 return length - keep

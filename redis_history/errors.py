@@ -109,14 +109,17 @@ class MessageTooLargeError(InvalidMessageError):
 
 class InvalidMediaError(InvalidMessageError):
     """Media bytes (an image's header, a document's signature) that are not a format
-    redis-history reads, or that are truncated or malformed; the message says what is wrong.
+    redis-history reads, that are truncated or malformed, or whose signature contradicts
+    the media type given with them; the message says what is wrong.
 
     ``media_type`` is the type the bytes were taken for (``"image/jpeg"``), ``None`` when
     their first bytes match no known format.
     """
 
-    def __init__(self, message: str, *, media_type: str | None = None) -> None:
-        super().__init__(message)
+    def __init__(
+        self, message: str, *, media_type: str | None = None, index: int | None = None
+    ) -> None:
+        super().__init__(message, index=index)
         self.media_type = media_type
 
 

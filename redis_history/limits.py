@@ -23,6 +23,7 @@ __all__ = [
     "MAX_BATCH_BYTES",
     "MAX_BATCH_MESSAGES",
     "MAX_BLOB_BYTES",
+    "MAX_CONVERSATION_BLOBS",
     "MAX_CONVERSATION_BLOB_BYTES",
     "MAX_MESSAGE_BYTES",
     "MAX_OP_ID_LENGTH",
@@ -38,6 +39,7 @@ __all__ = [
     "MAX_TOKENS",
     "MAX_TOOL_CALLS",
     "MAX_TTL_SECONDS",
+    "MAX_WRITE_BLOBS",
     "MAX_WRITE_BLOB_BYTES",
     "count",
     "limited",
@@ -72,9 +74,21 @@ counted once), and one read fetches: 20 MiB, one part at its largest. Such a scr
 Redis copies them again into the hash, on fresh pages each)."""
 
 MAX_CONVERSATION_BLOB_BYTES = 128 << 20
-"""The most inline data one conversation keeps outside its list, each distinct piece once
-(read back ``MAX_WRITE_BLOB_BYTES`` a call); a write past it is refused by the script with
-``LimitExceededError``."""
+"""The most inline data one conversation keeps outside its list, each distinct piece still
+named by an entry of the list or the archive once (read back ``MAX_WRITE_BLOB_BYTES`` a
+call); a write past it is refused by the script with ``LimitExceededError``."""
+
+MAX_WRITE_BLOBS = 2_048
+"""The most distinct pieces of such data one write sends (10 KiB each on average at
+``MAX_WRITE_BLOB_BYTES``): a script stores and counts each, about 9 µs of the server's CPU
+apiece here."""
+
+MAX_CONVERSATION_BLOBS = 4_096
+"""The most distinct pieces of that data one conversation counts (32 KiB each on average at
+``MAX_CONVERSATION_BLOB_BYTES``): a rewrite that drops the whole list (``replace``,
+``truncate(0)``) reads every count, and a splice may move or drop them all, about 4-6 µs of
+the server's CPU apiece here, so this bounds their work; a write past it is refused by the
+script with ``LimitExceededError``."""
 
 MAX_TOOL_CALLS = 1_024
 """The most tool calls one assistant message may request."""

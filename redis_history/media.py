@@ -74,7 +74,9 @@ __all__ = [
     "MAX_JPEG_MARKERS",
     "OPENAI_PATCH_MODELS",
     "OPENAI_TILE_MODELS",
+    "SIGNED_TYPES",
     "anthropic_image_tokens",
+    "contradicted",
     "image_size",
     "media_type_of",
     "openai_image_tokens",
@@ -82,6 +84,23 @@ __all__ = [
 
 IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
 """The image types :func:`image_size` reads: the ones both providers accept."""
+
+SIGNED_TYPES = (*IMAGE_TYPES, "application/pdf", "audio/wav", "audio/mpeg")
+"""The media types :func:`media_type_of` tells from a signature."""
+
+_ALIASES = {
+    "image/jpg": "image/jpeg",
+    "image/pjpeg": "image/jpeg",
+    "image/x-png": "image/png",
+    "application/x-pdf": "application/pdf",
+    "audio/x-wav": "audio/wav",
+    "audio/wave": "audio/wav",
+    "audio/vnd.wave": "audio/wav",
+    "audio/mp3": "audio/mpeg",
+    "audio/mpeg3": "audio/mpeg",
+    "audio/x-mpeg-3": "audio/mpeg",
+}
+"""Names in use for the signed types, which name no other."""
 
 MAX_JPEG_MARKERS = 65_536
 """The most markers a JPEG walk reads before its frame header. Real files have tens (a
@@ -157,6 +176,24 @@ def media_type_of(data: bytes | bytearray | memoryview) -> str | None:
     if head.startswith(b"ID3") or _mp3_frame(head):
         return "audio/mpeg"
     return None
+
+
+def contradicted(media_type: str, data: bytes | bytearray | memoryview) -> str | None:
+    """The type ``data``'s signature announces when it contradicts ``media_type``, else
+    ``None``.
+
+    ``media_type`` contradicts it when it names one of :data:`SIGNED_TYPES` (in any case,
+    or by a name in use for one, such as ``image/jpg``) and the signature is another's: PNG
+    bytes given as ``image/jpeg``, or as ``audio/wav``. A type the signatures do not tell
+    (``application/octet-stream``, ``text/plain``, ``image/apng``), and data whose first
+    bytes match no signature, contradict nothing. Reads 16 bytes.
+    """
+    declared = media_type.lower()
+    declared = _ALIASES.get(declared, declared)
+    if declared not in SIGNED_TYPES:
+        return None
+    actual = media_type_of(data)
+    return actual if actual is not None and actual != declared else None
 
 
 def _mp3_frame(head: bytes) -> bool:

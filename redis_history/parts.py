@@ -11,6 +11,14 @@ naming the part it cannot carry.
 Inline bytes are ``bytes`` in Python and base64 in JSON. ``data:`` URLs are taken apart
 into inline bytes and their media type when parsed, so an image sent inline prices and
 stores the same however it came.
+
+A media type its bytes' signature contradicts (PNG bytes given as ``image/jpeg``:
+:func:`~redis_history.media.contradicted`) is refused when the part is built, with
+pydantic's ``ValidationError`` (a ``ValueError``) whose error is an
+:class:`~redis_history.errors.InvalidMediaError`, and by every write of the store, for a
+part that skipped validation. Read back from the store (or an export), a part stored
+before this check takes the type its bytes announce, so it reads, renders and is written
+back as what it is.
 """
 
 from __future__ import annotations
@@ -34,7 +42,8 @@ from pydantic import (
     model_validator,
 )
 
-from redis_history.errors import InvalidMessageError, UnsupportedPartError
+from redis_history.errors import InvalidMediaError, InvalidMessageError, UnsupportedPartError
+from redis_history.media import contradicted
 
 __all__ = [
     "PART_TYPES",
@@ -50,6 +59,7 @@ __all__ = [
     "from_data_url",
     "from_openai_chat",
     "inline",
+    "mislabeled",
     "stand_in",
     "stored_data",
     "to_openai_chat",
@@ -106,20 +116,60 @@ class BlobsWanted(Exception):
 
 _BLOBS: ContextVar[Mapping[str, bytes] | None] = ContextVar("blobs", default=None)
 _WANTED: ContextVar[set[str] | None] = ContextVar("wanted", default=None)
+_STORED: ContextVar[bool] = ContextVar("stored", default=False)
+
+
+@contextmanager
+def stored_reads() -> Iterator[None]:
+    """Within it, parts are read from what the store wrote (an envelope, an export's line):
+    a media type its data's signature contradicts, stored before that was refused, is
+    replaced by the one the data announces instead of refused."""
+    token = _STORED.set(True)
+    try:
+        yield
+    finally:
+        _STORED.reset(token)
 
 
 @contextmanager
 def blob_data(blobs: Mapping[str, bytes] | None) -> Iterator[set[str]]:
     """Within it, parts read with a ``blob`` get their data from ``blobs``; with ``None``,
-    their digests are collected into the set it yields (their data left unset)."""
+    their digests are collected into the set it yields (their data left unset). Parts are
+    read as the store's (:func:`stored_reads`)."""
     token = _BLOBS.set(blobs)
     wanted: set[str] = set()
     collecting = _WANTED.set(wanted)
+    stored = _STORED.set(True)
     try:
         yield wanted
     finally:
+        _STORED.reset(stored)
         _WANTED.reset(collecting)
         _BLOBS.reset(token)
+
+
+def mislabeled(part: Any) -> str | None:
+    """What is wrong with ``part``'s media type, or ``None``: its inline data's signature
+    announces another type (:func:`~redis_history.media.contradicted`)."""
+    data = getattr(part, "data", None)
+    media_type = getattr(part, "media_type", None)
+    if not data or media_type is None or (actual := contradicted(media_type, data)) is None:
+        return None
+    return f"{type(part).__name__}'s media type is {media_type!r}, but its data is {actual}"
+
+
+def _checked_type(part: Any) -> Any:
+    """``part``, or a copy with the media type its data announces when read from the store;
+    ``InvalidMediaError`` for a contradicted type otherwise."""
+    if (wrong := mislabeled(part)) is None:
+        return part
+    actual = contradicted(part.media_type, part.data)
+    if not _STORED.get():
+        raise InvalidMediaError(wrong, media_type=actual)
+    if isinstance(part, AudioPart):
+        formats = {"audio/wav": "wav", "audio/mpeg": "mp3"}
+        return part.model_copy(update={"format": formats[actual]}) if actual in formats else part
+    return part.model_copy(update={"media_type": actual})
 
 
 def blobs_at_hand() -> bool:
@@ -145,7 +195,7 @@ def stored_data(part: Any) -> Any:
     data = blobs.get(digest)
     if data is None:
         raise ValueError(f"the data of blob {digest} is missing")
-    return part.model_copy(update={"data": data, "blob": None})
+    return _checked_type(part.model_copy(update={"data": data, "blob": None}))
 
 
 class _Source(_Part):
@@ -184,7 +234,7 @@ class _Source(_Part):
             raise ValueError(f"{type(self).__name__} needs exactly one of {self._names()}")
         if self.data is not None and self.media_type is None:
             raise ValueError(f"{type(self).__name__} with inline data needs a media_type")
-        return self
+        return cast(Self, _checked_type(self))
 
     @classmethod
     def _names(cls) -> str:
@@ -230,7 +280,7 @@ class AudioPart(_Part):
             return cast(Self, stored_data(self))
         if not self.data:
             raise ValueError("AudioPart needs its data")
-        return self
+        return cast(Self, _checked_type(self))
 
     @property
     def media_type(self) -> str:
@@ -321,12 +371,14 @@ def to_openai_chat(part: ContentPart) -> dict[str, Any]:
             image["detail"] = part.detail
         return {"type": "image_url", "image_url": image}
     if isinstance(part, AudioPart):
+        if (wrong := mislabeled(part)) is not None:
+            raise InvalidMediaError(wrong, media_type=contradicted(part.media_type, part.data))
         audio = base64.b64encode(part.data).decode()
         return {"type": "input_audio", "input_audio": {"data": audio, "format": part.format}}
     file: dict[str, Any] = {}
     if part.file_id is not None:
         file["file_id"] = part.file_id
-    elif part.data is not None:
+    elif part.data is not None or part.blob is not None:  # a blob: a read's first pass
         file["file_data"] = _inline_url(part)
     else:
         raise UnsupportedPartError(
@@ -347,9 +399,17 @@ def _inline_url(part: ImagePart | FilePart) -> str:
 
 
 def inline(part: ImagePart | FilePart) -> tuple[bytes, str]:
-    """The inline bytes of ``part`` and their media type (a part with ``data`` has both)."""
+    """The inline bytes of ``part`` and their media type (a part with ``data`` has both), as
+    every wire format sends them.
+
+    Raises:
+        InvalidMediaError: the data's signature contradicts the media type (a part made
+            without validation: ``model_construct``, ``model_copy(update=...)``).
+    """
     assert part.data is not None
     assert part.media_type is not None
+    if (wrong := mislabeled(part)) is not None:
+        raise InvalidMediaError(wrong, media_type=contradicted(part.media_type, part.data))
     return part.data, part.media_type
 
 

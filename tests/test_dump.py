@@ -840,3 +840,9 @@ def test_a_conversation_with_more_inline_data_than_one_write_imports(
         import_conversation(Target(real_redis, "v"), data.splitlines())
     assert refused.value.line == 2 + 4
     assert keyspace(real_redis) == before
+    monkeypatch.undo()
+    monkeypatch.setattr(dumps, "MAX_CONVERSATION_BLOBS", 2)  # and past its pieces' limit
+    with pytest.raises(DumpError, match="MAX_CONVERSATION_BLOBS") as refused:
+        import_conversation(Target(real_redis, "v"), data.splitlines())
+    assert refused.value.line == 2 + 4
+    assert keyspace(real_redis) == before

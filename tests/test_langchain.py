@@ -256,6 +256,8 @@ WAV = b"RIFF....WAVEfmt " * 8
 B64_PNG = base64.b64encode(PNG).decode()
 B64_PDF = base64.b64encode(PDF).decode()
 B64_WAV = base64.b64encode(WAV).decode()
+MP3 = b"ID3\x04\x00\x00\x00\x00\x00\x00" * 8
+B64_MP3 = base64.b64encode(MP3).decode()
 
 MEDIA_TURN: list[BaseMessage] = [
     HumanMessage(
@@ -359,7 +361,7 @@ def test_parts_written_by_others_read_as_standard_blocks() -> None:
         TextPart(text="What is this?"),
         ImagePart(data=PNG, media_type="image/png", detail="low"),
         FilePart(url="https://example.com/r.pdf", filename="r.pdf"),
-        AudioPart(data=WAV, format="mp3"),
+        AudioPart(data=MP3, format="mp3"),
     )
     message = to_langchain(Message(role="user", parts=parts))
     assert message == HumanMessage(
@@ -372,7 +374,7 @@ def test_parts_written_by_others_read_as_standard_blocks() -> None:
                 "extras": {"detail": "low"},
             },
             {"type": "file", "url": "https://example.com/r.pdf", "extras": {"filename": "r.pdf"}},
-            {"type": "audio", "base64": B64_WAV, "mime_type": "audio/mpeg"},
+            {"type": "audio", "base64": B64_MP3, "mime_type": "audio/mpeg"},
         ]
     )
     assert from_langchain(message).parts == parts

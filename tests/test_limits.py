@@ -43,6 +43,7 @@ def test_the_scripts_limits_are_the_clients() -> None:
         "MAX_REWRITE": limits.MAX_REWRITE,
         "MAX_ROLLBACK": limits.MAX_ROLLBACK,
         "MAX_BLOB_TOTAL": limits.MAX_CONVERSATION_BLOB_BYTES,
+        "MAX_BLOBS": limits.MAX_CONVERSATION_BLOBS,
     }
 
 

@@ -3,10 +3,12 @@ writes, the typed error for anything else, and image prices against the provider
 
 from __future__ import annotations
 
+import base64
 import io
 import math
 import re
 import wave
+from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
@@ -14,14 +16,17 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 from PIL import Image
+from pydantic import ValidationError
 
-from redis_history import HistoryError, InvalidMediaError, InvalidMessageError, media
+from redis_history import HistoryError, InvalidMediaError, InvalidMessageError, Message, media
+from redis_history.context import formats
 from redis_history.media import (
     anthropic_image_tokens,
     image_size,
     media_type_of,
     openai_image_tokens,
 )
+from redis_history.parts import AudioPart, FilePart, ImagePart, data_url, from_openai_chat
 
 OPENAI_GUIDE = "https://platform.openai.com/docs/guides/images-vision#calculating-costs"
 CLAUDE_VISION = "https://platform.claude.com/docs/en/build-with-claude/vision"
@@ -520,3 +525,100 @@ def test_unknown_details_tiers_and_models_are_refused() -> None:
     # A longer name is not taken for a shorter one: the mini models have their own prices.
     assert openai_image_tokens(10, 10, "low", model="gpt-4.1-mini") == 2
     assert openai_image_tokens(10, 10, "low", model="gpt-4.1") == 85
+
+
+# -- a media type its bytes contradict -----------------------------------------------------------
+
+
+def signed() -> dict[str, bytes]:
+    """Bytes of each type the signatures tell, as real writers make them."""
+    images = {kind: encoded((4, 3), fmt) for fmt, kind in MEDIA_TYPES.items()}
+    return {
+        **images,
+        "application/pdf": b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n",
+        "audio/wav": wav_file(),
+        "audio/mpeg": b"ID3\x04\x00\x00\x00\x00\x00\x00",
+    }
+
+
+@pytest.mark.parametrize("declared", media.SIGNED_TYPES)
+@pytest.mark.parametrize("actual", media.SIGNED_TYPES)
+def test_a_signed_type_contradicts_the_bytes_of_another(declared: str, actual: str) -> None:
+    data = signed()[actual]
+    assert media.contradicted(declared, data) == (None if declared == actual else actual)
+    assert media.contradicted(declared.upper(), data) == (None if declared == actual else actual)
+
+
+@pytest.mark.parametrize(
+    ("declared", "data"),
+    [
+        ("image/jpg", encoded((2, 2), "JPEG")),  # names in use for the same type
+        ("image/pjpeg", encoded((2, 2), "JPEG")),
+        ("audio/mp3", b"ID3\x04\x00\x00\x00"),
+        ("audio/x-wav", wav_file()),
+        ("application/octet-stream", encoded((2, 2), "PNG")),  # types no signature tells
+        ("image/apng", encoded((2, 2), "PNG")),
+        ("text/plain", b"%PDF-1.4\n"),
+        ("image/png", b"not an image at all"),  # no signature: nothing contradicts
+        ("image/png", b""),
+    ],
+)
+def test_what_contradicts_nothing(declared: str, data: bytes) -> None:
+    assert media.contradicted(declared, data) is None
+
+
+def test_png_bytes_given_as_jpeg_are_refused_when_the_part_is_built() -> None:
+    """Refused whichever way the part is built (pydantic's ValidationError, a ValueError, whose
+    error is the InvalidMediaError); a type the bytes announce, or none of the signed ones,
+    is taken."""
+    png, jpeg = encoded((4, 3), "PNG"), encoded((4, 3), "JPEG")
+    builds: list[Callable[[], object]] = [
+        lambda: ImagePart(data=png, media_type="image/jpeg"),
+        lambda: ImagePart(url=data_url(png, "image/jpeg")),
+        lambda: ImagePart.model_validate({"data": png, "media_type": "image/webp"}),
+        lambda: ImagePart.model_validate_json(
+            ImagePart(data=png, media_type="image/png").model_dump_json().replace("png", "gif")
+        ),
+        lambda: FilePart(data=png, media_type="application/pdf"),
+        lambda: AudioPart(data=png, format="wav"),
+        lambda: AudioPart(data=wav_file(), format="mp3"),
+        lambda: Message.model_validate(
+            {"role": "user", "parts": [{"type": "image", "data": jpeg, "media_type": "image/png"}]}
+        ),
+        lambda: from_openai_chat(
+            {"type": "image_url", "image_url": {"url": data_url(png, "image/jpeg")}}
+        ),
+    ]
+    for build in builds:
+        with pytest.raises(ValidationError) as refused:
+            build()
+        error = refused.value.errors()[0]["ctx"]["error"]
+        assert isinstance(error, InvalidMediaError)
+        assert "but its data is" in str(error)
+    assert ImagePart(data=png, media_type="image/png").media_type == "image/png"
+    assert ImagePart(data=jpeg, media_type="image/jpg").media_type == "image/jpg"
+    assert FilePart(data=png, media_type="application/octet-stream").data == png
+    assert AudioPart(data=wav_file(), format="wav").format == "wav"
+
+
+def test_a_part_built_without_validation_is_not_sent_as_what_it_is_not() -> None:
+    """Every wire format sends the inline bytes through one function, which refuses a media
+    type the bytes contradict (a part made with ``model_construct``)."""
+    png = encoded((4, 3), "PNG")
+    wrong = ImagePart.model_construct(data=png, media_type="image/jpeg")
+    message = Message.user([ImagePart(data=png, media_type="image/png")])
+    message.__dict__["parts"] = (wrong,)
+    wire: tuple[formats.WireFormat, ...] = ("openai_chat", "openai_responses", "anthropic")
+    for fmt in wire:
+        with pytest.raises(InvalidMediaError, match="'image/jpeg', but its data is image/png"):
+            formats.render([message], fmt)
+
+
+def test_a_request_part_whose_bytes_contradict_its_type_is_the_typed_error() -> None:
+    """Parsing a request (Anthropic's base64 source, a Responses file) with PNG bytes given as
+    JPEG is an ``InvalidMediaError`` (an ``InvalidMessageError``), not a part."""
+    png = base64.b64encode(encoded((4, 3), "PNG")).decode()
+    block = {"type": "image", "source": {"type": "base64", "media_type": "image/jpeg", "data": png}}
+    with pytest.raises(InvalidMediaError, match="but its data is image/png") as refused:
+        formats.from_anthropic_part(block)
+    assert refused.value.media_type == "image/png"

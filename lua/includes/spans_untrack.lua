@@ -2,9 +2,10 @@
 --- @include "spans"
 
 -- After a splice of the first `below` messages (math.huge: a replace of them all): an append
--- with a message among them is no longer tracked (0), and stays applied.
+-- with a message among them is no longer tracked (0), and stays applied. The records to
+-- write, or nil (respan).
 local function untrack_spans(meta, length, below)
-  respan(meta, length, function(live, stop, cut)
+  return respan(meta, length, function(live, stop, cut)
     if live == 0 then return false end
     if stop - live >= below then return live + cut end
     return cut

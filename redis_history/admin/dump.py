@@ -62,6 +62,7 @@ from redis_history.errors import (
 from redis_history.limits import (
     MAX_BLOB_BYTES,
     MAX_CONVERSATION_BLOB_BYTES,
+    MAX_CONVERSATION_BLOBS,
     MAX_MESSAGE_BYTES,
     MAX_PAGE,
     MAX_READ_BYTES,
@@ -69,6 +70,7 @@ from redis_history.limits import (
     MAX_TTL_SECONDS,
 )
 from redis_history.models import MAX_NESTING, MAX_PARTS
+from redis_history.parts import stored_reads
 from redis_history.roles import RoleState
 from redis_history.store import blobs
 from redis_history.store._core import MAX_STATE_VALUE, OP_TOKEN_BYTES, Call, RedisFailure
@@ -577,7 +579,8 @@ def _entry(line: bytes | str, number: int) -> tuple[str, Entry]:
         raise DumpError('an entry line holds one key, "archived" or "live"', line=number)
     ((kind, envelope),) = data.items()
     try:
-        (entry,) = decode_entries([to_json(envelope)])
+        with stored_reads():  # what an export wrote, maybe before a check of today
+            (entry,) = decode_entries([to_json(envelope)])
         encode_entry(entry, MAX_MESSAGE_BYTES)  # what the store would refuse, refused now
     except (HistoryError, ValueError) as exc:
         raise DumpError(f"not a message the store keeps: {_reason(exc)}", line=number) from None
@@ -605,7 +608,8 @@ def check_dump(dump: Dump, *, validate: bool = True) -> None:
     summaries at the head (what ``splice_prefix`` wrote) for tool pairing only, as the
     splice checks them, the message after them for tool pairing too and to be no system
     message (a splice may cut a turn anywhere), every later one for both; and the parts'
-    inline data within ``MAX_BLOB_BYTES`` each and ``MAX_CONVERSATION_BLOB_BYTES`` in all.
+    inline data within ``MAX_BLOB_BYTES`` each, and ``MAX_CONVERSATION_BLOB_BYTES`` and
+    ``MAX_CONVERSATION_BLOBS`` pieces in all.
     :func:`load_dump` has checked each message as an append checks it; :func:`restore`
     encodes each again. An error names the line the entry would have in a dump.
     """
@@ -670,8 +674,8 @@ def _check_turns(live: Sequence[Entry], line: Callable[[int], int]) -> None:
 
 def _kept_out(entries: Sequence[Entry], line: Callable[[int], int]) -> dict[str, bytes]:
     """The inline data the store keeps outside the list, by digest, each piece once; a
-    ``DumpError`` naming the line where a part's passes ``MAX_BLOB_BYTES`` or all of it
-    ``MAX_CONVERSATION_BLOB_BYTES``."""
+    ``DumpError`` naming the line where a part's passes ``MAX_BLOB_BYTES``, all of it
+    ``MAX_CONVERSATION_BLOB_BYTES`` or its pieces ``MAX_CONVERSATION_BLOBS``."""
     kept: dict[str, bytes] = {}
     size = 0
     for position, entry in enumerate(entries):
@@ -689,6 +693,12 @@ def _kept_out(entries: Sequence[Entry], line: Callable[[int], int]) -> dict[str,
             raise DumpError(
                 f"the parts' inline data comes to {size:,} bytes; a conversation keeps at most "
                 f"MAX_CONVERSATION_BLOB_BYTES = {MAX_CONVERSATION_BLOB_BYTES:,}",
+                line=line(position),
+            )
+        if len(kept) > MAX_CONVERSATION_BLOBS:
+            raise DumpError(
+                f"the parts' inline data comes to {len(kept):,} pieces; a conversation counts "
+                f"at most MAX_CONVERSATION_BLOBS = {MAX_CONVERSATION_BLOBS:,}",
                 line=line(position),
             )
     return kept
@@ -716,6 +726,8 @@ def restore(
     live = [encode_entry(entry, MAX_MESSAGE_BYTES) for entry in dump.live]
     archive = [encode_entry(entry, MAX_MESSAGE_BYTES) for entry in dump.archive]
     meta = _meta_hash(dump, archive, kept_out)
+    sizes = {name: len(data) for name, data in kept_out.items()}
+    meta.update(blobs.records(live, archive, sizes, pinned=set()))
     client, keys = target.client, history.keys
     try:
         if not replace and client.exists(*keys.data):

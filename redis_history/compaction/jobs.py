@@ -129,28 +129,21 @@ class CompactionQueue(rq.Queue):
         Raises:
             JobRefusedError: a tenant's queue handed another namespace's compaction.
         """
+        options: dict[str, Any] = {
+            "kwargs": request.payload(),
+            "job_id": request.job_id,
+            "timeout": request.policy.job_timeout_seconds,
+            "result_ttl": RESULT_TTL,
+            "failure_ttl": FAILURE_TTL,
+        }
         if self.namespace is None:
-            return self.enqueue_call(
-                COMPACTION_FUNCTION,
-                kwargs=request.payload(),
-                job_id=request.job_id,
-                timeout=request.policy.job_timeout_seconds,
-                result_ttl=RESULT_TTL,
-                failure_ttl=FAILURE_TTL,
-            )
+            return self.enqueue_call(COMPACTION_FUNCTION, **options)
         if request.namespace != self.namespace:
             raise JobRefusedError(
                 f"queue {self.name!r} takes compactions of namespace {self.namespace!r} only, "
                 f"not of {request.namespace!r}"
             )
-        job = self.create_job(
-            COMPACTION_FUNCTION,
-            kwargs=request.payload(),
-            job_id=request.job_id,
-            timeout=request.policy.job_timeout_seconds,
-            result_ttl=RESULT_TTL,
-            failure_ttl=FAILURE_TTL,
-        )
+        job = self.create_job(COMPACTION_FUNCTION, **options)
         job.origin, job.enqueued_at = self.name, now()
         with self.connection.pipeline() as pipe:
             job.save(pipeline=pipe)

@@ -86,7 +86,7 @@ from typing import Any, Literal, TypeVar, get_args
 from pydantic import BaseModel, ValidationError
 from pydantic_core import to_jsonable_python
 
-from redis_history.errors import InvalidMessageError, UnsupportedPartError
+from redis_history.errors import InvalidMediaError, InvalidMessageError, UnsupportedPartError
 from redis_history.models import MAX_NESTING, Message, ToolCall
 from redis_history.parts import (
     ContentPart,
@@ -154,6 +154,8 @@ def render(
     Raises:
         UnsupportedPartError: a message holds a part ``format`` cannot carry (see the
             module's table); its ``index``, ``part`` and ``format`` say which.
+        InvalidMediaError: a part's inline data contradicts its media type (a part built
+            without validation; see :mod:`redis_history.parts`).
         ValueError: ``format`` is not a :data:`WireFormat`.
     """
     if format == "openai_chat":
@@ -313,12 +315,18 @@ P = TypeVar("P", ImagePart, FilePart)
 
 
 def _part(kind: type[P], format: WireFormat, **fields: Any) -> P:
-    """A part built from what ``format`` gave, its problems an ``InvalidMessageError``."""
+    """A part built from what ``format`` gave, its problems an ``InvalidMessageError`` (an
+    ``InvalidMediaError`` when its data's signature contradicts its media type)."""
     try:
         return kind(**fields)
     except ValidationError as exc:
         problems = "; ".join(error["msg"] for error in exc.errors())
-        raise InvalidMessageError(f"{kind.__name__} from {format}: {problems}") from None
+        causes = [error.get("ctx", {}).get("error") for error in exc.errors()]
+        media = next((cause for cause in causes if isinstance(cause, InvalidMediaError)), None)
+        message = f"{kind.__name__} from {format}: {problems}"
+        if media is not None:
+            raise InvalidMediaError(message, media_type=media.media_type) from None
+        raise InvalidMessageError(message) from None
 
 
 def _content(parts: Sequence[ContentPart]) -> dict[str, Any]:

@@ -330,6 +330,11 @@ class Call(NamedTuple, Generic[T]):
         return (self.staged[0], self.function(), *self.staged[2:])
 
 
+def _raw(reply: Any) -> Any:
+    """A reply as it came (a read made again, parsed by its plan)."""
+    return reply
+
+
 _MULTI, _EXEC = ("MULTI",), ("EXEC",)
 _NO_BLOBS = (0,)
 """The blobs section of a write that keeps no inline data outside the list."""
@@ -565,18 +570,34 @@ class HistoryCore:
 
     def with_blobs(
         self, call: Call[T], reply: Any, wanted: BlobsWanted
-    ) -> Generator[Call[Mapping[str, bytes]], Mapping[str, bytes], T]:
+    ) -> Generator[Call[Any], Any, T]:
         """The plan of a read whose parse wanted blobs: the calls reading them, then
-        ``call``'s ``reply`` parsed again with their data at hand."""
-        found: dict[str, bytes] = {}
-        for read in self.read_blobs(wanted.digests):
-            found.update((yield read))
-        with blob_data(found):
-            return call.parse(reply)
+        ``call``'s ``reply`` parsed again with their data at hand. A blob missing there was
+        deleted by a rewrite since ``call`` read the entries naming it (or the conversation
+        was): ``call`` is made again, ``READ_ATTEMPTS`` times in all, and then the
+        ``BlobMissingError`` (a ``CorruptHistoryError``) is raised."""
+        for attempt in range(1, blobs.READ_ATTEMPTS + 1):
+            found: dict[str, bytes] = {}
+            try:
+                for read in self.read_blobs(wanted.digests):
+                    found.update((yield read))
+            except blobs.BlobMissingError:
+                if attempt == blobs.READ_ATTEMPTS:
+                    raise
+                reply = yield call._replace(parse=_raw)
+                try:
+                    return call.parse(reply)  # its entries name no blob now
+                except BlobsWanted as again:
+                    wanted = again
+                continue
+            with blob_data(found):
+                return call.parse(reply)
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     def read_blobs(self, references: Iterable[str]) -> list[Call[Mapping[str, bytes]]]:
         """The calls that read the data of the blobs ``references`` name, each answering it
-        by reference: one ``HMGET`` per 20 MiB of it. A missing one is a
+        by reference, checked against its digest: one ``HMGET`` per 20 MiB of it, with the
+        conversation's ``version``. One missing is a ``BlobMissingError``, one altered a
         ``CorruptHistoryError``."""
 
         def call(names: list[str]) -> Call[Mapping[str, bytes]]:
@@ -661,13 +682,14 @@ class HistoryCore:
         return Call(self._replayed, (*command, *envelopes, *roles), self._small, True)
 
     def _blobs(self, messages: Sequence[Message]) -> tuple[Any, ...]:
-        """The blobs section of a write's arguments: how many, then digest and data of each
-        (``lua/includes/blobs.lua``)."""
+        """The blobs section of a write's arguments: how many, then the digest of each, the
+        messages naming it and its data (``lua/includes/blobs.lua``)."""
+        if not any(m.parts for m in messages):
+            return _NO_BLOBS
         try:
-            found = blobs.blobs_of(messages) if any(m.parts for m in messages) else {}
+            return blobs.section(messages)
         except HistoryError as exc:
             raise self._context(exc) from None
-        return (len(found), *(item for pair in found.items() for item in pair))
 
     def _append_call(
         self,

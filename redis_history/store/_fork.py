@@ -26,9 +26,12 @@ source's TTL, a fresh compaction state and no records of writes.
 What is copied per conversation: the live list up to ``at``, the archive (so the fork's
 transcript is the source's record up to ``at``), the accounting, and the data of content
 parts the copied messages name (:mod:`redis_history.store.blobs`), read after the lists
-with one ``HMGET``: blobs never change and leave only with the whole conversation, so
-those the prefix names are there (the fork fails, writing nothing, if the source was
-deleted meanwhile). A key added to a conversation later is copied the same way: read on
+with an ``HMGET`` per 20 MiB that reads the version too: a blob never changes, and only a
+rewrite (which bumps the version) or a delete removes one, so one missing at another
+version makes the fork read again, and one missing at the version read is a
+``CorruptHistoryError``. The fork counts the blobs its entries' heads name, as the scripts
+do, and keeps uncounted those an entry written before blobs were counted names (pinned,
+as in the source). A key added to a conversation later is copied the same way: read on
 the source's slot by a fenced script (the version fence covers it if every write of it
 bumps the version or only adds), staged under the target's tag beside the others, and
 renamed with them by the final script. The HistoryManager's shared summaries, the compaction lock
@@ -56,7 +59,7 @@ from redis_history.roles import RoleState
 from redis_history.store import blobs
 from redis_history.store._core import Call, HistoryCore, _call, _json_id
 from redis_history.store._staging import meta_hash, restore_call, stage_calls
-from redis_history.store.codec import decode_entries
+from redis_history.store.codec import Entry, decode_entries
 
 __all__ = ["READ_ATTEMPTS", "ForkStep", "fork_steps"]
 
@@ -113,6 +116,7 @@ def fork_steps(source: HistoryCore, target: HistoryCore, at: str) -> Generator[F
     for _ in range(READ_ATTEMPTS):
         try:
             prefix = yield from _read(source, at, at_json)
+            entries, kept_out = yield from _pieces(source, prefix)
         except StaleSnapshotError:
             continue  # rewritten between two reads: read that version from the head
         break
@@ -123,16 +127,6 @@ def fork_steps(source: HistoryCore, target: HistoryCore, at: str) -> Generator[F
                 "fork; nothing was written: fork again"
             )
         )
-    try:
-        with blob_data(None) as wanted:  # the digests of data kept outside the lists
-            entries = decode_entries(prefix.live)
-            decode_entries(prefix.archive)
-    except CorruptHistoryError as exc:
-        raise source._context(exc) from exc.__cause__
-    kept_out: dict[str, bytes] = {}
-    for read in source.read_blobs(wanted):  # immutable, removed only with the conversation
-        data: Mapping[str, bytes] = yield ForkStep(read, False)
-        kept_out.update((blobs.named(reference), value) for reference, value in data.items())
     turn = RoleState.of(entry.message for entry in entries)
     if source.validate and turn.open:
         raise source._context(
@@ -154,6 +148,17 @@ def fork_steps(source: HistoryCore, target: HistoryCore, at: str) -> Generator[F
         adropped=first.archive_dropped or None,
         blobs=sum(map(len, kept_out.values())) or None,
     )
+    try:
+        meta.update(
+            blobs.records(
+                prefix.live,
+                prefix.archive,
+                {name: len(data) for name, data in kept_out.items()},
+                _pinned(prefix),
+            )
+        )
+    except HistoryError as exc:
+        raise target._context(exc) from None
     staged = target.keys.restoring(target._entropy(16).hex())
 
     def lost() -> HistoryError:
@@ -197,6 +202,42 @@ def _exists(target: HistoryCore) -> ConversationExistsError:
         conversation_id=target.conversation_id,
         namespace=target.namespace,
     )
+
+
+def _pieces(
+    source: HistoryCore, prefix: _Prefix
+) -> Generator[ForkStep, Any, tuple[list[Entry], dict[str, bytes]]]:
+    """The live entries of ``prefix``, and the data of the blobs its entries name, by digest.
+    Read with the version (:func:`blobs.field_names`): a blob missing at a later version was
+    deleted by a rewrite since the lists were read (``StaleSnapshotError``: read again)."""
+    try:
+        with blob_data(None) as wanted:  # the digests of data kept outside the lists
+            entries = decode_entries(prefix.live)
+            decode_entries(prefix.archive)
+    except CorruptHistoryError as exc:
+        raise source._context(exc) from exc.__cause__
+    kept_out: dict[str, bytes] = {}
+    for read in source.read_blobs(wanted):
+        try:
+            data: Mapping[str, bytes] = yield ForkStep(read, False)
+        except blobs.BlobMissingError as exc:
+            if exc.version != prefix.first.version:
+                raise StaleSnapshotError("a blob was deleted by a rewrite") from exc
+            raise
+        kept_out.update((blobs.named(reference), value) for reference, value in data.items())
+    return entries, kept_out
+
+
+def _pinned(prefix: _Prefix) -> set[str]:
+    """The blobs named by an entry written before pieces were counted (its head names
+    none): the fork keeps them uncounted, as the source does."""
+    pinned: set[str] = set()
+    for envelope in (*prefix.live, *prefix.archive):
+        if b'"blob":"' in envelope and not blobs.head_names(envelope):
+            with blob_data(None) as wanted:
+                decode_entries([envelope])
+            pinned.update(blobs.named(reference) for reference in wanted)
+    return pinned
 
 
 def _read(source: HistoryCore, at: str, at_json: bytes) -> Generator[ForkStep, Any, _Prefix]:

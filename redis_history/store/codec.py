@@ -61,11 +61,13 @@ from pydantic_core import PydanticSerializationError, to_json
 
 from redis_history.errors import (
     CorruptHistoryError,
+    InvalidMediaError,
     InvalidMessageError,
     LimitExceededError,
     MessageTooLargeError,
 )
 from redis_history.limits import MAX_MESSAGE_BYTES, MAX_TOOL_CALLS
+from redis_history.media import media_type_of
 from redis_history.models import (
     JSON_SCALARS,
     MAX_ID_LENGTH,
@@ -74,7 +76,7 @@ from redis_history.models import (
     ToolCall,
     chat_message,
 )
-from redis_history.parts import PART_TYPES
+from redis_history.parts import PART_TYPES, mislabeled
 from redis_history.store import blobs
 from redis_history.store._stored import (
     ROLES,
@@ -221,9 +223,13 @@ def _encoded(
     if not inline and (packed := _packed(message, tokens, exact, summary, max_bytes)):
         return packed
     body = _plain_body(message)
+    names = b""
     if body is None and (body := _calls_body(message)) is None:
-        body = _general_body(message, index, inline=inline)
-    envelope = _HEADS[exact, summary] % (tokens, body)
+        body, names = _general_body(message, index, inline=inline)
+    if names:
+        envelope = _NAMED_HEADS[exact, summary] % (tokens, names, body)
+    else:
+        envelope = _HEADS[exact, summary] % (tokens, body)
     if len(envelope) > max_bytes:
         raise MessageTooLargeError(
             f"message {message.id} is {len(envelope)} bytes stored; the limit is {max_bytes}",
@@ -232,16 +238,26 @@ def _encoded(
     return envelope
 
 
-def _general_body(message: Message, index: int, *, inline: bool = False) -> bytes:
+def _general_body(message: Message, index: int, *, inline: bool = False) -> tuple[bytes, bytes]:
     """The stored JSON of a message that is not plain (tool calls, metadata, a name, or
-    fields a validated message would not hold). A message built without validation
-    (``model_construct``) whose fields a read would refuse is refused here, not stored to
-    fail every later read."""
+    fields a validated message would not hold), and the digests of the pieces of inline
+    data it keeps outside the list (:mod:`redis_history.store.blobs`), which its envelope's
+    head names. A message built without validation (``model_construct``, ``model_copy``)
+    whose fields a read would refuse is refused here, not stored to fail every later read;
+    so is a part whose media type its data's signature contradicts."""
     if problem := _shape_problem(message):
         raise _unstorable(message, index, f"it would not read back: {problem}")
-    fields, swaps = message.__dict__, None
-    if not inline and fields.get("parts") and (kept_out := blobs.outside(message)) is not None:
-        fields, swaps = kept_out
+    fields, swaps, names = message.__dict__, None, b""
+    if fields.get("parts"):
+        for part in fields["parts"]:
+            if (wrong := mislabeled(part)) is not None:
+                raise InvalidMediaError(
+                    f"message {message.id} at index {index}: {wrong}",
+                    media_type=media_type_of(part.data),
+                    index=index,
+                )
+        if not inline and (kept_out := blobs.outside(message)) is not None:
+            fields, swaps, names = kept_out
     try:
         body = _STORED.to_json(fields, exclude_defaults=True, by_alias=True)
     except PydanticSerializationError as exc:
@@ -254,7 +270,7 @@ def _general_body(message: Message, index: int, *, inline: bool = False) -> byte
         and (problem := _problem(message))
     ):
         raise _unstorable(message, index, problem)
-    return body
+    return body, names
 
 
 def _shape_problem(message: Message) -> str | None:
@@ -316,6 +332,15 @@ benchmark can move it; what it was for a message stored before does not matter t
 _LEVEL = 1
 """zstd's level: on tool results, level 3 kept 3% fewer bytes for a quarter more CPU, and
 levels below 1 were no faster and kept 20-40% more (docs/benchmarks.md)."""
+
+_NAMED_HEADS = {
+    (False, False): b'{"t":%d,"b":"%s","m":%s}',
+    (True, False): b'{"t":%d,"x":1,"b":"%s","m":%s}',
+    (False, True): b'{"t":%d,"s":1,"b":"%s","m":%s}',
+    (True, True): b'{"t":%d,"x":1,"s":1,"b":"%s","m":%s}',
+}
+"""The head of a message that keeps inline data outside the list: ``b`` names the pieces
+(their digests, 32 hex digits each), so the scripts count them without decoding it."""
 
 _PACKED_HEADS = {
     (False, False): b'{"t":%d,"z":%d,"m":%s}',
