@@ -64,8 +64,6 @@ from redis_history.limits import (
     MAX_CONVERSATION_BLOB_BYTES,
     MAX_CONVERSATION_BLOBS,
     MAX_MESSAGE_BYTES,
-    MAX_PAGE,
-    MAX_READ_BYTES,
     MAX_TOKENS,
     MAX_TTL_SECONDS,
 )
@@ -73,7 +71,7 @@ from redis_history.models import MAX_NESTING, MAX_PARTS
 from redis_history.parts import stored_reads
 from redis_history.roles import RoleState
 from redis_history.store import blobs
-from redis_history.store._core import MAX_STATE_VALUE, OP_TOKEN_BYTES, Call, RedisFailure
+from redis_history.store._core import MAX_STATE_VALUE, OP_TOKEN_BYTES, RedisFailure
 from redis_history.store._staging import STAGE_TTL_MS, meta_hash, restore_call, stage_calls
 from redis_history.store.codec import Entry, decode_entries, encode_entry
 from redis_history.store.history import RedisHistory
@@ -358,7 +356,7 @@ def read_dump(history: RedisHistory, *, attempts: int = READ_ATTEMPTS) -> Dump:
             )
         history.token_estimate()  # refuses a conversation that lost its meta hash or list
         live = history.entries()
-        archive = _archive(history, archived, fields.get(b"abytes"))
+        archive = _archive(history)
         if _moment(history) == before and len(live) == length and len(archive) == archived:
             return Dump(
                 history.namespace,
@@ -401,18 +399,10 @@ MOMENT_FIELDS = (
 """The meta fields an export reads (not its blobs, which the messages read carry)."""
 
 
-def _archive(history: RedisHistory, archived: int, abytes: bytes | None) -> list[Entry]:
-    """The archived entries, read a page at a time: pages sized by the archive's mean entry
-    so that each holds about ``MAX_READ_BYTES``."""
-    size = int(abytes) if abytes and abytes.isdigit() else 0
-    page = MAX_PAGE if not size else max(1, min(MAX_PAGE, MAX_READ_BYTES * archived // size))
-    entries: list[Entry] = []
-    for start in range(0, archived, page):
-        command = ("LRANGE", history.keys.archive, start, start + page - 1)
-        call: Call[list[Entry]] = Call(lambda raw: _decode(history, raw), command)
-        read = run_call(history, call)
-        entries.extend(read)
-    return entries
+def _archive(history: RedisHistory) -> list[Entry]:
+    """The archived entries, read in pages as the live ones are (``store/_pages.py``)."""
+    call = history.core.listing(history.keys.archive, lambda raw: _decode(history, raw))
+    return run_call(history, call)
 
 
 def _decode(history: RedisHistory, raw: Sequence[bytes]) -> list[Entry]:

@@ -43,6 +43,7 @@ from redis_history.errors import (
 from redis_history.models import MAX_ID_LENGTH, Message
 from redis_history.parts import BlobsWanted, blob_data, blobs_at_hand
 from redis_history.store import blobs
+from redis_history.store._pages import READ_ATTEMPTS, Complete, Listing, PagesWanted, Rest
 from redis_history.store.codec import (
     Batch,
     Entry,
@@ -312,6 +313,9 @@ class Call(NamedTuple, Generic[T]):
     """The same write as a ``MULTI`` ... ``EXEC`` that keeps its large arguments out of Lua
     (``lua/append-5.lua``), sent instead of ``command`` where one connection can carry
     it (``_lane.execute_all``). ``EXEC``'s first reply is the script's."""
+    batch: bool = False
+    """``command`` is a tuple of commands, sent pipelined (not a transaction); the reply
+    is the list of their replies (``store/_pages.py``)."""
 
     def fallback(self) -> tuple[Any, ...]:
         """The ``EVAL`` of the script's source that stands in for a refused ``EVALSHA``."""
@@ -328,6 +332,19 @@ class Call(NamedTuple, Generic[T]):
         """:attr:`staged` with the script's ``FCALL`` in place of its ``EVALSHA``."""
         assert self.staged is not None
         return (self.staged[0], self.function(), *self.staged[2:])
+
+
+def _fenced(listing: Listing, rest: Rest | None) -> Generator[Call[Any], Any, list[Any]]:
+    """The entries of a read in pages: the length and the first pages (unless ``rest``
+    holds them), then the rest; ``PagesWanted`` when the fence failed."""
+    if rest is None:
+        try:
+            return listing.read((yield Call(_raw, listing.commands(), batch=True)))
+        except PagesWanted as more:
+            if more.rest is None:
+                raise
+            rest = more.rest
+    return rest.joined((yield Call(_raw, rest.commands(), batch=True)))
 
 
 def _raw(reply: Any) -> Any:
@@ -568,6 +585,40 @@ class HistoryCore:
             raise BlobsWanted(wanted)
         return out
 
+    def wanted(
+        self, call: Call[T], reply: Any, wanted: BlobsWanted | PagesWanted
+    ) -> Generator[Call[Any], Any, T]:
+        """The plan of a read whose parse of ``reply`` wanted more: blobs, or pages."""
+        if isinstance(wanted, PagesWanted):
+            return (yield from self.with_pages(call, wanted))
+        return (yield from self.with_blobs(call, reply, wanted))
+
+    def _parsed(self, call: Call[T], reply: Any) -> Generator[Call[Any], Any, T]:
+        """``call.parse(reply)``, with the reads it asks for."""
+        try:
+            return call.parse(reply)
+        except (BlobsWanted, PagesWanted) as wanted:
+            return (yield from self.wanted(call, reply, wanted))
+
+    def with_pages(self, call: Call[T], wanted: PagesWanted) -> Generator[Call[Any], Any, T]:
+        """The plan of a read in pages whose first page did not hold the whole range: the
+        fenced round trips, made again from the length when the list changed under them
+        (``READ_ATTEMPTS`` reads in all); then ``call``'s parse of every entry."""
+        rest = wanted.rest
+        for _ in range(READ_ATTEMPTS):
+            try:
+                envelopes = yield from _fenced(wanted.listing, rest)
+            except PagesWanted:
+                rest = None
+                continue
+            return (yield from self._parsed(call, Complete(envelopes)))
+        raise self._context(
+            HistoryError(
+                f"the conversation was rewritten during each of {READ_ATTEMPTS} reads of its "
+                "list: read it again"
+            )
+        )
+
     def with_blobs(
         self, call: Call[T], reply: Any, wanted: BlobsWanted
     ) -> Generator[Call[Any], Any, T]:
@@ -589,6 +640,8 @@ class HistoryCore:
                     return call.parse(reply)  # its entries name no blob now
                 except BlobsWanted as again:
                     wanted = again
+                except PagesWanted as pages:
+                    return (yield from self.with_pages(call, pages))
                 continue
             with blob_data(found):
                 return call.parse(reply)
@@ -875,25 +928,25 @@ class HistoryCore:
 
     def entries(self, start: int = 0, stop: int = -1) -> Call[list[Entry]]:
         """Stored entries from ``start`` to ``stop`` inclusive (LRANGE semantics)."""
-        return Call(self._decode, ("LRANGE", self.keys.msgs, start, stop))
+        return self.listing(self.keys.msgs, self._decode, start, stop)
 
     def messages(self, start: int = 0, stop: int = -1) -> Call[list[Message]]:
         """Messages from ``start`` to ``stop`` inclusive (LRANGE semantics)."""
-        return Call(self._messages, ("LRANGE", self.keys.msgs, start, stop))
+        return self.listing(self.keys.msgs, self._messages, start, stop)
 
     def _messages(self, raw: Sequence[bytes | str]) -> list[Message]:
         return self.decoded(decode_messages, raw)
 
     def openai_messages(self) -> Call[list[dict[str, Any]]]:
         """Every message in the chat-completions format, rendered from the stored JSON."""
-        return Call(self._openai, ("LRANGE", self.keys.msgs, 0, -1))
+        return self.listing(self.keys.msgs, self._openai)
 
     def _openai(self, raw: Sequence[bytes | str]) -> list[dict[str, Any]]:
         return self.decoded(decode_openai, raw)
 
     def turns(self, *, allow_open: bool = True) -> Call[list[Turn]]:
         """Every live message, grouped into turns (the summaries at the head lead the first)."""
-        return Call(lambda raw: self._turns(raw, allow_open), ("LRANGE", self.keys.msgs, 0, -1))
+        return self.listing(self.keys.msgs, lambda raw: self._turns(raw, allow_open))
 
     def _turns(self, raw: Sequence[bytes | str], allow_open: bool) -> list[Turn]:
         try:
@@ -916,6 +969,19 @@ class HistoryCore:
         if stop == 0:
             return Call(self._messages, ("LRANGE", self.keys.msgs, 1, 0))
         return self.messages(start, -1 if stop is None else stop - 1)
+
+    def listing(
+        self, key: str, decode: Callable[[Any], T], start: int = 0, stop: int = -1
+    ) -> Call[T]:
+        """``key``'s entries from ``start`` to ``stop`` inclusive (LRANGE semantics), parsed
+        by ``decode``: one ``LRANGE`` where that spans at most a page, else read in pages
+        (``store/_pages.py``; the parse raises ``PagesWanted`` for the rest)."""
+        listing = Listing(key, self.keys.meta, start, stop)
+        if listing.single():
+            return Call(decode, ("LRANGE", key, start, stop))
+        if (first := listing.first_page()) is not None:
+            return Call(lambda reply: decode(listing.page(reply)), first)
+        return Call(lambda reply: decode(listing.read(reply)), listing.commands(), batch=True)
 
     def transcript_page(self, start: int = 0, count: int = 500) -> Call[TranscriptPage]:
         """Up to ``count`` entries of the full record from position ``start`` (fewer when

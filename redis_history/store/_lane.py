@@ -75,6 +75,7 @@ __all__ = [
     "aexecute_all",
     "again",
     "anode_pipeline",
+    "apipelined",
     "arefresh_layout",
     "asend",
     "command_of",
@@ -82,6 +83,7 @@ __all__ = [
     "execute_all",
     "functions_only",
     "lane_of",
+    "pipelined",
     "refresh_layout",
     "send",
 ]
@@ -391,6 +393,8 @@ def send(client: Any, call: Call[Any]) -> Any:
     failed over, ``SCRIPT FLUSH``) is sent the source by ``EVAL``, and a user that may only
     run the store's functions its ``FCALL``. A staged call is sent as its transaction where
     the client allows, and as its script where that wrote nothing."""
+    if call.batch:
+        return pipelined(client, call.command)
     command, staged = command_of(client, call), call.staged
     while True:
         try:
@@ -406,6 +410,36 @@ def send(client: Any, call: Call[Any]) -> Any:
             if retry is None:
                 raise
             command, staged = retry, call.staged if retry[0] == "FCALL" else None
+
+
+def pipelined(client: Any, commands: tuple[tuple[Any, ...], ...]) -> list[Any]:
+    """The replies to ``commands`` sent together (a pipeline, not a transaction), on the
+    lane where the client has one; the first error reply is raised."""
+    replies = execute_all(client, commands)
+    if replies is None:
+        with client.pipeline(transaction=False) as pipe:
+            for command in commands:
+                pipe.execute_command(*command)
+            replies = pipe.execute(raise_on_error=False)
+    return _unfailed(replies)
+
+
+async def apipelined(client: Any, commands: tuple[tuple[Any, ...], ...]) -> list[Any]:
+    """:func:`pipelined` on an asyncio client."""
+    replies = await aexecute_all(client, commands)
+    if replies is None:
+        async with client.pipeline(transaction=False) as pipe:
+            for command in commands:
+                pipe.execute_command(*command)
+            replies = await pipe.execute(raise_on_error=False)
+    return _unfailed(replies)
+
+
+def _unfailed(replies: list[Any]) -> list[Any]:
+    for reply in replies:
+        if isinstance(reply, Exception):
+            raise reply
+    return replies
 
 
 def _staged(call: Call[Any], command: tuple[Any, ...]) -> tuple[tuple[Any, ...], ...]:
@@ -432,6 +466,8 @@ def _on_slot(cluster: Any, command: tuple[Any, ...]) -> Any:
 
 async def asend(client: Any, call: Call[Any]) -> Any:
     """:func:`send` on an asyncio client."""
+    if call.batch:
+        return await apipelined(client, call.command)
     command, staged = command_of(client, call), call.staged
     while True:
         try:

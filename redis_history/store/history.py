@@ -57,6 +57,7 @@ from redis_history.store._lane import (
     refresh_layout,
     send,
 )
+from redis_history.store._pages import PagesWanted
 from redis_history.store.codec import Entry
 from redis_history.store.keys import DEFAULT_NAMESPACE, DEFAULT_PREFIX, ConversationKeys
 from redis_history.tokens import TokenCounter
@@ -207,8 +208,8 @@ class RedisHistory(_Base):
             raise self.core.wrap(exc) from exc
         try:
             return call.parse(reply)
-        except BlobsWanted as wanted:  # parts whose data is kept outside the list
-            return drive(self.core.with_blobs(call, reply, wanted), self.execute)
+        except (BlobsWanted, PagesWanted) as wanted:  # data kept outside the list, pages
+            return drive(self.core.wanted(call, reply, wanted), self.execute)
 
     def _run_waiting(self, call: Call[T]) -> T:
         """Run a write and ``WAIT`` for its replicas on the same connection."""
@@ -674,8 +675,8 @@ class AsyncRedisHistory(_Base):
             raise self.core.wrap(exc) from exc
         try:
             return call.parse(reply)
-        except BlobsWanted as wanted:  # parts whose data is kept outside the list
-            return await adrive(self.core.with_blobs(call, reply, wanted), self.execute)
+        except (BlobsWanted, PagesWanted) as wanted:  # data kept outside the list, pages
+            return await adrive(self.core.wanted(call, reply, wanted), self.execute)
 
     async def _run_waiting(self, call: Call[T]) -> T:
         """See :meth:`RedisHistory._run_waiting`."""
