@@ -57,7 +57,9 @@ MAX_BATCH_MESSAGES = 10_000
 summaries; and the most ids a ``replace`` may expect."""
 
 MAX_BATCH_BYTES = 8 << 20
-"""The most bytes of stored envelopes one write sends."""
+"""The most bytes of envelopes one write sends, counted as a reader gets them back: a text
+stored compressed counts decompressed (``codec.read_size``), so a write of text that
+compresses well stores no more text than this. The scripts count stored bytes, fewer."""
 
 BLOB_MIN_BYTES = 1024
 """Inline data of a content part (an image's bytes) this large or larger is stored once per

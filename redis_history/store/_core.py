@@ -616,12 +616,11 @@ class HistoryCore:
         return [call(names) for names in groups]
 
     def _batch(self, messages: Sequence[Message], *, summary: bool = False) -> Batch:
-        """``messages`` encoded for a write script, within ``MAX_BATCH_BYTES``."""
+        """``messages`` encoded for a write script, within ``MAX_BATCH_BYTES`` of what a
+        reader gets back (compressed, the envelopes sent may be far fewer bytes)."""
         try:
             batch = encode_batch(messages, self._price, self.max_message_bytes, summary=summary)
-            limits.limited(
-                sum(map(len, batch.envelopes)), limits.MAX_BATCH_BYTES, "bytes in one write"
-            )
+            limits.limited(batch.read_bytes, limits.MAX_BATCH_BYTES, "bytes in one write")
         except HistoryError as exc:
             raise self._context(exc) from None
         return batch
