@@ -577,7 +577,7 @@ class InMemoryHistory:
 
     def transcript_page(self, start: int = 0, count: int = 500) -> TranscriptPage:
         """Up to ``count`` entries of the full record from position ``start`` (fewer when
-        they hold more than ``MAX_READ_BYTES``)."""
+        they read back as more than ``MAX_READ_BYTES``)."""
         start = limits.position(start, "start", low=0)
         count = limits.count(count, "count", low=1, high=limits.MAX_PAGE)
         record = [*self._archive, *self._items]
@@ -587,7 +587,7 @@ class InMemoryHistory:
             if read >= limits.MAX_READ_BYTES:
                 break
             page.append(stored)
-            read += stored.size
+            read += stored.read
         after = first + len(page)
         return TranscriptPage(
             [s.message for s in page if not s.summary],

@@ -4,7 +4,9 @@ held to 8 MiB of it, as is a transcript page, whatever few bytes Redis stores of
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 import redis
@@ -182,3 +184,57 @@ def test_a_fork_of_more_text_than_one_write_copies_it_all(
     fork = history.fork("f", at="m00019")
     assert real_redis.info("commandstats")["cmdstat_rpush"]["calls"] == 3
     assert [m.content for m in fork.snapshot()] == texts
+
+
+# -- transcript pages ----------------------------------------------------------------------
+
+MESSAGE_TEXT = 128 * 1024
+"""Each message's text: 512 of them are 64 MiB, which Redis stores in well under 1 MiB."""
+
+
+def write_64_mib(history: Any) -> list[Message]:
+    """512 messages of 128 KiB of repeated text each, in writes under 8 MiB of it."""
+    messages = alternating([repeated(MESSAGE_TEXT, i) for i in range(512)])
+    for start in range(0, len(messages), 60):
+        history.append_many(messages[start : start + 60])
+    return messages
+
+
+@pytest.fixture(params=["redis", "memory"])
+def any_history(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """The store on the session's real Redis, and the reference history it is held to."""
+    if request.param == "memory":
+        yield InMemoryHistory("c", token_counter="heuristic")
+    else:
+        yield RedisHistory(request.getfixturevalue("real_redis"), "c", token_counter="heuristic")
+
+
+def test_a_page_ends_once_past_8_mib_of_text(any_history: Any) -> None:
+    """A page of 1,000 asked returns at most 8 MiB and one message of text, and says where
+    the next page starts: just after it."""
+    messages = write_64_mib(any_history)
+    page = any_history.transcript_page(0, 1000)
+    read = text_bytes(page.messages)
+    assert limits.MAX_READ_BYTES - MESSAGE_TEXT < read <= limits.MAX_READ_BYTES + MESSAGE_TEXT
+    assert page.messages == messages[: len(page.messages)]
+    assert page.next == page.start + len(page.messages)
+    later = any_history.transcript_page(page.next, 1000)
+    assert later.messages[0] == messages[len(page.messages)]
+
+
+def test_paging_over_64_mib_of_text_gives_every_message_once_in_order(any_history: Any) -> None:
+    """Pages cut by the text they read back neither skip nor repeat, across the archive and
+    the live list."""
+    messages = write_64_mib(any_history)
+    any_history.splice_prefix(100, Message.system("summary", created_at=AT))
+    pages, start = 0, 0
+    paged: list[Message] = []
+    while start is not None:
+        page = any_history.transcript_page(start, 1000)
+        assert text_bytes(page.messages) <= limits.MAX_READ_BYTES + MESSAGE_TEXT
+        paged += page.messages
+        start, pages = page.next, pages + 1
+    assert paged == messages
+    assert pages >= 8
+    assert list(any_history.iter_transcript(1000)) == messages
+    assert any_history.transcript() == messages

@@ -51,6 +51,7 @@ from redis_history.store.codec import (
     decode_openai,
     encode_batch,
     encode_message,
+    read_size,
     role_item,
 )
 from redis_history.store.keys import (
@@ -373,6 +374,17 @@ class TranscriptPage:
     """The position the page was read from; later than asked when capped entries were gone."""
     next: int | None
     """Where the next page starts, or ``None`` when this page reached the end."""
+
+
+def _within_read(raw: Sequence[bytes]) -> int:
+    """How many of ``raw`` a page keeps: up to the first whose running :func:`read_size`
+    reaches ``MAX_READ_BYTES``, so at most one entry past it is decoded."""
+    read = 0
+    for kept, envelope in enumerate(raw, 1):
+        read += read_size(envelope)
+        if read >= limits.MAX_READ_BYTES:
+            return kept
+    return len(raw)
 
 
 class TranscriptPages:
@@ -918,7 +930,7 @@ class HistoryCore:
 
     def transcript_page(self, start: int = 0, count: int = 500) -> Call[TranscriptPage]:
         """Up to ``count`` entries of the full record from position ``start`` (fewer when
-        they hold more than ``MAX_READ_BYTES``)."""
+        they read back as more than ``MAX_READ_BYTES``)."""
         start = limits.position(start, "start", low=0)
         count = limits.count(count, "count", low=1, high=limits.MAX_PAGE)
         return _call(
@@ -930,9 +942,16 @@ class HistoryCore:
         )
 
     def _page(self, reply: Any) -> TranscriptPage:
+        """The page the script read, ended after the entry that brings what it reads back
+        to ``MAX_READ_BYTES`` (the script counted stored bytes, which compression makes far
+        fewer): what is cut is not decompressed, and the next page starts at it."""
         first, after, *raw = reply
+        start, kept = int(first), _within_read(raw)
+        if kept < len(raw):
+            del raw[kept:]
+            after = start + kept  # a page's positions follow one another
         messages = self.decoded(functools.partial(decode_messages, summaries=False), raw)
-        return TranscriptPage(messages, int(first), None if int(after) < 0 else int(after))
+        return TranscriptPage(messages, start, None if int(after) < 0 else int(after))
 
     # -- compaction state ---------------------------------------------------------------------
 
