@@ -36,6 +36,11 @@ compressed one apart, and every read (snapshots, entries, chat-completions dicts
 ``show``, ``export`` and ``transcript``) puts the text back as it was written. Envelopes
 written before, and short texts, are plain JSON and read as they always did.
 
+The limits on what one write sends and one transcript page returns count an envelope's
+:func:`read_size`, the bytes a reader gets back: a compressed one counts its text's length
+as its frame's header gives it (nothing is decompressed), so 8 MiB of envelopes never carry
+a gigabyte of text that compressed to them.
+
 Reads validate each envelope on its own (joining a list of megabytes into one
 document cost more than the per-call overhead saves) and inside pydantic-core,
 the role rules included: :func:`decode_messages` for ``snapshot``,
