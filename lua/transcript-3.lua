@@ -2,7 +2,8 @@
 transcript: the full record, archived originals then the live list, read at one
 instant, a page at a time. Positions count every entry ever archived (`adropped`
 of them capped away), so a message keeps its position when a compaction moves it
-from the live list to the archive. A page ends early once it holds MAX_READ_BYTES.
+from the live list to the archive. A page ends early once it holds MAX_READ_BYTES
+of stored envelopes (the client ends it sooner, by the text they decompress to).
 
 KEYS[1] msgs     LIST of envelopes
 KEYS[2] meta     HASH (adropped)

@@ -57,7 +57,9 @@ MAX_BATCH_MESSAGES = 10_000
 summaries; and the most ids a ``replace`` may expect."""
 
 MAX_BATCH_BYTES = 8 << 20
-"""The most bytes of stored envelopes one write sends."""
+"""The most bytes of envelopes one write sends, counted as a reader gets them back: a text
+stored compressed counts decompressed (``codec.read_size``), so a write of text that
+compresses well stores no more text than this. The scripts count stored bytes, fewer."""
 
 BLOB_MIN_BYTES = 1024
 """Inline data of a content part (an image's bytes) this large or larger is stored once per
@@ -102,8 +104,10 @@ MAX_ROLLBACK = 1_000
 MAX_READ_BYTES = 8 << 20
 """The most bytes of stored envelopes a rewrite reads (the prefix a splice archives,
 what a truncate removes, the tail a rollback searches, the list a fenced replace
-compares, a transcript page); past that the script refuses (``LimitExceededError``),
-or the page ends."""
+compares); past that the script refuses (``LimitExceededError``). A transcript page ends
+once past it too, counted as a reader gets the entries back (a text stored compressed
+decompressed, ``codec.read_size``): the script ends it by stored bytes, and the client
+sooner by what they decompress to, decompressing none after the entry that reaches it."""
 
 MAX_PAGE = 1_000
 """The most entries a transcript page asks for (``transcript()`` reads pages this size)."""

@@ -51,7 +51,7 @@ from redis_history.store._core import (
     rollback_ids,
     write_token,
 )
-from redis_history.store.codec import Entry, encode_message, role_item
+from redis_history.store.codec import Entry, encode_message, read_size, role_item
 from redis_history.store.keys import DEFAULT_NAMESPACE, DEFAULT_PREFIX, ConversationKeys
 from redis_history.tokens import TokenCounter, resolve_counter
 from redis_history.turns import Turn, group_entries
@@ -83,6 +83,8 @@ class _Stored:
     summary: bool = False
     size: int = 0
     """The stored envelope's length in bytes."""
+    read: int = 0
+    """What a reader gets back of it (``codec.read_size``): more than ``size`` compressed."""
 
     def entry(self) -> Entry:
         return Entry(
@@ -163,9 +165,12 @@ class InMemoryHistory:
                     index=index,
                 )
                 role_item(message)
-                stored.append(_Stored(message, tokens, exact, summary, len(envelope)))
+                read = read_size(envelope)
+                stored.append(_Stored(message, tokens, exact, summary, len(envelope), read))
                 envelopes.append(envelope)
-            limits.limited(sum(map(len, envelopes)), limits.MAX_BATCH_BYTES, "bytes in one write")
+            limits.limited(
+                sum(s.read for s in stored), limits.MAX_BATCH_BYTES, "bytes in one write"
+            )
         except HistoryError as exc:
             raise self._context(exc) from None
         self._envelopes = envelopes
@@ -239,7 +244,9 @@ class InMemoryHistory:
                 break
             head.add(item.message.id)
         stored = [
-            replace(s, summary=True, size=s.size + len(SUMMARY_FLAG))
+            replace(
+                s, summary=True, size=s.size + len(SUMMARY_FLAG), read=s.read + len(SUMMARY_FLAG)
+            )
             if s.message.id in head and not s.summary
             else s
             for s in stored
@@ -570,7 +577,7 @@ class InMemoryHistory:
 
     def transcript_page(self, start: int = 0, count: int = 500) -> TranscriptPage:
         """Up to ``count`` entries of the full record from position ``start`` (fewer when
-        they hold more than ``MAX_READ_BYTES``)."""
+        they read back as more than ``MAX_READ_BYTES``)."""
         start = limits.position(start, "start", low=0)
         count = limits.count(count, "count", low=1, high=limits.MAX_PAGE)
         record = [*self._archive, *self._items]
@@ -580,7 +587,7 @@ class InMemoryHistory:
             if read >= limits.MAX_READ_BYTES:
                 break
             page.append(stored)
-            read += stored.size
+            read += stored.read
         after = first + len(page)
         return TranscriptPage(
             [s.message for s in page if not s.summary],

@@ -52,6 +52,7 @@ from redis_history.store.codec import (
     decode_openai,
     encode_batch,
     encode_message,
+    read_size,
     role_item,
 )
 from redis_history.store.keys import (
@@ -392,6 +393,17 @@ class TranscriptPage:
     """Where the next page starts, or ``None`` when this page reached the end."""
 
 
+def _within_read(raw: Sequence[bytes]) -> int:
+    """How many of ``raw`` a page keeps: up to the first whose running :func:`read_size`
+    reaches ``MAX_READ_BYTES``, so at most one entry past it is decoded."""
+    read = 0
+    for kept, envelope in enumerate(raw, 1):
+        read += read_size(envelope)
+        if read >= limits.MAX_READ_BYTES:
+            return kept
+    return len(raw)
+
+
 class TranscriptPages:
     """Reads pages in order, dropping what the previous page gave: each summary written
     between two reads shifts the live part of the record by one position."""
@@ -669,12 +681,11 @@ class HistoryCore:
         return [call(names) for names in groups]
 
     def _batch(self, messages: Sequence[Message], *, summary: bool = False) -> Batch:
-        """``messages`` encoded for a write script, within ``MAX_BATCH_BYTES``."""
+        """``messages`` encoded for a write script, within ``MAX_BATCH_BYTES`` of what a
+        reader gets back (compressed, the envelopes sent may be far fewer bytes)."""
         try:
             batch = encode_batch(messages, self._price, self.max_message_bytes, summary=summary)
-            limits.limited(
-                sum(map(len, batch.envelopes)), limits.MAX_BATCH_BYTES, "bytes in one write"
-            )
+            limits.limited(batch.read_bytes, limits.MAX_BATCH_BYTES, "bytes in one write")
         except HistoryError as exc:
             raise self._context(exc) from None
         return batch
@@ -985,7 +996,7 @@ class HistoryCore:
 
     def transcript_page(self, start: int = 0, count: int = 500) -> Call[TranscriptPage]:
         """Up to ``count`` entries of the full record from position ``start`` (fewer when
-        they hold more than ``MAX_READ_BYTES``)."""
+        they read back as more than ``MAX_READ_BYTES``)."""
         start = limits.position(start, "start", low=0)
         count = limits.count(count, "count", low=1, high=limits.MAX_PAGE)
         return _call(
@@ -997,9 +1008,16 @@ class HistoryCore:
         )
 
     def _page(self, reply: Any) -> TranscriptPage:
+        """The page the script read, ended after the entry that brings what it reads back
+        to ``MAX_READ_BYTES`` (the script counted stored bytes, which compression makes far
+        fewer): what is cut is not decompressed, and the next page starts at it."""
         first, after, *raw = reply
+        start, kept = int(first), _within_read(raw)
+        if kept < len(raw):
+            del raw[kept:]
+            after = start + kept  # a page's positions follow one another
         messages = self.decoded(functools.partial(decode_messages, summaries=False), raw)
-        return TranscriptPage(messages, int(first), None if int(after) < 0 else int(after))
+        return TranscriptPage(messages, start, None if int(after) < 0 else int(after))
 
     # -- compaction state ---------------------------------------------------------------------
 

@@ -22,6 +22,7 @@ from redis_history.limits import MAX_BATCH_BYTES, MAX_BATCH_MESSAGES, MAX_WRITE_
 from redis_history.roles import RoleState
 from redis_history.store import blobs
 from redis_history.store._core import Call, _call
+from redis_history.store.codec import read_size
 from redis_history.store.keys import ConversationKeys
 
 __all__ = [
@@ -37,13 +38,16 @@ STAGE_TTL_MS = 3_600_000
 
 
 def chunks(envelopes: Sequence[bytes]) -> Iterator[Sequence[bytes]]:
-    """``envelopes`` in runs of at most ``MAX_BATCH_MESSAGES`` and ``MAX_BATCH_BYTES``."""
+    """``envelopes`` in runs of at most ``MAX_BATCH_MESSAGES`` and ``MAX_BATCH_BYTES`` of
+    what a reader gets back (:func:`~redis_history.store.codec.read_size`), as one write
+    of the store."""
     start, size = 0, 0
     for index, envelope in enumerate(envelopes):
-        if index - start == MAX_BATCH_MESSAGES or (size + len(envelope) > MAX_BATCH_BYTES and size):
+        read = read_size(envelope)
+        if index - start == MAX_BATCH_MESSAGES or (size + read > MAX_BATCH_BYTES and size):
             yield envelopes[start:index]
             start, size = index, 0
-        size += len(envelope)
+        size += read
     if start < len(envelopes):
         yield envelopes[start:]
 

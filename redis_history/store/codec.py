@@ -36,6 +36,11 @@ compressed one apart, and every read (snapshots, entries, chat-completions dicts
 ``show``, ``export`` and ``transcript``) puts the text back as it was written. Envelopes
 written before, and short texts, are plain JSON and read as they always did.
 
+The limits on what one write sends and one transcript page returns count an envelope's
+:func:`read_size`, the bytes a reader gets back: a compressed one counts its text's length
+as its frame's header gives it (nothing is decompressed), so 8 MiB of envelopes never carry
+a gigabyte of text that compressed to them.
+
 Reads validate each envelope on its own (joining a list of megabytes into one
 document cost more than the per-call overhead saves) and inside pydantic-core,
 the role rules included: :func:`decode_messages` for ``snapshot``,
@@ -99,6 +104,7 @@ __all__ = [
     "encode_batch",
     "encode_entry",
     "encode_message",
+    "read_size",
     "role_item",
 ]
 
@@ -402,10 +408,27 @@ def _packed(
 
 def _unpacked(item: bytes | str) -> tuple[bytes, str]:
     """A compressed envelope as the JSON envelope of its message without the text, and the
-    text. The one place that reads the compressed form.
+    text. The one place that decompresses the compressed form.
 
     Raises:
         ValueError: ``item`` is not a whole compressed envelope.
+    """
+    head, frame, _size = _frame(item)
+    try:
+        return head, _CODECS.decompress(frame).decode()
+    except zstandard.ZstdError as exc:
+        raise ValueError(
+            f"a stored envelope's compressed text does not decompress: {exc}"
+        ) from None
+
+
+def _frame(item: bytes | str) -> tuple[bytes, memoryview, int]:
+    """A compressed envelope's JSON without the text, its compressed text, and that text's
+    length decompressed as the frame's header gives it (nothing is decompressed).
+
+    Raises:
+        ValueError: ``item`` is not a whole compressed envelope, or its text would
+            decompress to more than ``MAX_MESSAGE_BYTES`` or to a length unknown.
     """
     if not isinstance(item, bytes) or (found := _PACKED.match(item)) is None:
         raise ValueError("a stored envelope ends with a NUL but has no compressed text")
@@ -413,13 +436,28 @@ def _unpacked(item: bytes | str) -> tuple[bytes, str]:
     frame = memoryview(item)[end:-1]
     try:
         size = zstandard.frame_content_size(frame)
-        if end <= found.end() or not 0 <= size <= MAX_MESSAGE_BYTES:
-            raise ValueError("a stored envelope's compressed text is cut short or too long")
-        return item[:end], _CODECS.decompress(frame).decode()
     except zstandard.ZstdError as exc:
         raise ValueError(
             f"a stored envelope's compressed text does not decompress: {exc}"
         ) from None
+    if end <= found.end() or not 0 <= size <= MAX_MESSAGE_BYTES:
+        raise ValueError("a stored envelope's compressed text is cut short or too long")
+    return item[:end], frame, size
+
+
+def read_size(envelope: bytes) -> int:
+    """The bytes a reader gets back of a stored envelope, what the limits on writes and
+    pages count: a JSON envelope's length; a compressed one's without its compressed text
+    and NUL, plus that text's length (the frame's header, read, not decompressed). One that
+    :func:`_unpacked` refuses counts ``MAX_MESSAGE_BYTES`` more than its length, more than
+    any message reads back: it ends a page, and decoding it names it corrupt."""
+    if envelope[-1:] != b"\0":
+        return len(envelope)
+    try:
+        head, _compressed, size = _frame(envelope)
+    except ValueError:
+        return len(envelope) + MAX_MESSAGE_BYTES
+    return len(head) + size
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -672,6 +710,9 @@ class Batch(NamedTuple):
     """One envelope per message."""
     roles: list[str | int]
     """The role items, one after another (``role_item``)."""
+    read_bytes: int
+    """What a reader gets back of the envelopes (:func:`read_size`), which the limit on one
+    write counts: compressed, they may be far fewer bytes."""
 
     def args(self, head: tuple[Any, ...]) -> tuple[Any, ...]:
         """The script's arguments: ``head``, then the token sum, the count, the envelopes
@@ -690,13 +731,14 @@ def encode_batch(
     counter = counter if isinstance(counter, Pricer) else Pricer(counter)
     envelopes: list[bytes] = []
     roles: list[str | int] = []
-    total = 0
+    total = read = 0
     for index, message in enumerate(messages):
         envelope, tokens = encode_message(message, counter, max_bytes, summary=summary, index=index)
         envelopes.append(envelope)
         roles += role_item(message)
         total += tokens
-    return Batch(total, envelopes, roles)
+        read += read_size(envelope)
+    return Batch(total, envelopes, roles, read)
 
 
 _ENVELOPE = stored_validator(envelope_schema)

@@ -533,7 +533,9 @@ class RedisHistory(_Base):
         return list(self.iter_transcript(MAX_PAGE))
 
     def transcript_page(self, start: int = 0, count: int = 500) -> TranscriptPage:
-        """Up to ``count`` entries of the full record from position ``start``.
+        """Up to ``count`` entries of the full record from position ``start``; fewer once
+        what they read back (texts stored compressed counted decompressed) reaches
+        ``MAX_READ_BYTES``, and ``page.next`` is then where the page ended.
 
         Positions are stable while compaction moves messages to the archive, so
         paging with ``page.next`` neither skips nor repeats a message, except that
