@@ -98,7 +98,7 @@ def test_no_command_of_a_read_spans_more_than_a_page(logged: redis.Redis) -> Non
         assert ranges
         assert max(map(span, ranges)) <= PAGE_ENTRIES
         # the whole list, once, and each page's first entry again (the fence)
-        assert sum(map(span, ranges)) <= 1_000 + len(ranges) + PAGE_ENTRIES
+        assert sum(map(span, ranges)) <= 1_000 + len(ranges) + 2 * PAGE_ENTRIES
         # the version when the length is read and after the last page: two round trips
         versions = [command for command in commands if command[:1] == [b"HGET"]]
         assert len(versions) <= 3, commands
@@ -206,3 +206,20 @@ def test_pages_overlap_by_one_and_end_at_the_range() -> None:
     assert _pages._pages(0, 200, 10, overlap=False) == [(0, 63), (63, 126), (126, 189), (189, 200)]
     assert _pages._pages(253, 300, 10, overlap=True) == [(252, 300)]
     assert _pages._pages(0, None, 2, overlap=False) == [(0, 63), (63, 126)]
+
+
+def test_a_history_reads_a_list_it_read_before_in_one_round_trip(logged: redis.Redis) -> None:
+    """The length the last whole read found is a hint of how many pages to ask for at once:
+    with it a long list is one round trip (the version twice, the length), no page twice."""
+    history = RedisHistory(logged, "c")
+    history.append_many(chat(1_000))
+    history.snapshot()
+    history.append_many(chat(30, "more"))  # a page past the hint is asked for, for these
+    commands = commands_of(logged, history.snapshot)
+    assert [command[0] for command in commands].count(b"HGET") == 2
+    assert commands[1][0] == b"LLEN"
+    assert sum(map(span, commands[2:-1])) <= 1_030 + len(commands[2:-1]) + 2 * PAGE_ENTRIES
+    assert ids(history.snapshot()) == ids(chat(1_000)) + ids(chat(30, "more"))
+    shorter = RedisHistory(logged, "c")
+    shorter.truncate(10)
+    assert ids(history.snapshot()) == ids(chat(10))  # a hint past the end costs nothing else

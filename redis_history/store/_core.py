@@ -536,6 +536,9 @@ class HistoryCore:
         """Masks ``secrets`` (the client's password) in the errors :meth:`wrap` makes."""
         self._clock = clock
         self._entropy = entropy
+        self._lengths: dict[str, int] = {}
+        """The length each list had at its last whole read by this history: a hint of how
+        many pages the next asks for at once (``store/_pages.py``), never relied on."""
 
     def _fresh(self) -> bytes:
         """A random operation token, for a write with no natural key."""
@@ -987,12 +990,19 @@ class HistoryCore:
         """``key``'s entries from ``start`` to ``stop`` inclusive (LRANGE semantics), parsed
         by ``decode``: one ``LRANGE`` where that spans at most a page, else read in pages
         (``store/_pages.py``; the parse raises ``PagesWanted`` for the rest)."""
-        listing = Listing(key, self.keys.meta, start, stop)
+        listing = Listing(key, self.keys.meta, start, stop, self._lengths.get(key, 0))
         if listing.single():
             return Call(decode, ("LRANGE", key, start, stop))
+        whole = start == 0 and stop == -1
+
+        def parse(envelopes: list[Any]) -> T:
+            if whole:
+                self._lengths[key] = len(envelopes)
+            return decode(envelopes)
+
         if (first := listing.first_page()) is not None:
-            return Call(lambda reply: decode(listing.page(reply)), first)
-        return Call(lambda reply: decode(listing.read(reply)), listing.commands(), batch=True)
+            return Call(lambda reply: parse(listing.page(reply)), first)
+        return Call(lambda reply: parse(listing.read(reply)), listing.commands(), batch=True)
 
     def transcript_page(self, start: int = 0, count: int = 500) -> Call[TranscriptPage]:
         """Up to ``count`` entries of the full record from position ``start`` (fewer when

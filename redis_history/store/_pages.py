@@ -92,6 +92,11 @@ class Listing:
     meta: str
     start: int
     stop: int
+    expected: int = 0
+    """How long the list is expected to be (a hint: the length the last whole read of it
+    found). At a page or more, the read starts with the fenced round trip and asks for the
+    pages the hint names (:data:`FIRST_PAGES` at least), so that a long list is read in
+    one round trip and no page twice."""
 
     def single(self) -> bool:
         """Whether one ``LRANGE`` reads the range: it spans at most a page whatever the
@@ -100,8 +105,9 @@ class Listing:
         return same_side and self.stop - self.start < PAGE_ENTRIES
 
     def first_page(self) -> tuple[Any, ...] | None:
-        """The ``LRANGE`` of the first page, when the range starts from the head."""
-        if self.start < 0:
+        """The ``LRANGE`` of the first page, when the range starts from the head and the list
+        is not expected to go past it."""
+        if self.start < 0 or self.expected >= PAGE_ENTRIES:
             return None
         return ("LRANGE", self.key, self.start, self.start + PAGE_ENTRIES - 1)
 
@@ -131,7 +137,9 @@ class Listing:
         if self.start < 0:
             return []  # positions from the tail: known once the length is
         last = self.stop if self.stop >= 0 else None
-        return _pages(self.start, last, FIRST_PAGES, overlap=False)
+        # Past the expected length by a page, for appends since the hint.
+        count = max(FIRST_PAGES, (self.expected - self.start) // (PAGE_ENTRIES - 1) + 2)
+        return _pages(self.start, last, count, overlap=False)
 
     def read(self, reply: Any) -> list[Any]:
         """The entries, from the fenced round trip's replies (or a :class:`Complete`).
