@@ -20,6 +20,14 @@ from redis_history.store._core import Call
 from redis_history.store._pages import PAGE_ENTRIES, READ_ATTEMPTS
 
 
+@pytest.fixture(autouse=True)
+def no_hints() -> Iterator[None]:
+    """No length remembered from another test's reads (``_pages.LENGTHS``)."""
+    _pages.LENGTHS.clear()
+    yield
+    _pages.LENGTHS.clear()
+
+
 def chat(n: int, tag: str = "m") -> list[Message]:
     """``n`` messages, a user's and an assistant's in turn, ids ``<tag><i>``."""
     return [
@@ -208,14 +216,15 @@ def test_pages_overlap_by_one_and_end_at_the_range() -> None:
     assert _pages._pages(0, None, 2, overlap=False) == [(0, 63), (63, 126)]
 
 
-def test_a_history_reads_a_list_it_read_before_in_one_round_trip(logged: redis.Redis) -> None:
-    """The length the last whole read found is a hint of how many pages to ask for at once:
-    with it a long list is one round trip (the version twice, the length), no page twice."""
+def test_a_list_read_before_is_read_in_one_round_trip(logged: redis.Redis) -> None:
+    """The length the process's last whole read found is a hint of how many pages to ask for
+    at once: with it a long list is one round trip (the version twice, the length), no page
+    twice, whichever history reads it."""
     history = RedisHistory(logged, "c")
     history.append_many(chat(1_000))
     history.snapshot()
     history.append_many(chat(30, "more"))  # a page past the hint is asked for, for these
-    commands = commands_of(logged, history.snapshot)
+    commands = commands_of(logged, RedisHistory(logged, "c").snapshot)
     assert [command[0] for command in commands].count(b"HGET") == 2
     assert commands[1][0] == b"LLEN"
     assert sum(map(span, commands[2:-1])) <= 1_030 + len(commands[2:-1]) + 2 * PAGE_ENTRIES

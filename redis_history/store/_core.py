@@ -43,7 +43,14 @@ from redis_history.errors import (
 from redis_history.models import MAX_ID_LENGTH, Message
 from redis_history.parts import BlobsWanted, blob_data, blobs_at_hand
 from redis_history.store import blobs
-from redis_history.store._pages import READ_ATTEMPTS, Complete, Listing, PagesWanted, Rest
+from redis_history.store._pages import (
+    LENGTHS,
+    READ_ATTEMPTS,
+    Complete,
+    Listing,
+    PagesWanted,
+    Rest,
+)
 from redis_history.store.codec import (
     Batch,
     Entry,
@@ -536,9 +543,6 @@ class HistoryCore:
         """Masks ``secrets`` (the client's password) in the errors :meth:`wrap` makes."""
         self._clock = clock
         self._entropy = entropy
-        self._lengths: dict[str, int] = {}
-        """The length each list had at its last whole read by this history: a hint of how
-        many pages the next asks for at once (``store/_pages.py``), never relied on."""
 
     def _fresh(self) -> bytes:
         """A random operation token, for a write with no natural key."""
@@ -990,14 +994,14 @@ class HistoryCore:
         """``key``'s entries from ``start`` to ``stop`` inclusive (LRANGE semantics), parsed
         by ``decode``: one ``LRANGE`` where that spans at most a page, else read in pages
         (``store/_pages.py``; the parse raises ``PagesWanted`` for the rest)."""
-        listing = Listing(key, self.keys.meta, start, stop, self._lengths.get(key, 0))
+        listing = Listing(key, self.keys.meta, start, stop, LENGTHS.get(key, 0))
         if listing.single():
             return Call(decode, ("LRANGE", key, start, stop))
         whole = start == 0 and stop == -1
 
         def parse(envelopes: list[Any]) -> T:
             if whole:
-                self._lengths[key] = len(envelopes)
+                LENGTHS.remember(key, len(envelopes))
             return decode(envelopes)
 
         if (first := listing.first_page()) is not None:

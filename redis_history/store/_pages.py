@@ -30,6 +30,7 @@ from typing import Any
 
 __all__ = [
     "FIRST_PAGES",
+    "LENGTHS",
     "PAGE_ENTRIES",
     "READ_ATTEMPTS",
     "Complete",
@@ -48,6 +49,23 @@ trip more for the rest, whatever its length."""
 
 READ_ATTEMPTS = 5
 """How many times a read of a list that rewrites keep changing is made before it gives up."""
+
+
+class Lengths(dict[str, int]):
+    """The length each list had when this process last read it whole, by key: a hint of how
+    many pages the next read asks for at once (:attr:`Listing.expected`), never relied on.
+    Cleared whole once it holds :data:`HINTS` lists, so it stays small."""
+
+    def remember(self, key: str, length: int) -> None:
+        if len(self) >= HINTS:
+            self.clear()
+        self[key] = length
+
+
+HINTS = 10_000
+"""The most lists whose length :data:`LENGTHS` remembers (about 1 MB of keys)."""
+
+LENGTHS = Lengths()
 
 
 @dataclass(frozen=True, slots=True)
