@@ -6,13 +6,15 @@ does not exist (a late event after delete() must not bring it back). A conversat
 that lost its meta hash or its list is refused.
 
 KEYS[1] msgs     LIST (only its TTL is refreshed)
-KEYS[2] meta     HASH (field cstate = "<kind>:<value>", counters compactions, tokens_freed)
+KEYS[2] meta     HASH (field cstate = "<kind>:<value>", counters compactions, tokens_freed;
+                 xlen and xwhy, the live length and the reason when compaction gave up)
 KEYS[3] archive  LIST (only its TTL is refreshed)
 KEYS[4] summaries HASH the HistoryManager's shared summaries (only its TTL is refreshed)
 ARGV[1] op       the operation token
 ARGV[2] ttl      ms to set as the conversation's TTL, or 0 to keep the stored one
 ARGV[3] event    advance_turn | compacted | exhausted | warned
-ARGV[4] value    the cooldown for `compacted` (< 2^24); otherwise 0
+ARGV[4] value    the cooldown for `compacted` (< 2^24); the reason for `exhausted` (1 no cut,
+                 2 nothing freed, 3 the kept tail over the hard limit); otherwise 0
 ARGV[5] freed    tokens a compaction freed (counted with `compacted`), else 0
 
 Returns the new state, or {6, -1, reason} (not allowed; nothing written) or
@@ -47,7 +49,7 @@ if event == 'advance_turn' then
     if n > 1 then new_n = n - 1 else new_kind, new_n = 'ready', 0 end
   end
 elseif event == 'compacted' then
-  if kind ~= 'ready' and kind ~= 'cooling' then return {INVALID_TRANSITION, -1, 'cannot record a compaction in state ' .. raw} end
+  if kind == 'compacted' then return {INVALID_TRANSITION, -1, 'cannot record a compaction in state ' .. raw} end
   new_kind, new_n = 'compacted', value
 elseif event == 'exhausted' then
   if kind == 'cooling' then return {INVALID_TRANSITION, -1, 'cannot become exhausted from ' .. raw} end
@@ -60,13 +62,15 @@ else
 end
 
 local state = new_kind .. ':' .. new_n
-if not exists or (state == raw and event ~= 'compacted') then return state end
+if not exists or (state == raw and event ~= 'compacted' and event ~= 'exhausted') then return state end
 local new_ttl
 ttl, new_ttl = effective_ttl(ttl, tonumber(ARGV[2]))
 commit(meta, WRITES, records, op, CODES[new_kind] * 16777216 + new_n, new_ttl, 'cstate', state)
 if event == 'compacted' then
   redis.call('HINCRBY', meta, 'compactions', 1)
   redis.call('HINCRBY', meta, 'tokens_freed', freed)
+elseif event == 'exhausted' then
+  redis.call('HSET', meta, 'xlen', redis.call('LLEN', msgs), 'xwhy', value)
 end
 refresh_ttl(ttl, msgs, meta, archive, shared)
 return state

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from redis_history import limits
-from redis_history.compaction.policy import CompactionContext, CompactionPolicy
+from redis_history.compaction.policy import CompactionContext, CompactionFacts, CompactionPolicy
 from redis_history.compaction.state import CompactionState, Event
 from redis_history.errors import (
     HistoryError,
@@ -135,6 +135,7 @@ class InMemoryHistory:
         its messages the list still holds (0 once compacted or replaced) and whether a
         rollback or a truncate cut it (``lua/includes/spans.lua``)."""
         self._cstate = CompactionState()
+        self._gave_up = (0, 0)  # the live length and the reason when compaction gave up
         self._stats = CompactionStats(0, 0)
         self._claim: tuple[str, int] | None = None
         """The pending compaction's job id and when it was claimed (ms)."""
@@ -612,6 +613,13 @@ class InMemoryHistory:
         """:meth:`token_estimate` and :meth:`compaction_state` together."""
         return self.token_estimate(), self._cstate
 
+    def compaction_facts(self) -> CompactionFacts:
+        """What decides whether compaction is due (see ``RedisHistory``)."""
+        stored = sum(item.tokens for item in self._items)
+        return CompactionFacts(
+            self.token_estimate(), stored, self._cstate, len(self._items), *self._gave_up
+        )
+
     def compaction_stats(self) -> CompactionStats:
         """How many compactions this conversation has had, and the tokens they freed."""
         return self._stats
@@ -633,9 +641,11 @@ class InMemoryHistory:
         if done is not None:
             return done  # type: ignore[no-any-return]
         state = self._cstate.apply(event, value)
-        if not self._exists or (state == self._cstate and event != "compacted"):
+        if not self._exists or (state == self._cstate and event not in ("compacted", "exhausted")):
             return state
         self._cstate = state
+        if event == "exhausted":
+            self._gave_up = (len(self._items), value)
         if event == "compacted":
             self._stats = CompactionStats(
                 self._stats.compactions + 1, self._stats.tokens_freed + freed
@@ -646,13 +656,12 @@ class InMemoryHistory:
     def maybe_compact(self, schedule: Schedule, policy: CompactionPolicy | None = None) -> bool:
         """Schedule a compaction if one is due and none is pending (see ``RedisHistory``)."""
         policy = policy or CompactionPolicy()
-        estimate, state = self.compaction_status()
+        facts = self.compaction_facts()
+        state = facts.state
         if state.is_exhausted() and not state.warned:
             self._cstate = state.on_warned()
-            logger.warning(
-                exhausted_warning(self.namespace, self.conversation_id, estimate, policy)
-            )
-        if not policy.should_compact(estimate, state):
+            logger.warning(exhausted_warning(self.namespace, self.conversation_id, facts, policy))
+        if not policy.due(facts):
             return False
         request = CompactionRequest.new(
             self.namespace, self.conversation_id, DEFAULT_PREFIX, policy, os.urandom

@@ -104,7 +104,7 @@ def test_maybe_compact_enqueues_once_with_a_json_payload(client: Any) -> None:
     (job,) = queue.get_jobs()
     assert ":" not in job.id
     assert job.timeout == POLICY.job_timeout_seconds
-    assert job.result_ttl == 3600, "the small JSON result is kept for operators"
+    assert job.result_ttl == 60, "the small JSON result is kept a minute, for the metrics"
     assert job.kwargs["conversation_id"] == "user:1"
     assert job.kwargs["policy"]["soft_tokens"] == 50
 

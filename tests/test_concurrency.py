@@ -224,7 +224,9 @@ def test_pods_asking_at_once_enqueue_one_compaction(
     redis_url: str, real_redis: redis.Redis
 ) -> None:
     """However many pods call maybe_compact at the same moment, exactly one job is enqueued."""
-    RedisHistory(real_redis, "shared", token_counter="heuristic").append(Message.user("long"))
+    shared = RedisHistory(real_redis, "shared", token_counter="heuristic")
+    for i in range(5):  # more than min_messages + keep_last_turns: a cut may exist
+        shared.append_many([Message.user(f"long {i}"), Message.assistant(f"answer {i}")])
     assert race(ask_to_compact, redis_url).count(True) == 1
     assert compaction_queue(connection=real_redis, name="compaction").count == 1
 

@@ -43,14 +43,18 @@ def test_advance_turn(state: CompactionState, after: CompactionState) -> None:
     assert state.advance_turn() == after
 
 
-def test_a_compaction_starts_a_cooldown_from_ready_or_cooling() -> None:
-    """compacted is allowed from Ready and (hard limit) Cooling, never twice a turn or exhausted."""
+def test_a_compaction_starts_a_cooldown_from_ready_cooling_or_exhausted() -> None:
+    """compacted is allowed from Ready, (hard limit) Cooling and Exhausted (tried again once
+    grown), never twice a turn."""
     state = READY.on_compacted(2)
     assert state.is_compacted_this_turn()
     assert state.cooldown_remaining() == 2
     assert CompactionState.cooling(1).on_compacted(3) == CompactionState.compacted_this_turn(3)
+    for warned in (False, True):
+        exhausted = CompactionState.exhausted(warned=warned)
+        assert exhausted.on_compacted(1) == CompactionState.compacted_this_turn(1)
     for refused in STATES:
-        if refused.kind in ("compacted", "exhausted"):
+        if refused.kind == "compacted":
             with pytest.raises(InvalidTransitionError):
                 refused.on_compacted(1)
 
@@ -63,16 +67,16 @@ def test_exhausted_is_not_reachable_from_cooling() -> None:
         CompactionState.cooling(2).on_exhausted()
 
 
-def test_the_warning_is_given_once_and_then_terminal() -> None:
-    """Exhausted{false} becomes Exhausted{true} once; no event leaves it or warns again."""
+def test_the_warning_is_given_once_and_only_a_compaction_leaves_exhausted() -> None:
+    """Exhausted{false} becomes Exhausted{true} once; no event but a compaction (tried again
+    once the conversation grew) leaves it, and none warns again."""
     warned = CompactionState.exhausted().on_warned()
     assert warned.warned
     with pytest.raises(InvalidTransitionError):
         warned.on_warned()
     assert warned.advance_turn() == warned
     assert warned.on_exhausted() == warned
-    with pytest.raises(InvalidTransitionError):
-        warned.on_compacted(0)
+    assert warned.on_compacted(0) == CompactionState.compacted_this_turn(0)
     with pytest.raises(InvalidTransitionError):
         READY.on_warned()
 

@@ -3,13 +3,42 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Self
+from typing import NamedTuple, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from redis_history.compaction.state import CompactionState
 
-__all__ = ["CompactionContext", "CompactionPolicy"]
+__all__ = ["GAVE_UP", "CompactionContext", "CompactionFacts", "CompactionPolicy"]
+
+GAVE_UP = {1: "no cut", 2: "nothing freed", 3: "tail over the hard limit"}
+"""Why compaction gave up on a conversation (the ``exhausted`` event's value): it found no
+cut (fewer whole turns than ``keep_last_turns`` + 1, or too short a prefix), the compactor
+freed nothing, or the turns it must keep hold more than ``hard_tokens`` by themselves."""
+
+
+class CompactionFacts(NamedTuple):
+    """What the store knows of a conversation that decides whether to compact it, read at
+    once (``compaction_facts``)."""
+
+    estimate: int | None
+    """The token estimate: what the model last reported plus what was appended since."""
+    stored: int
+    """The token total of the live messages stored."""
+    state: CompactionState
+    length: int
+    """Live messages."""
+    gave_up_at: int = 0
+    """Live messages when compaction last gave up on it (0: never, or before this was kept)."""
+    gave_up: int = 0
+    """Why (a key of :data:`GAVE_UP`; 0 when unknown)."""
+
+    @property
+    def tokens(self) -> int:
+        """The figure the thresholds compare with: the larger of the estimate (the request
+        the model saw, which a ``HistoryManager`` trims to its budget) and the stored total
+        (what pods read, price and trim every turn)."""
+        return max(self.estimate or 0, self.stored)
 
 
 class CompactionPolicy(BaseModel):
@@ -65,13 +94,31 @@ class CompactionPolicy(BaseModel):
             }
         )
 
-    def should_compact(self, estimate: int | None, state: CompactionState) -> bool:
-        """Whether a conversation at ``estimate`` tokens in ``state`` is due for compaction."""
-        if estimate is None or state.is_exhausted() or state.is_compacted_this_turn():
+    def cuttable(self, length: int) -> bool:
+        """Whether ``length`` live messages may hold a cut: a prefix of ``min_messages`` and
+        ``keep_last_turns`` turns after it, one message each at least, and a system message."""
+        return length > self.min_messages + self.keep_last_turns
+
+    def retry_at(self, gave_up_at: int) -> int:
+        """The live length at which a conversation compaction gave up on at ``gave_up_at``
+        messages is tried again: twice as long, and ``min_messages`` longer at least, so that
+        a conversation growing to ``n`` messages costs at most ``log2(n)`` jobs that cannot
+        cut."""
+        return max(2 * gave_up_at, gave_up_at + self.min_messages)
+
+    def due(self, facts: CompactionFacts) -> bool:
+        """Whether a conversation is due for compaction: its figure (:attr:`CompactionFacts.tokens`)
+        at ``hard_tokens``, or at ``soft_tokens`` in ``Ready``; never twice in a turn, nor while
+        it holds too few messages for a cut; ``Exhausted`` at ``soft_tokens`` once it has grown
+        to :meth:`retry_at` the length compaction gave up at."""
+        tokens, state = facts.tokens, facts.state
+        if not tokens or state.is_compacted_this_turn() or not self.cuttable(facts.length):
             return False
-        if estimate >= self.hard_tokens:
+        if state.is_exhausted():
+            return tokens >= self.soft_tokens and facts.length >= self.retry_at(facts.gave_up_at)
+        if tokens >= self.hard_tokens:
             return True
-        return estimate >= self.soft_tokens and state == CompactionState.ready()
+        return tokens >= self.soft_tokens and state == CompactionState.ready()
 
 
 @dataclass(frozen=True, slots=True)

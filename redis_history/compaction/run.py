@@ -334,7 +334,7 @@ def run_compaction(
     token = token.decode() if isinstance(token, bytes) else str(token)
     try:
         with _Heartbeat(lock, policy.lock_ttl_seconds, since=asked, clock=clock) as heartbeat:
-            if not policy.should_compact(*history.compaction_status()):
+            if not policy.due(history.compaction_facts()):
                 return CompactionResult("skipped")
             for attempt in range(2):
                 try:
@@ -385,7 +385,7 @@ def _compact_once(
     if heartbeat.lost:  # neither a state change nor a summary is worth making without it
         return _lock_lost(history, heartbeat)
     if cut is None:
-        _exhaust(history)
+        _exhaust(history, NO_CUT)
         return CompactionResult("exhausted")
     replaced = sum(tokens[: cut.drop])
     context = CompactionContext(history.namespace, history.conversation_id, policy)
@@ -401,7 +401,7 @@ def _compact_once(
         return _lock_lost(history, heartbeat)
     replacement = _replacement(history, plugins.compactor, result, entries[cut.drop :])
     if not replacement or replacement == messages[: cut.drop]:  # nothing it would change
-        _exhaust(history)
+        _exhaust(history, NOTHING_FREED)
         return CompactionResult("exhausted")
     dropped = history.splice_prefix(
         cut.drop,
@@ -418,9 +418,10 @@ def _compact_once(
     freed = max(0, replaced - written)
     with contextlib.suppress(InvalidTransitionError):  # state moved meanwhile; the splice stands
         history.compaction_event("compacted", policy.cooldown_turns, freed)
-    estimate = history.token_estimate() or 0
-    if freed == 0 or estimate >= policy.hard_tokens:
-        _exhaust(history)
+    if freed == 0:
+        _exhaust(history, NOTHING_FREED)
+    elif history.compaction_facts().tokens >= policy.hard_tokens:
+        _exhaust(history, TAIL_OVER_HARD)
     return CompactionResult("compacted", dropped, freed)
 
 
@@ -467,6 +468,10 @@ def _replacement(
     return replacement
 
 
-def _exhaust(history: RedisHistory) -> None:
+NO_CUT, NOTHING_FREED, TAIL_OVER_HARD = 1, 2, 3
+"""Why compaction gave up (``GAVE_UP``), recorded with the state."""
+
+
+def _exhaust(history: RedisHistory, why: int) -> None:
     with contextlib.suppress(InvalidTransitionError):  # not reachable from Cooling
-        history.compaction_event("exhausted")
+        history.compaction_event("exhausted", why)

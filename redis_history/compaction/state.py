@@ -4,11 +4,17 @@
 
     Ready ──compacted(c)──▶ CompactedThisTurn{c} ──advance_turn──▶ Cooling{c} if c > 0, else Ready
       │                          └──exhausted──▶ Exhausted{false}
-      └──exhausted──▶ Exhausted{false} ──warned (once)──▶ Exhausted{true} (terminal)
+      └──exhausted──▶ Exhausted{false} ──warned (once)──▶ Exhausted{true}
     Cooling{n} ──advance_turn──▶ Cooling{n-1}, and Cooling{1} ──advance_turn──▶ Ready
     Cooling{n} ──compacted(c)──▶ CompactedThisTurn{c}   (a hard-limit compaction)
+    Exhausted{w} ──compacted(c)──▶ CompactedThisTurn{c}  (tried again once grown)
 
-Exhausted is not reachable from Cooling. The state is stored in the
+Exhausted is not reachable from Cooling. It ends compaction only until the conversation
+has grown enough that a cut may exist (:meth:`CompactionPolicy.due
+<redis_history.compaction.policy.CompactionPolicy.due>`): a conversation lives across many
+pods and days, and "too few messages now" is not "compaction can never help". The live
+length and the reason when compaction gave up are kept beside the state (``xlen``,
+``xwhy``). The state is stored in the
 conversation's meta hash as one field (:meth:`CompactionState.encode`), and
 every transition is applied there by ``lua/compaction_state-4.lua``, which
 implements this same map; a test checks the two agree on every state and event.
@@ -82,8 +88,9 @@ class CompactionState:
         return self
 
     def on_compacted(self, cooldown: int) -> CompactionState:
-        """A compaction succeeded: from ``Ready``, or ``Cooling`` when a hard limit forced it."""
-        if self.kind not in ("ready", "cooling"):
+        """A compaction succeeded: from ``Ready``, ``Cooling`` when a hard limit forced it, or
+        ``Exhausted`` when it was tried again once the conversation grew."""
+        if self.kind not in ("ready", "cooling", "exhausted"):
             raise InvalidTransitionError(f"cannot record a compaction in state {self}")
         return CompactionState.compacted_this_turn(cooldown)
 

@@ -27,7 +27,7 @@ from redis import exceptions as redis_errors
 
 from redis_history import limits
 from redis_history._redact import NOTHING, Redactor
-from redis_history.compaction.policy import CompactionPolicy
+from redis_history.compaction.policy import CompactionFacts, CompactionPolicy
 from redis_history.compaction.state import CompactionState, Event
 from redis_history.errors import (
     AccessDeniedError,
@@ -916,6 +916,22 @@ class HistoryCore:
     def _status(self, reply: Any) -> tuple[int | None, CompactionState]:
         return self._estimate(reply[:3]), self._decode_state(reply[3])
 
+    def compaction_facts(self) -> Call[CompactionFacts]:
+        """What decides whether to compact (``CompactionPolicy.due``), in one read."""
+        return self._fields(self._facts)
+
+    def _facts(self, reply: Any) -> CompactionFacts:
+        try:
+            stored, gave_up_at, gave_up, length = (
+                int(reply[i]) if reply[i] is not None else 0 for i in (0, 4, 5, 6)
+            )
+        except ValueError as exc:
+            raise self._context(
+                CorruptHistoryError(f"meta hash holds a non-integer: {reply!r}")
+            ) from exc
+        estimate, state = self._status(reply)
+        return CompactionFacts(estimate, stored, state, length, gave_up_at, gave_up)
+
     def compaction_state(self) -> Call[CompactionState]:
         """The stored compaction state, ``Ready`` when there is none."""
         return Call(self._decode_state, ("HGET", self.keys.meta, "cstate"))
@@ -1061,9 +1077,9 @@ class HistoryCore:
         self._checked(reply)
         return True
 
-    def exhausted_warning(self, estimate: int | None, policy: CompactionPolicy) -> str:
-        """The one-shot warning for a conversation compaction can no longer shrink."""
-        return exhausted_warning(self.namespace, self.conversation_id, estimate, policy)
+    def exhausted_warning(self, facts: CompactionFacts, policy: CompactionPolicy) -> str:
+        """The one-shot warning for a conversation compaction gave up on."""
+        return exhausted_warning(self.namespace, self.conversation_id, facts, policy)
 
     def compaction_stats(self) -> Call[CompactionStats]:
         """How many compactions the conversation has had and the tokens they freed."""
@@ -1106,10 +1122,11 @@ class HistoryCore:
         wins it; if compaction is due, claim the conversation's one pending compaction and
         schedule it, releasing the claim if scheduling fails. Returns whether it scheduled.
         """
-        estimate, state = yield self.compaction_status()
+        facts: CompactionFacts = yield self.compaction_facts()
+        state = facts.state
         if state.is_exhausted() and not state.warned and (yield self.take_warning()):
-            yield self.exhausted_warning(estimate, policy)
-        if not policy.should_compact(estimate, state):
+            yield self.exhausted_warning(facts, policy)
+        if not policy.due(facts):
             return False
         request = self.compaction_request(policy)
         if not (yield self.claim_compaction(request.job_id, self._clock(), request.claim_ms)):
@@ -1123,13 +1140,31 @@ class HistoryCore:
 
 
 def exhausted_warning(
-    namespace: str, conversation_id: str, estimate: int | None, policy: CompactionPolicy
+    namespace: str, conversation_id: str, facts: CompactionFacts, policy: CompactionPolicy
 ) -> str:
-    """The one-shot warning for a conversation compaction can no longer shrink."""
+    """The one-shot warning for a conversation compaction gave up on: why, with its numbers,
+    and when it is tried again."""
+    name = f"conversation {namespace}/{conversation_id} is exhausted"
+    again = (
+        f"it is tried again once it holds {policy.retry_at(facts.gave_up_at)} live messages "
+        f"(now {facts.length}, {facts.tokens} tokens)"
+    )
+    if facts.gave_up == 3:
+        return (
+            f"{name}: after compaction the turns it keeps are over the hard limit "
+            f"({policy.hard_tokens} tokens): no cut can bring it below while they are kept; "
+            "elide old tool outputs (ToolOutputElider), lower keep_last_turns or "
+            f"keep_last_tokens, or raise the model's budget; {again}"
+        )
+    if facts.gave_up == 2:
+        return (
+            f"{name}: the compactor freed nothing from it at {facts.gave_up_at} live "
+            f"messages; {again}"
+        )
     return (
-        f"conversation {namespace}/{conversation_id} is exhausted: compaction cannot bring "
-        f"it below the hard limit ({estimate} tokens, hard limit {policy.hard_tokens}); "
-        "start a new conversation or raise the model's budget"
+        f"{name}: compaction found nothing to cut at {facts.gave_up_at} live messages: it "
+        f"keeps the last {policy.keep_last_turns} whole turns and summarizes at least "
+        f"{policy.min_messages} messages before them; {again}"
     )
 
 

@@ -25,7 +25,7 @@ from redis.exceptions import ResponseError
 
 from redis_history._plans import adrive, drive
 from redis_history._redact import client_secrets
-from redis_history.compaction.policy import CompactionPolicy
+from redis_history.compaction.policy import CompactionFacts, CompactionPolicy
 from redis_history.compaction.state import CompactionState, Event
 from redis_history.errors import HistoryError
 from redis_history.limits import MAX_PAGE
@@ -569,6 +569,12 @@ class RedisHistory(_Base):
         """
         return self.execute(self.core.compaction_status())
 
+    def compaction_facts(self) -> CompactionFacts:
+        """What decides whether compaction is due (``CompactionPolicy.due``): the estimate, the
+        stored messages' token total, the state, the live length, and when and why
+        compaction last gave up, read in one round trip."""
+        return self.execute(self.core.compaction_facts())
+
     def compaction_stats(self) -> CompactionStats:
         """How many compactions this conversation has had, and the tokens they freed."""
         return self.execute(self.core.compaction_stats())
@@ -876,6 +882,10 @@ class AsyncRedisHistory(_Base):
     async def compaction_status(self) -> tuple[int | None, CompactionState]:
         """See :meth:`RedisHistory.compaction_status`."""
         return await self.execute(self.core.compaction_status())
+
+    async def compaction_facts(self) -> CompactionFacts:
+        """See :meth:`RedisHistory.compaction_facts`."""
+        return await self.execute(self.core.compaction_facts())
 
     async def compaction_stats(self) -> CompactionStats:
         """See :meth:`RedisHistory.compaction_stats`."""
