@@ -22,6 +22,8 @@ from redis_history import (
     RedisHistory,
     ToolCall,
 )
+from redis_history.admin import Target
+from redis_history.admin.listing import conversation_stats
 from redis_history.compaction.jobs import CompactionQueue
 from redis_history.compaction.policy import CompactionFacts
 from redis_history.compaction.run import run_compaction
@@ -164,3 +166,14 @@ def test_the_readme_loop_keeps_the_stored_list_bounded(client: Any) -> None:
     assert history.compaction_stats().compactions >= 3
     assert max(lengths[20:]) <= 2 * max(lengths[:20])  # flat: it was 120 messages at the end
     assert history.compaction_facts().stored < policy.hard_tokens
+
+
+def test_stats_say_why_compaction_gave_up_and_what_is_stored(real_redis: redis.Redis) -> None:
+    history = RedisHistory(real_redis, "c", namespace="t", token_counter="heuristic")
+    history.append_many([Message.system("s"), *tool_turn(0)])
+    target = Target(real_redis, "t")
+    assert conversation_stats(target, "c").gave_up is None
+    history.compaction_event("exhausted", 3)
+    stats = conversation_stats(target, "c")
+    assert stats.gave_up == {"reason": "tail over the hard limit", "at": 5}
+    assert stats.stored_tokens == history.compaction_facts().stored > POLICY.soft_tokens

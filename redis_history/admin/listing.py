@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from redis_history.admin.target import Target, run_call
+from redis_history.compaction.policy import GAVE_UP, CompactionFacts
 from redis_history.errors import (
     AccessDeniedError,
     CorruptHistoryError,
@@ -93,6 +94,13 @@ class ConversationStats(ConversationInfo):
     """The newest summary at the head of the live messages: when it was written
     (``at``), its ``message_id``, and, where the compactor said, the messages it
     ``covers`` and the ``tokens_replaced``; ``None`` when no summary is live."""
+    stored_tokens: int = 0
+    """The token total of the live messages stored (the thresholds compare the larger of it
+    and the estimate)."""
+    gave_up: dict[str, Any] | None = None
+    """When compaction last gave up on it (``Exhausted``): the ``reason`` (``no cut``,
+    ``nothing freed``, ``tail over the hard limit``) and the live messages it gave up
+    ``at`` (it is tried again at twice that: ``CompactionPolicy.retry_at``); else ``None``."""
     compaction_pending: bool = False
     """Whether a compaction is claimed (queued or running) for this conversation."""
     compacting: bool = False
@@ -266,7 +274,8 @@ def conversation_stats(target: Target, conversation_id: str) -> ConversationStat
         AccessDeniedError: Redis refused the credentials or a key.
     """
     history = target.existing(conversation_id)
-    tokens, state = history.compaction_status()
+    facts = history.compaction_facts()
+    tokens, state = facts.estimate, facts.state
     compactions, freed = history.compaction_stats()
     keys = history.keys
     try:
@@ -302,10 +311,19 @@ def conversation_stats(target: Target, conversation_id: str) -> ConversationStat
         compactions=compactions,
         tokens_freed=freed,
         last_compaction=_last_compaction(history),
+        stored_tokens=facts.stored,
+        gave_up=_gave_up(facts),
         compaction_pending=queued is not None,
         compacting=bool(locked),
         expires_in=int(expires_ms) / 1000 if int(expires_ms) >= 0 else None,
     )
+
+
+def _gave_up(facts: CompactionFacts) -> dict[str, Any] | None:
+    """Why and when compaction gave up on an ``Exhausted`` conversation."""
+    if not facts.state.is_exhausted():
+        return None
+    return {"reason": GAVE_UP.get(facts.gave_up, "unknown"), "at": facts.gave_up_at}
 
 
 def _last_compaction(history: RedisHistory) -> dict[str, Any] | None:
