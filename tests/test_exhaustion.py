@@ -177,3 +177,42 @@ def test_stats_say_why_compaction_gave_up_and_what_is_stored(real_redis: redis.R
     stats = conversation_stats(target, "c")
     assert stats.gave_up == {"reason": "tail over the hard limit", "at": 5}
     assert stats.stored_tokens == history.compaction_facts().stored > POLICY.soft_tokens
+
+
+HARD = CompactionPolicy(
+    soft_tokens=2_000, hard_tokens=8_000, keep_last_turns=2, cooldown_turns=1, min_messages=2
+)
+
+
+def test_over_the_hard_limit_old_tool_output_is_elided(client: Any) -> None:
+    """The two turns the policy keeps hold more than ``hard_tokens`` after the summary: the
+    job elides the bulky tool output of every turn but the newest, rather than give up."""
+    history = RedisHistory(client, "c", token_counter="heuristic")
+    history.append(Message.system("s", id="sys"))
+    for i in range(3):
+        history.append_many(tool_turn(i, 20_000))
+    assert history.compaction_facts().tokens > HARD.hard_tokens
+    result = run_compaction(history, FakeSummarizer(), HARD)
+    assert result.status == "compacted"
+    facts = history.compaction_facts()
+    assert facts.tokens < HARD.hard_tokens
+    assert facts.state == CompactionState.compacted_this_turn(1)
+    live = history.snapshot()
+    assert [m.id for m in live if m.metadata.get("elided")] == ["t1"]
+    assert live[-2].content.startswith("result 2")  # the newest turn stays whole
+    assert {m.id for m in history.transcript()} >= {"t0", "t1", "t2"}  # originals archived
+
+
+def test_one_turn_over_the_hard_limit_is_exhausted_saying_so(
+    client: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    history = RedisHistory(client, "c", token_counter="heuristic")
+    history.append_many([Message.system("s"), *tool_turn(0, 60_000)])
+    assert run_compaction(history, FakeSummarizer(), HARD).status == "exhausted"
+    facts = history.compaction_facts()
+    assert (facts.state, facts.gave_up) == (CompactionState.exhausted(), 3)
+    with caplog.at_level(logging.WARNING, "redis_history"):
+        history.maybe_compact(lambda _request: None, HARD)
+    (record,) = caplog.records
+    assert "over the hard limit (8000 tokens)" in record.message
+    assert "ToolOutputElider" in record.message

@@ -33,7 +33,12 @@ from redis import exceptions as redis_errors
 from redis.exceptions import LockError, LockNotOwnedError
 from redis.lock import Lock
 
-from redis_history.compaction.compactors import Compactor, CompactorRequest, SummarizingCompactor
+from redis_history.compaction.compactors import (
+    Compactor,
+    CompactorRequest,
+    SummarizingCompactor,
+    ToolOutputElider,
+)
 from redis_history.compaction.policy import CompactionContext, CompactionPolicy
 from redis_history.compaction.summarizers import Summarizer
 from redis_history.errors import (
@@ -378,6 +383,65 @@ def _compact_once(
     token: str,
     heartbeat: _Heartbeat,
 ) -> CompactionResult:
+    first = _cut_and_write(
+        history, plugins.compactor, plugins, policy, token=token, heartbeat=heartbeat
+    )
+    if isinstance(first, CompactionResult):
+        return first
+    dropped, freed = (first.dropped, first.freed) if isinstance(first, _Written) else (0, 0)
+    why = None if isinstance(first, _Written) else first
+    if history.compaction_facts().tokens >= policy.hard_tokens:
+        # Nothing the policy's cut may take brings it under the hard limit: shrink the bulky
+        # tool output of every turn but the newest rather than let the list grow for ever.
+        relaxed = policy.model_copy(update={"keep_last_turns": 1, "keep_last_tokens": 0})
+        second = _cut_and_write(
+            history,
+            ToolOutputElider(),
+            plugins,
+            relaxed,
+            token=token,
+            heartbeat=heartbeat,
+            step=" elided",
+        )
+        if isinstance(second, CompactionResult):
+            return second
+        if isinstance(second, _Written):
+            dropped, freed = dropped + second.dropped, freed + second.freed
+        if history.compaction_facts().tokens >= policy.hard_tokens:
+            why = TAIL_OVER_HARD
+    if dropped:
+        with contextlib.suppress(InvalidTransitionError):  # moved meanwhile; the splice stands
+            history.compaction_event("compacted", policy.cooldown_turns, freed)
+        if freed == 0 and why is None:
+            why = NOTHING_FREED
+    if why is not None:
+        _exhaust(history, why)
+    return (
+        CompactionResult("compacted", dropped, freed) if dropped else CompactionResult("exhausted")
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Written:
+    """A cut written back: the messages it dropped and the tokens it freed."""
+
+    dropped: int
+    freed: int
+
+
+def _cut_and_write(
+    history: RedisHistory,
+    compactor: Compactor,
+    plugins: _Plugins,
+    policy: CompactionPolicy,
+    *,
+    token: str,
+    heartbeat: _Heartbeat,
+    step: str = "",
+) -> CompactionResult | _Written | int:
+    """The policy's cut of the stored conversation, compacted by ``compactor`` and written
+    back (``step`` names the write among the job's); or why nothing was written
+    (``NO_CUT``, ``NOTHING_FREED``); or the result that ends the job (the lock lost)."""
     entries = history.entries()
     messages = [e.message for e in entries]
     tokens = [e.tokens for e in entries]
@@ -385,8 +449,7 @@ def _compact_once(
     if heartbeat.lost:  # neither a state change nor a summary is worth making without it
         return _lock_lost(history, heartbeat)
     if cut is None:
-        _exhaust(history, NO_CUT)
-        return CompactionResult("exhausted")
+        return NO_CUT
     replaced = sum(tokens[: cut.drop])
     context = CompactionContext(history.namespace, history.conversation_id, policy)
     request = CompactorRequest(
@@ -396,13 +459,12 @@ def _compact_once(
         token_counter=history.token_counter,
         summarizer=plugins.summarizer,
     )
-    result = plugins.compactor.compact(request)
+    result = compactor.compact(request)
     if heartbeat.lost:
         return _lock_lost(history, heartbeat)
-    replacement = _replacement(history, plugins.compactor, result, entries[cut.drop :])
+    replacement = _replacement(history, compactor, result, entries[cut.drop :])
     if not replacement or replacement == messages[: cut.drop]:  # nothing it would change
-        _exhaust(history, NOTHING_FREED)
-        return CompactionResult("exhausted")
+        return NOTHING_FREED
     dropped = history.splice_prefix(
         cut.drop,
         replacement,
@@ -412,17 +474,10 @@ def _compact_once(
         archive_max_bytes=policy.archive_max_bytes,
         # Kept messages keep their ids, so the replacement's ids no longer name this write
         # alone; the lock token does (a refused attempt is not recorded, a retried one is).
-        op_id=f"compaction {token}",
+        op_id=f"compaction {token}{step}",
     )
     written = sum(message_tokens(m, history.token_counter) for m in replacement)
-    freed = max(0, replaced - written)
-    with contextlib.suppress(InvalidTransitionError):  # state moved meanwhile; the splice stands
-        history.compaction_event("compacted", policy.cooldown_turns, freed)
-    if freed == 0:
-        _exhaust(history, NOTHING_FREED)
-    elif history.compaction_facts().tokens >= policy.hard_tokens:
-        _exhaust(history, TAIL_OVER_HARD)
-    return CompactionResult("compacted", dropped, freed)
+    return _Written(dropped, max(0, replaced - written))
 
 
 def _replacement(
