@@ -60,6 +60,10 @@ from typing import Any
 import redis
 import rq
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_compaction import percentile
+
 from redis_history import CompactionPolicy, Message, RedisHistory, ToolCall
 from redis_history.compaction.jobs import CompactionQueue, compaction_queue
 from redis_history.context import HistoryManager, HistoryManagerConfig
@@ -120,17 +124,6 @@ def agent_turn(rng: random.Random, tag: str) -> list[Message]:
         Message.tool(text_of(rng, rng.randint(*TOOL_BYTES)), tool_call_id=call.id, id=f"{tag}-r"),
         answer,
     ]
-
-
-def percentile(values: Sequence[float], p: float) -> float:
-    """The ``p``-th percentile, interpolated between the closest ranks."""
-    ordered = sorted(values)
-    if len(ordered) == 1:
-        return ordered[0]
-    rank = (len(ordered) - 1) * p / 100
-    low = int(rank)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
 @dataclass(frozen=True)
