@@ -21,7 +21,7 @@ from redis_history.demo.server import LocalCluster, RedisServer
 hypothesis.settings.register_profile("suite", deadline=None)
 hypothesis.settings.load_profile("suite")
 
-pytest_plugins = ["backends", "chat_server", "commands", "faults"]
+pytest_plugins = ["backends", "chat_server", "commands", "faults", "server_cpu"]
 
 
 @pytest.fixture(scope="session")

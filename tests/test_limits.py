@@ -1,6 +1,6 @@
 """No accepted input holds Redis for long: every limit is refused before anything is sent,
-and the worst inputs the limits allow run each server call under 250 ms, as the server's
-own ``SLOWLOG`` records them (a threshold, not a timer in the test)."""
+and the worst inputs the limits allow run each server call under 250 ms of the server's own
+CPU time (``server_cpu.py``: not a timer in the test, and not stretched by a busy machine)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,14 @@ import contextlib
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
 from samples import incompressible
+from server_cpu import metered
 
 from redis_history import (
     LimitExceededError,
@@ -24,12 +25,11 @@ from redis_history import (
     ToolCall,
     limits,
 )
+from redis_history.demo.server import RedisServer
 from redis_history.parts import FilePart
 from redis_history.store import codec
 
 ROOT = Path(__file__).resolve().parent.parent
-SLOW_US = 250_000
-"""What no server call may take, in the SLOWLOG's microseconds."""
 
 
 def test_the_scripts_limits_are_the_clients() -> None:
@@ -139,23 +139,28 @@ def test_max_message_bytes_has_a_ceiling() -> None:
         RedisHistory(redis.Redis(), "c", max_message_bytes=limits.MAX_MESSAGE_BYTES + 1)
 
 
-@pytest.fixture
-def slowlog(real_redis: redis.Redis) -> Iterator[redis.Redis]:
-    """The session's server logging every call over 250 ms; the test fails on any logged."""
-    real_redis.config_set("slowlog-log-slower-than", SLOW_US)
-    real_redis.slowlog_reset()
-    yield real_redis
-    logged = [(e["duration"], e["command"][:80]) for e in real_redis.slowlog_get(16)]
-    real_redis.config_set("slowlog-log-slower-than", 10_000)
-    assert not logged, f"server calls over {SLOW_US} µs: {logged}"
+LOOP = "local x = 0 for i = 1, tonumber(ARGV[1]) do x = x + i end return x"
+
+
+@pytest.mark.real_redis
+def test_the_meter_fails_a_call_over_250_ms(redis_server: RedisServer) -> None:
+    """The bound the tests below hold can fail: a script that loops for 300 ms of the server's
+    CPU (its length found from a shorter loop's, in CPU time too) is charged over 250 ms,
+    however busy the machine."""
+    client = metered(redis_server)
+    client.eval(LOOP, 0, 1_000_000)
+    ((short, _),) = client.meter.calls
+    client.eval(LOOP, 0, 1_000_000 * 300_000_000 // short)
+    assert [what for _, what in client.meter.over()] == [f"EVAL {LOOP}"[:80]]
+    client.close()
 
 
 @pytest.mark.real_redis
 @pytest.mark.slow
-def test_the_largest_batches_stay_under_250_ms(slowlog: redis.Redis, uncompressed: None) -> None:
+def test_the_largest_batches_stay_under_250_ms(server_cpu: redis.Redis, uncompressed: None) -> None:
     """10,000 messages in one append (scripted and staged), 8 MiB in one, 1,024 calls answered
     in one, a replace of 10,000 fenced on 10,000, a splice of 10,000, one over 8 MiB."""
-    history = RedisHistory(slowlog, "c", max_message_bytes=limits.MAX_MESSAGE_BYTES)
+    history = RedisHistory(server_cpu, "c", max_message_bytes=limits.MAX_MESSAGE_BYTES)
     history.append_many(many(limits.MAX_BATCH_MESSAGES))  # on an empty list: the script
     history.append_many(many(limits.MAX_BATCH_MESSAGES, limits.MAX_BATCH_MESSAGES))  # staged
     history.append_many(big(8, ENTRY))
@@ -187,11 +192,11 @@ def test_the_largest_batches_stay_under_250_ms(slowlog: redis.Redis, uncompresse
 @pytest.mark.real_redis
 @pytest.mark.slow
 def test_rewrites_of_a_long_conversation_stay_under_250_ms(
-    slowlog: redis.Redis, uncompressed: None
+    server_cpu: redis.Redis, uncompressed: None
 ) -> None:
     """On 100,000 messages: a rollback at the edge of its reach and one beyond it, truncates
     at the limits, a transcript paged over large entries, an archive capped, a delete."""
-    history = RedisHistory(slowlog, "c", max_message_bytes=limits.MAX_MESSAGE_BYTES)
+    history = RedisHistory(server_cpu, "c", max_message_bytes=limits.MAX_MESSAGE_BYTES)
     for start in range(0, 100_000, limits.MAX_BATCH_MESSAGES):
         history.append_many(many(limits.MAX_BATCH_MESSAGES, start))
     messages = history.tail(limits.MAX_ROLLBACK + 2)
@@ -253,11 +258,11 @@ def _ignore(call: Callable[[], Any]) -> None:
 
 @pytest.mark.real_redis
 @pytest.mark.slow
-def test_long_runs_of_summaries_or_tool_results_stay_under_250_ms(slowlog: redis.Redis) -> None:
+def test_long_runs_of_summaries_or_tool_results_stay_under_250_ms(server_cpu: redis.Redis) -> None:
     """A replace over 100,000 summaries at the head (ten splices of 10,000) reads at most
     10,000 of them and refuses past that; a truncate after 90,000 tool results written
     without validation reads back at most 10,000 of them, refusing past that."""
-    history = RedisHistory(slowlog, "c")
+    history = RedisHistory(server_cpu, "c")
     history.append(Message.user("q"))
     for round_ in range(10):
         summaries = [Message.system("", id=f"s{round_}-{i}") for i in range(10_000)]
@@ -266,7 +271,7 @@ def test_long_runs_of_summaries_or_tool_results_stay_under_250_ms(slowlog: redis
         history.replace([Message.user("x")])
     history.delete()
 
-    loose = RedisHistory(slowlog, "loose", validate=False)
+    loose = RedisHistory(server_cpu, "loose", validate=False)
     loose.append_many([Message.user("q"), assistant_calling(1)])
     for _ in range(9):
         loose.append_many([Message.tool("r", tool_call_id="c0") for _ in range(10_000)])
@@ -277,11 +282,11 @@ def test_long_runs_of_summaries_or_tool_results_stay_under_250_ms(slowlog: redis
 
 @pytest.mark.real_redis
 @pytest.mark.slow
-def test_inline_data_at_its_limits_stays_under_250_ms(slowlog: redis.Redis) -> None:
+def test_inline_data_at_its_limits_stays_under_250_ms(server_cpu: redis.Redis) -> None:
     """A conversation filled with 128 MiB of inline data, 20 MiB a write (two 10 MiB files
     each) and the rest, then read whole (20 MiB an ``HMGET``), replaced, exported and
     deleted."""
-    history = RedisHistory(slowlog, "c")
+    history = RedisHistory(server_cpu, "c")
     write, total = limits.MAX_WRITE_BLOB_BYTES, limits.MAX_CONVERSATION_BLOB_BYTES
     sizes = [write] * (total // write) + [total % write]
     sent: list[Message] = []
@@ -293,7 +298,8 @@ def test_inline_data_at_its_limits_stays_under_250_ms(slowlog: redis.Redis) -> N
         sent += [Message.user([f"files {w}", *files]), Message.assistant("read")]
         history.append_many(sent[-2:])
     assert (
-        slowlog.hget(history.keys.meta, "blobs") == str(limits.MAX_CONVERSATION_BLOB_BYTES).encode()
+        server_cpu.hget(history.keys.meta, "blobs")
+        == str(limits.MAX_CONVERSATION_BLOB_BYTES).encode()
     )
     with pytest.raises(LimitExceededError):  # past the conversation's limit: refused
         history.append(
