@@ -75,7 +75,7 @@ class MeteredRedis(redis.Redis):
     def execute_command(self, *args: Any, **options: Any) -> Any:
         since = self.meter.now()
         try:
-            return super().execute_command(*args, **options)
+            return super().execute_command(*args, **options)  # type: ignore[no-untyped-call]
         finally:
             self.meter.charge(since, _named(args[:2]))
 
@@ -91,7 +91,7 @@ def metered(server: RedisServer) -> MeteredRedis:
     """A client on a local server, metering its CPU (skips where ``/proc`` does not show it)."""
     if server.pid is None or not Path(f"/proc/{server.pid}/task/{server.pid}/schedstat").exists():
         pytest.skip("the server's CPU time is read from Linux's /proc")
-    client = MeteredRedis.from_url(server.url)
+    client = MeteredRedis(host=server.host, port=server.port)
     client.meter = Meter(server.pid)
     return client
 
