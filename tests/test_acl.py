@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 import redis
-from commands import run_cli
+from commands import cli
 from samples import STAGED_TEXT
 
 from redis_history import (
@@ -61,7 +61,7 @@ def admin(server: RedisServer) -> Iterator[redis.Redis]:
 
 def applied(admin: redis.Redis, *args: str) -> None:
     """Run ``redis-history acl`` and apply the line it prints, as an operator would."""
-    result = run_cli("acl", *args)
+    result = cli("acl", *args)
     assert result.returncode == 0, result.stderr
     command = shlex.split(result.stdout)
     assert command[:2] == ["ACL", "SETUSER"]
@@ -78,7 +78,7 @@ def version(admin: redis.Redis) -> str:
 def tenant(server: RedisServer, admin: redis.Redis) -> Iterator[redis.Redis]:
     """A client of tenant-a's user, made by the printed rule, once the operator loaded the
     store's scripts."""
-    loaded = run_cli("load-scripts", "--redis-url", server.url)
+    loaded = cli("load-scripts", "--redis-url", server.url)
     assert loaded.returncode == 0, loaded.stderr
     rule = ("tenant-a", "--user", "tenant-a", "--password", PASSWORD)
     applied(admin, *rule, "--redis-version", version(admin))
@@ -157,10 +157,10 @@ def test_the_commands_exit_5_on_another_tenants_conversation(
     RedisHistory(admin, "c", namespace="tenant-b").append(Message.user("secret plans"))
     RedisHistory(tenant, "c", namespace="tenant-a").append(Message.user("mine"))
     address = f"redis://tenant-a:{PASSWORD.replace(' ', '%20')}@127.0.0.1:{server.port}/0"
-    mine = run_cli("show", "c", "--namespace", "tenant-a", "--redis-url", address)
+    mine = cli("show", "c", "--namespace", "tenant-a", "--redis-url", address)
     assert mine.returncode == 0, mine.stderr
     for command in (["show", "c"], ["stats", "c"], ["export", "c"], ["ls"]):
-        refused = run_cli(*command, "--namespace", "tenant-b", "--redis-url", address)
+        refused = cli(*command, "--namespace", "tenant-b", "--redis-url", address)
         assert refused.returncode == 5, (command, refused.stderr)
         assert "secret plans" not in refused.stdout
         assert PASSWORD not in refused.stderr
@@ -265,7 +265,7 @@ def test_a_tenant_before_the_scripts_are_loaded_is_told_so(
     with pytest.raises(ScriptsNotLoadedError):
         history.append_many([Message.assistant(BIG)])  # staged: MULTI, the script, RPUSHX, RENAME
     assert {key: admin.dump(key) for key in admin.keys("*")} == before
-    loaded = run_cli("load-scripts", "--redis-url", server.url)
+    loaded = cli("load-scripts", "--redis-url", server.url)
     assert loaded.returncode == 0, loaded.stderr
     history.append_many([Message.assistant("later"), Message.user("and then")])
     assert [m.content for m in history.snapshot()][-2:] == ["later", "and then"]
@@ -275,7 +275,7 @@ def test_a_tenant_before_the_scripts_are_loaded_is_told_so(
 def test_namespaces_that_would_widen_the_pattern_are_refused(namespace: str) -> None:
     """A namespace whose pattern would reach other namespaces' keys is a usage error (exit 2),
     and no rule is printed."""
-    result = run_cli("acl", namespace, "--user", "u", "--password", "pw")
+    result = cli("acl", namespace, "--user", "u", "--password", "pw")
     assert result.returncode == 2
     assert result.stdout == ""
     with pytest.raises(ValueError, match="namespace"):
@@ -316,7 +316,7 @@ def test_a_namespace_with_a_space_is_refused_by_the_store_and_the_rule(
     """Redis refuses a key pattern holding a space, so no rule could confine such a
     namespace: `acl` refuses it (exit 2, nothing printed), and so do the store, the
     long-term memory and the commands (exit 2), with nothing written."""
-    result = run_cli("acl", "tenant a", "--user", "u", "--password", "pw")
+    result = cli("acl", "tenant a", "--user", "u", "--password", "pw")
     assert result.returncode == 2
     assert result.stdout == ""
     assert "space" in result.stderr
@@ -326,7 +326,7 @@ def test_a_namespace_with_a_space_is_refused_by_the_store_and_the_rule(
         RedisHistory(admin, "c", namespace="tenant a").append(Message.user("hi"))
     with pytest.raises(ValueError, match="space"):
         RedisLongTermMemory(admin, namespace="tenant a")
-    shown = run_cli("show", "c", "--namespace", "tenant a", "--redis-url", server.url)
+    shown = cli("show", "c", "--namespace", "tenant a", "--redis-url", server.url)
     assert shown.returncode == 2
     assert admin.dbsize() == 0
 
@@ -338,7 +338,7 @@ def test_the_rule_works_on_a_cluster(redis_cluster: LocalCluster) -> None:
     and a compaction; another tenant's conversation is AccessDeniedError, and a slot's key
     names are not the tenant's to list."""
     admins = [node.client() for node in redis_cluster.nodes]
-    loaded = run_cli("load-scripts", "--cluster", "--redis-url", redis_cluster.url)
+    loaded = cli("load-scripts", "--cluster", "--redis-url", redis_cluster.url)
     assert loaded.returncode == 0, loaded.stderr
     for admin in admins:
         applied(admin, "tenant-a", "--user", "tenant-a", "--password", PASSWORD)

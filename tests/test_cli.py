@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import redis
 from chat_server import ChatServer
-from commands import ROOT, SECRET, clean_env, run_cli, url
+from commands import ROOT, SECRET, clean_env, cli, run_cli, url
 from samples import turns
 from test_docs import blocks
 
@@ -213,7 +213,8 @@ def test_an_unusable_redis_is_one_line_and_its_own_status(
 ) -> None:
     """Every command pointed at a closed port, an HTTP server or a Redis that refuses the
     password exits 4 (unavailable) or 5 (denied) with one line, no traceback, no password."""
-    result = run_cli(*COMMANDS[command], unusable(target, request))
+    run = run_cli if command in ("worker", "demo") else cli  # those two start processes
+    result = run(*COMMANDS[command], unusable(target, request))
     one_line_failure(result, status, says)
 
 
@@ -231,13 +232,13 @@ def test_a_bad_environment_variable_is_a_usage_error() -> None:
 
 def test_a_bad_url_is_a_usage_error() -> None:
     """A URL redis-py cannot use exits 2."""
-    result = run_cli("show", "c", "--redis-url", f"http://:{SECRET}@127.0.0.1:1/")
+    result = cli("show", "c", "--redis-url", f"http://:{SECRET}@127.0.0.1:1/")
     one_line_failure(result, 2, "Redis URL must specify one of the following schemes")
 
 
 def test_an_unknown_conversation_exits_3(guarded: RedisServer) -> None:
     """show of a conversation that does not exist exits 3."""
-    result = run_cli("show", "nobody", "--redis-url", url(guarded.port))
+    result = cli("show", "nobody", "--redis-url", url(guarded.port))
     one_line_failure(result, 3, "no such conversation")
 
 
@@ -252,7 +253,7 @@ def test_bad_arguments_are_argparse_usage_errors() -> None:
 def test_help_lists_the_exit_statuses() -> None:
     """Every command's --help ends with the exit statuses."""
     for command in ([], *([name] for name in COMMANDS_BY_NAME)):
-        result = run_cli(*command, "--help")
+        result = (cli if command else run_cli)(*command, "--help")
         assert result.returncode == 0, result.stderr
         for code, meaning in ((3, "no such conversation"), (4, "Redis unreachable")):
             assert f"  {code}   {meaning}" in result.stdout
@@ -269,7 +270,7 @@ def test_every_command_says_which_server_it_used_password_masked(guarded: RedisS
     """The URL comes from REDIS_HISTORY_URL when not given, and the command says it on stderr,
     its password masked; the rest of stderr is the command's own."""
     RedisHistory(guarded.client(password=SECRET), "c").append(Message.user("hi"))
-    result = run_cli("ls", env=clean_env(REDIS_HISTORY_URL=url(guarded.port)))
+    result = cli("ls", env=clean_env(REDIS_HISTORY_URL=url(guarded.port)))
     assert result.returncode == 0, result.stderr
     first = result.stderr.splitlines()[0]
     assert SERVER_LINE.match(first)
@@ -306,7 +307,7 @@ def test_delete_asks_unless_told_and_refuses_without_a_terminal(
     asks, and only "y" deletes (a "no" is exit 1); --yes deletes; unknown is exit 3."""
     history = RedisHistory(real_redis, "c")
     history.append(Message.user("hi"))
-    refused = run_cli("delete", "c", "--redis-url", redis_url)
+    refused = cli("delete", "c", "--redis-url", redis_url)
     one_line_failure(refused, 2, "pass --yes (stdin is not a terminal)")
     for answer, status in (("n\n", 1), ("y\n", 0)):
         controller, terminal = pty.openpty()
@@ -321,9 +322,9 @@ def test_delete_asks_unless_told_and_refuses_without_a_terminal(
         assert "delete default/c, 1 messages? [y/N]" in done.stderr
         assert real_redis.exists(*history.keys.data) == (2 if status else 0)
     history.append(Message.user("again"))
-    assert run_cli("delete", "c", "--yes", "--redis-url", redis_url).returncode == 0
+    assert cli("delete", "c", "--yes", "--redis-url", redis_url).returncode == 0
     assert not real_redis.exists(*history.keys.all)
-    assert run_cli("delete", "c", "--yes", "--redis-url", redis_url).returncode == 3
+    assert cli("delete", "c", "--yes", "--redis-url", redis_url).returncode == 3
 
 
 # -- the operations page's walk-through ---------------------------------------------------------

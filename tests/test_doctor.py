@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 import redis
-from commands import SECRET, run_cli, url
+from commands import SECRET, cli, url
 from rq.serializers import JSONSerializer
 from rq.worker import Worker
 from samples import turns
@@ -73,7 +73,7 @@ def test_a_fresh_store_is_healthy_with_warnings(server: RedisServer) -> None:
     }
     assert detail(report, "server").startswith("Redis 7.")
     assert "load-scripts" in detail(report, "functions")
-    result = run_cli("doctor", "--redis-url", server.url)
+    result = cli("doctor", "--redis-url", server.url)
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.splitlines()[-1] == "healthy, 3 warnings"
 
@@ -84,7 +84,7 @@ def test_the_functions_tenants_run_are_reported_loaded(
     """Once `load-scripts` ran, the store's functions (which a tenant's rule lets its calls
     run, and not load) are reported loaded; flushed, they are a warning again."""
     try:
-        loaded = run_cli("load-scripts", "--redis-url", server.url)
+        loaded = cli("load-scripts", "--redis-url", server.url)
         assert loaded.returncode == 0, loaded.stderr
         assert library().name in loaded.stdout
         assert statuses(doctor(server.url))["functions"] == "ok"
@@ -105,7 +105,7 @@ def test_an_evicting_policy_is_a_problem_and_aof_is_checked(
     assert statuses(report)["maxmemory-policy"] == "problem"
     assert "volatile-lru evicts keys" in detail(report, "maxmemory-policy")
     assert statuses(report)["persistence"] == "ok"
-    result = run_cli("doctor", "--redis-url", server.url, "--json")
+    result = cli("doctor", "--redis-url", server.url, "--json")
     assert result.returncode == 1
     data = json.loads(result.stdout)
     assert data["healthy"] is False
@@ -114,12 +114,12 @@ def test_an_evicting_policy_is_a_problem_and_aof_is_checked(
 
 def test_an_unreachable_store_exits_4_and_refused_credentials_5(guarded: RedisServer) -> None:
     """A closed port is exit 4, a wrong password exit 5, each with its report and no secret."""
-    closed = run_cli("doctor", "--redis-url", url(free_port()), "--json")
+    closed = cli("doctor", "--redis-url", url(free_port()), "--json")
     assert closed.returncode == 4, closed.stderr
     (check,) = json.loads(closed.stdout)["checks"]
     assert check["name"] == "connection"
     assert "unavailable" in check["detail"]
-    refused = run_cli("doctor", "--redis-url", url(guarded.port, "wrong-pw"))
+    refused = cli("doctor", "--redis-url", url(guarded.port, "wrong-pw"))
     assert refused.returncode == 5, refused.stderr
     assert "denied access" in refused.stdout
     for result in (closed, refused):
@@ -199,9 +199,7 @@ def test_a_cluster_needs_its_slots_and_a_standalone_queue(
     assert "RQ needs a standalone Redis" in detail(report, "queue")
     report = doctor(redis_cluster.url, cluster=True, queue_url=redis_url)
     assert report.healthy, report.checks
-    result = run_cli(
-        "doctor", "--redis-url", redis_cluster.url, "--cluster", "--queue-url", redis_url
-    )
+    result = cli("doctor", "--redis-url", redis_cluster.url, "--cluster", "--queue-url", redis_url)
     assert result.returncode == 0, result.stdout + result.stderr
 
 

@@ -15,7 +15,7 @@ from typing import Any, cast
 
 import pytest
 import redis
-from commands import run_cli
+from commands import cli
 from redis.cluster import RedisCluster
 from samples import turns
 
@@ -384,23 +384,23 @@ def test_the_commands_export_to_a_file_and_import_from_stdin(
     where = ["--redis-url", redis_url]
     assert main(["export", "c", "--namespace", "t", "-o", str(path), *where]) == 0
     assert load_dump(path.read_bytes().splitlines()).live == original.entries()
-    imported = run_cli("import", "-", "--as", "c2", *where, stdin=path.read_text())
+    imported = cli("import", "-", "--as", "c2", *where, stdin=path.read_text())
     assert imported.returncode == 0, imported.stderr
     assert "imported t/c2" in imported.stderr, "into the dump's namespace by default"
     assert_equal_conversations(RedisHistory(real_redis, "c2", namespace="t"), original)
-    again = run_cli("import", str(path), "--as", "c2", *where)
+    again = cli("import", str(path), "--as", "c2", *where)
     assert again.returncode == 1
     assert "the conversation exists" in again.stderr
-    assert run_cli("import", str(path), "--as", "c2", "--replace", *where).returncode == 0
+    assert cli("import", str(path), "--as", "c2", "--replace", *where).returncode == 0
     header, *rest = path.read_bytes().splitlines()
     newer = tmp_path / "newer.jsonl"
     newer.write_bytes(b"\n".join([header.replace(b'"version":1', b'"version":2'), *rest]))
-    refused = run_cli("import", str(newer), "--as", "c3", *where)
+    refused = cli("import", str(newer), "--as", "c3", *where)
     assert refused.returncode == 2
     assert "format version 2" in refused.stderr
-    assert run_cli("import", str(tmp_path / "none"), *where).returncode == 2
+    assert cli("import", str(tmp_path / "none"), *where).returncode == 2
     unknown = tmp_path / "unknown.jsonl"
-    assert run_cli("export", "nobody", "-o", str(unknown), *where).returncode == 3
+    assert cli("export", "nobody", "-o", str(unknown), *where).returncode == 3
     assert sorted(tmp_path.iterdir()) == [path, newer], "a failed export leaves no file"
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import redis
-from commands import run_cli
+from commands import cli
 from redis.cluster import RedisCluster
 from samples import turns
 
@@ -110,9 +110,7 @@ def test_ls_scans_every_primary_of_a_cluster(
     big = next(info for info in infos if info.conversation_id == "conv-big")
     assert big.state == "CompactedThisTurn{cooldown: 2}"
     assert big.archived > 0
-    result = run_cli(
-        "ls", "--redis-url", redis_cluster.url, "--cluster", "--namespace", "t", "--json"
-    )
+    result = cli("ls", "--redis-url", redis_cluster.url, "--cluster", "--namespace", "t", "--json")
     assert result.returncode == 0, result.stderr
     assert len(json.loads(result.stdout)) == 41
     assert result.stderr.startswith("redis-history: the Redis Cluster at redis://127.0.0.1:")

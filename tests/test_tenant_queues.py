@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 import redis
-from commands import clean_env, run_cli
+from commands import clean_env, cli, run_cli
 from rq.job import Job, JobStatus
 from rq.serializers import JSONSerializer
 from worker_processes import Workers
@@ -49,9 +49,9 @@ GREEDY = CompactionPolicy(
 @pytest.fixture
 def admin(real_redis: redis.Redis, redis_server: RedisServer) -> Iterator[redis.Redis]:
     """The default user, the store's scripts loaded and the tenant's rule applied."""
-    loaded = run_cli("load-scripts", "--redis-url", redis_server.url)
+    loaded = cli("load-scripts", "--redis-url", redis_server.url)
     assert loaded.returncode == 0, loaded.stderr
-    printed = run_cli("acl", "tenant-a", "--user", "tenant-a", "--password", PASSWORD)
+    printed = cli("acl", "tenant-a", "--user", "tenant-a", "--password", PASSWORD)
     assert printed.returncode == 0, printed.stderr
     real_redis.execute_command(*shlex.split(printed.stdout))  # type: ignore[no-untyped-call]
     yield real_redis
