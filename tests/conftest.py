@@ -1,11 +1,19 @@
-"""Session-wide real Redis servers (started here, on free ports) and the backend fixtures."""
+"""Session-wide real Redis servers (started here, on free ports) and the backend fixtures.
+
+How to run the suite (tests/README.md says more): ``python3 -m pytest`` runs everything on
+every core; ``-m "not real_redis and not slow"`` the fast unit tests on fakeredis alone;
+``REDIS_HISTORY_TEST_URL=redis://host:port/0 python3 -m pytest -n 0 <test>`` runs tests against
+an external Redis instead of the session's own (it is flushed: use a throwaway server).
+"""
 
 from __future__ import annotations
 
+import os
 import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import fakeredis
 import hypothesis
@@ -24,10 +32,26 @@ hypothesis.settings.load_profile("suite")
 pytest_plugins = ["backends", "chat_server", "commands", "faults", "server_cpu"]
 
 
+class ExternalServer(RedisServer):
+    """A Redis the tests did not start (``REDIS_HISTORY_TEST_URL``): no process to start,
+    stop, pause or meter, so the tests that need one skip or fail on it."""
+
+    def __init__(self, url: str) -> None:
+        address = urlsplit(url)
+        super().__init__(port=address.port or 6379, executable="redis-server")
+        self.host = address.hostname or "127.0.0.1"
+
+    def start(self) -> ExternalServer:
+        self.client().ping()
+        return self
+
+
 @pytest.fixture(scope="session")
 def redis_server() -> Iterator[RedisServer]:
-    """One redis-server for the whole session, on a free loopback port (never 6379)."""
-    with RedisServer() as server:
+    """One redis-server for the whole session, on a free loopback port (never 6379), or the
+    external one ``REDIS_HISTORY_TEST_URL`` names."""
+    external = os.environ.get("REDIS_HISTORY_TEST_URL")
+    with ExternalServer(external) if external else RedisServer() as server:
         yield server
 
 
