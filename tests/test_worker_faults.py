@@ -127,9 +127,8 @@ def test_killed_connections_mid_summary_keep_the_lock_and_the_worker(
     assert wait_for(lock_watch(store, history.keys.lock), "a heartbeat") == "extended"
 
     kills, end = 0, time.monotonic() + 1.2  # the fault's length; nothing is timed
-    while time.monotonic() < end:
+    while time.monotonic() < end or kills <= 10:  # and at least ten kills, however slow
         kills += int(store.client_kill_filter(_type="normal"))
-    assert kills > 10
 
     watch = lock_watch(store, history.keys.lock)
     assert wait_for(watch, "the lock's fate") == "extended", "the heartbeat gave up"
