@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import ast
+import graphlib
 import importlib.util
 import pkgutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 import redis_history
 
@@ -270,3 +273,15 @@ def test_the_store_core_does_no_io() -> None:
     imported = imported_modules(CORE)
     assert imported & {*IO_MODULES, "redis_history.store._lane"} == set()
     assert "os" in imported_modules("redis_history.store._lane")  # the check can fail
+
+
+def test_no_import_runs_in_a_circle() -> None:
+    """The package's modules (the root among them, and imports made for the type checker
+    alone) import one another without a circle: each could be read before what imports it."""
+    modules = [*package_modules(), "redis_history"]
+    graph = {module: package_imports(module) - {module} for module in modules}
+    try:
+        order = list(graphlib.TopologicalSorter(graph).static_order())
+    except graphlib.CycleError as exc:
+        pytest.fail(f"imports in a circle: {' -> '.join(exc.args[1])}")
+    assert order[0] != "redis_history"

@@ -20,18 +20,16 @@ by :func:`resolve_compactor`.
 
 from __future__ import annotations
 
-from redis_history.compaction.compactors.base import (
-    ALIASES,
-    DEFAULT_COMPACTOR,
-    Compactor,
-    CompactorRequest,
-    Replacement,
-    resolve_compactor,
-)
+from redis_history.compaction.compactors.base import Compactor, CompactorRequest, Replacement
 from redis_history.compaction.compactors.elide import (
     DEFAULT_MIN_BYTES,
     ToolOutputElider,
     elided_stub,
+)
+from redis_history.compaction.compactors.registry import (
+    ALIASES,
+    DEFAULT_COMPACTOR,
+    resolve_compactor,
 )
 from redis_history.compaction.compactors.summarize import SummarizingCompactor, summary_message
 

@@ -1,29 +1,18 @@
-"""The Compactor protocol, the request a compactor is given, and resolve_compactor."""
+"""The Compactor protocol and the request a compactor is given."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from types import MappingProxyType
 from typing import Protocol, TypeAlias, runtime_checkable
 
-from redis_history._plugins import PluginKind
-from redis_history.compaction.compactors.elide import ToolOutputElider
-from redis_history.compaction.compactors.summarize import SummarizingCompactor
 from redis_history.compaction.policy import CompactionContext, CompactionPolicy
 from redis_history.compaction.summarizers import Summarizer
 from redis_history.models import Message
 from redis_history.tokens import TokenCounter
 from redis_history.turns import Turn, to_messages
 
-__all__ = [
-    "ALIASES",
-    "DEFAULT_COMPACTOR",
-    "Compactor",
-    "CompactorRequest",
-    "Replacement",
-    "resolve_compactor",
-]
+__all__ = ["Compactor", "CompactorRequest", "Replacement"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,48 +77,3 @@ class Compactor(Protocol):
     def compact(self, request: CompactorRequest) -> Replacement:
         """What replaces ``request.turns``; ``None`` (or empty) for nothing to do."""
         ...
-
-
-DEFAULT_COMPACTOR = "summarize"
-"""The alias a worker uses when nothing is configured."""
-
-ALIASES: Mapping[str, Callable[[], Compactor]] = MappingProxyType(
-    {
-        "summarize": SummarizingCompactor,
-        "elide-tool-output": ToolOutputElider,
-    }
-)
-"""Compactor names :func:`resolve_compactor` knows, each with the factory it calls."""
-
-
-def _expected() -> str:
-    return (
-        f"a Compactor (an object with compact(request) -> messages or None), an alias "
-        f"({', '.join(sorted(ALIASES))}), or a dotted path 'package.module:attr' to a "
-        "compactor, its class or a zero-argument factory"
-    )
-
-
-_KIND: PluginKind[Compactor] = PluginKind(Compactor, "Compactor", "compactor", "compact", _expected)
-
-
-def resolve_compactor(spec: Compactor | type[Compactor] | str | None) -> Compactor:
-    """The compactor ``spec`` names.
-
-    Args:
-        spec: ``None`` for the default (``summarize``); a :class:`Compactor`
-            (returned as is; a compactor class is instantiated); an alias from
-            :data:`ALIASES` (``summarize`` for :class:`SummarizingCompactor`,
-            ``elide-tool-output`` for :class:`ToolOutputElider`); or a dotted path
-            ``package.module:attr`` or ``package.module.attr`` to a compactor, its
-            class or a zero-argument factory.
-
-    Returns:
-        The compactor.
-
-    Raises:
-        ValueError: a name that is no alias nor an importable path.
-        TypeError: an object (or what a path names) that is not a ``Compactor``,
-            or a class or factory that needs arguments.
-    """
-    return _KIND.resolve(DEFAULT_COMPACTOR if spec is None else spec, ALIASES)

@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from redis_history.compaction.compactors.base import CompactorRequest
 from redis_history.models import Message
 from redis_history.parts import TextPart, stand_in
-
-if TYPE_CHECKING:
-    from redis_history.compaction.compactors.base import CompactorRequest
 
 __all__ = ["DEFAULT_MIN_BYTES", "ToolOutputElider", "elided_stub"]
 

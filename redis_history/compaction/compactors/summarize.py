@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
+from redis_history.compaction.compactors.base import CompactorRequest
 from redis_history.compaction.summarizers import Summarizer
 from redis_history.compaction.summarizers.base import summarize
 from redis_history.errors import SummarizerError
 from redis_history.models import Message
-
-if TYPE_CHECKING:
-    from redis_history.compaction.compactors.base import CompactorRequest
 
 __all__ = ["SummarizingCompactor", "summary_message"]
 
