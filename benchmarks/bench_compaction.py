@@ -55,7 +55,7 @@ from traffic import realistic_turns
 
 from redis_history import RedisHistory
 from redis_history.compaction.jobs import CompactionQueue, compaction_queue
-from redis_history.compaction.policy import CompactionPolicy
+from redis_history.compaction_policy import CompactionPolicy
 from redis_history.demo.server import RedisServer
 from redis_history.store._core import CompactionRequest
 

@@ -13,15 +13,15 @@ from redis_history.compaction.compactors import (
     ToolOutputElider,
     resolve_compactor,
 )
-from redis_history.compaction.policy import CompactionContext, CompactionPolicy
 from redis_history.compaction.run import CompactionResult, run_compaction
-from redis_history.compaction.state import CompactionState
 from redis_history.compaction.summarizers import (
     ExtractiveSummarizer,
     OpenAICompatibleSummarizer,
     Summarizer,
     resolve_summarizer,
 )
+from redis_history.compaction_policy import CompactionContext, CompactionPolicy
+from redis_history.compaction_state import CompactionState
 from redis_history.errors import (
     AccessDeniedError,
     BudgetExceededError,

@@ -18,8 +18,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from redis_history import limits
-from redis_history.compaction.policy import CompactionContext, CompactionFacts, CompactionPolicy
-from redis_history.compaction.state import CompactionState, Event
+from redis_history.compaction_policy import CompactionContext, CompactionFacts, CompactionPolicy
+from redis_history.compaction_state import CompactionState, Event
 from redis_history.errors import (
     HistoryError,
     InvalidMessageError,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
-from redis_history.compaction.policy import CompactionContext
 from redis_history.compaction.summarizers import SummarizerError
+from redis_history.compaction_policy import CompactionContext
 from redis_history.models import Message
 
 TAG = "Previously (from the worker's settings):"

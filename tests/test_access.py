@@ -34,7 +34,7 @@ from redis_history.compaction.jobs import (
     configure_worker,
     run_worker,
 )
-from redis_history.compaction.policy import CompactionPolicy
+from redis_history.compaction_policy import CompactionPolicy
 from redis_history.demo.server import RedisServer
 from redis_history.memory import MemoryFilters, RedisLongTermMemory
 from redis_history.store import _core

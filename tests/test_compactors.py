@@ -30,7 +30,7 @@ from redis_history import (
 )
 from redis_history.cli import main
 from redis_history.compaction.compactors import ALIASES, elided_stub
-from redis_history.compaction.state import CompactionState
+from redis_history.compaction_state import CompactionState
 from redis_history.settings import COMPACTOR, WorkerSettings
 from redis_history.testing import FakeSummarizer
 from redis_history.tokens import resolve_counter

@@ -21,7 +21,7 @@ from worker_processes import wait_for
 
 from redis_history import Message, RedisHistory
 from redis_history.compaction.jobs import compaction_queue
-from redis_history.compaction.policy import CompactionPolicy
+from redis_history.compaction_policy import CompactionPolicy
 from redis_history.demo.server import free_port
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -43,7 +43,7 @@ from redis_history.admin.dump import (
 from redis_history.admin.target import Target
 from redis_history.cli import main
 from redis_history.compaction.run import run_compaction
-from redis_history.compaction.state import CompactionState
+from redis_history.compaction_state import CompactionState
 from redis_history.limits import MAX_BATCH_MESSAGES, MAX_TOKENS, MAX_TTL_SECONDS
 from redis_history.parts import FilePart
 from redis_history.roles import RoleState

@@ -25,8 +25,8 @@ from redis_history import (
 from redis_history.admin import Target
 from redis_history.admin.listing import conversation_stats
 from redis_history.compaction.jobs import CompactionQueue
-from redis_history.compaction.policy import CompactionFacts
 from redis_history.compaction.run import run_compaction
+from redis_history.compaction_policy import CompactionFacts
 from redis_history.context import HistoryManager, HistoryManagerConfig
 from redis_history.testing import FakeSummarizer
 

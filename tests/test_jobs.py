@@ -40,7 +40,7 @@ from redis_history.compaction.jobs import (
     configure_worker,
     run_worker,
 )
-from redis_history.compaction.policy import CompactionPolicy
+from redis_history.compaction_policy import CompactionPolicy
 from redis_history.demo.server import LocalCluster, free_port
 from redis_history.store import scripts
 from redis_history.tokens import message_tokens, resolve_counter

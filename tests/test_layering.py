@@ -174,25 +174,24 @@ def test_the_package_imports_without_the_frameworks() -> None:
 SHARED = "shared"
 LAYERS: dict[str, set[str]] = {
     SHARED: {SHARED},
-    "compaction.rules": {SHARED},
-    "store": {SHARED, "compaction.rules"},
-    "settings": {SHARED, "compaction.rules", "store"},
-    "compaction": {SHARED, "compaction.rules", "store", "settings"},
+    "store": {SHARED},
+    "settings": {SHARED, "store"},
+    "compaction": {SHARED, "store", "settings"},
     "memory": {SHARED, "store"},
-    "context": {SHARED, "compaction.rules", "store", "compaction", "memory"},
+    "context": {SHARED, "store", "compaction", "memory"},
     "integrations": {SHARED, "store", "context"},
-    "testing": {SHARED, "compaction.rules", "store"},
-    "root": {SHARED, "compaction.rules", "store", "compaction"},
-    "demo": {SHARED, "compaction.rules", "store", "compaction", "root", "settings"},
-    "admin": {SHARED, "compaction.rules", "store", "compaction", "settings"},
+    "testing": {SHARED, "store"},
+    "root": {SHARED, "store", "compaction"},
+    "demo": {SHARED, "store", "compaction", "root", "settings"},
+    "admin": {SHARED, "store", "compaction", "settings"},
     "cli": {SHARED, "store", "compaction", "demo", "root", "admin", "context", "settings"},
 }
 """Which folders each folder of the package may import: the layers of the README's layout.
 
-``compaction.rules`` (the state machine and the policy) is what the store keeps and checks
-of compaction; the rest of ``compaction`` runs on top of the store. ``settings`` (the
-deployment's variables, which name the tenants' key prefix and compaction policy) sits on
-the store: the store itself never reads the environment."""
+The compaction state machine and policy, which the store keeps and checks, are shared
+vocabulary (``compaction_state``, ``compaction_policy``); ``compaction`` runs on top of the
+store. ``settings`` (the deployment's variables, which name the tenants' key prefix and
+compaction policy) sits on the store: the store itself never reads the environment."""
 
 
 def layer(module: str) -> str:
@@ -200,8 +199,6 @@ def layer(module: str) -> str:
     parts = module.split(".")
     if len(parts) == 1:
         return "root"
-    if parts[1:3] in (["compaction", "state"], ["compaction", "policy"]):
-        return "compaction.rules"
     if parts[1] in {"store", "compaction", "context", "memory", "integrations", "demo", "admin"}:
         return parts[1]
     if parts[1] in {"cli", "__main__"}:
@@ -257,7 +254,7 @@ def test_the_layer_check_sees_an_upward_import() -> None:
     assert "redis_history.store.history" in package_imports("redis_history.compaction.run")
     assert "compaction" not in LAYERS["store"]
     assert layer("redis_history.compaction.run") == "compaction"
-    assert layer("redis_history.compaction.state") == "compaction.rules"
+    assert layer("redis_history.compaction_state") == SHARED
     assert "redis_history.demo.server" in package_imports("redis_history.demo.run")
     assert "demo" not in LAYERS["root"]
 
@@ -285,3 +282,23 @@ def test_no_import_runs_in_a_circle() -> None:
     except graphlib.CycleError as exc:
         pytest.fail(f"imports in a circle: {' -> '.join(exc.args[1])}")
     assert order[0] != "redis_history"
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "name"),
+    [
+        ("redis_history.compaction.policy", "redis_history.compaction_policy", "CompactionPolicy"),
+        ("redis_history.compaction.policy", "redis_history.compaction_policy", "CompactionContext"),
+        ("redis_history.compaction.state", "redis_history.compaction_state", "CompactionState"),
+    ],
+)
+def test_the_rules_old_modules_still_give_each_name_with_a_warning(
+    old: str, new: str, name: str
+) -> None:
+    """Code that imports the compaction rules from where they lived keeps working, told where
+    they went; a name they never had is still an AttributeError."""
+    module, moved = importlib.import_module(old), importlib.import_module(new)
+    with pytest.warns(DeprecationWarning, match=f"moved to {new}.{name}"):
+        assert getattr(module, name) is getattr(moved, name)
+    with pytest.raises(AttributeError):
+        module.Nothing  # noqa: B018

@@ -20,9 +20,9 @@ from redis.exceptions import BusyLoadingError, LockNotOwnedError, ResponseError
 from samples import turns
 
 from redis_history import Message, RedisHistory
-from redis_history.compaction.policy import CompactionContext, CompactionPolicy
 from redis_history.compaction.run import CompactionResult, _Heartbeat, run_compaction
-from redis_history.compaction.state import CompactionState
+from redis_history.compaction_policy import CompactionContext, CompactionPolicy
+from redis_history.compaction_state import CompactionState
 
 TTL = 3.0
 """The lock's TTL in the unit tests: beats every 1 s, retries every 0.15 s, margin 0.5 s."""

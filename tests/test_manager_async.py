@@ -16,7 +16,7 @@ import redis.asyncio.cluster
 from summarizers_for_tests import Counting
 
 from redis_history import AsyncRedisHistory, Message, RedisHistory
-from redis_history.compaction.policy import CompactionContext
+from redis_history.compaction_policy import CompactionContext
 from redis_history.context import HistoryManager, HistoryManagerConfig
 from redis_history.demo.server import LocalCluster, RedisServer
 from redis_history.memory import (

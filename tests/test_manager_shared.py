@@ -25,7 +25,7 @@ from redis_history import (
     RedisHistory,
     limits,
 )
-from redis_history.compaction.policy import CompactionContext
+from redis_history.compaction_policy import CompactionContext
 from redis_history.context import HistoryManager, HistoryManagerConfig, Strategy
 from redis_history.context import manager as manager_module
 from redis_history.demo.server import RedisServer

@@ -37,7 +37,7 @@ from redis_history.compaction.jobs import (
     configure_worker,
     run_worker,
 )
-from redis_history.compaction.policy import CompactionPolicy
+from redis_history.compaction_policy import CompactionPolicy
 from redis_history.demo.server import RedisServer, free_port
 from redis_history.memory import RedisLongTermMemory
 from redis_history.store.codec import _unpacked

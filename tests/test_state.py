@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from redis_history import Message, RedisHistory
-from redis_history.compaction.state import CompactionState
+from redis_history.compaction_state import CompactionState
 from redis_history.errors import CorruptHistoryError, InvalidTransitionError
 
 READY = CompactionState.ready()

@@ -16,7 +16,6 @@ from echoes import escaped_forms
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from redis_history.compaction.policy import CompactionContext
 from redis_history.compaction.summarizers import (
     ALIASES,
     DEFAULT_PROMPT,
@@ -28,6 +27,7 @@ from redis_history.compaction.summarizers import (
     render_transcript,
     resolve_summarizer,
 )
+from redis_history.compaction_policy import CompactionContext
 from redis_history.errors import HistoryError
 from redis_history.models import Message, ToolCall
 

@@ -26,7 +26,7 @@ from worker_processes import DEADLINE, Workers, wait_for
 
 from redis_history import CompactionPolicy, RedisHistory
 from redis_history.compaction.jobs import compaction_queue
-from redis_history.compaction.state import CompactionState
+from redis_history.compaction_state import CompactionState
 from redis_history.demo.server import RedisServer
 
 pytestmark = [pytest.mark.real_redis, pytest.mark.slow]

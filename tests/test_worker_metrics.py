@@ -25,7 +25,7 @@ from redis_history.compaction.jobs import (
     configure_worker,
 )
 from redis_history.compaction.metrics import OUTCOMES, WorkerMetrics
-from redis_history.compaction.policy import CompactionPolicy
+from redis_history.compaction_policy import CompactionPolicy
 from redis_history.demo.server import free_port
 
 pytestmark = pytest.mark.usefixtures("signal_handlers")

@@ -31,7 +31,7 @@ from redis_history.compaction.jobs import (
     configure_worker,
 )
 from redis_history.compaction.metrics import WorkerMetrics
-from redis_history.compaction.policy import CompactionContext, CompactionPolicy
+from redis_history.compaction_policy import CompactionContext, CompactionPolicy
 
 POLICY = CompactionPolicy(
     soft_tokens=50, hard_tokens=10_000, keep_last_turns=1, min_messages=2, cooldown_turns=0

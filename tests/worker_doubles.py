@@ -21,7 +21,7 @@ from rq.timeouts import TimerDeathPenalty
 
 from redis_history import Message
 from redis_history.compaction.jobs import SimpleCompactionWorker
-from redis_history.compaction.policy import CompactionContext
+from redis_history.compaction_policy import CompactionContext
 
 RELEASE_TIMEOUT = 120
 """How long a blocked summarizer waits for the test before it gives up on its own."""

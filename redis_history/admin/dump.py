@@ -47,7 +47,7 @@ from pydantic import ValidationError
 from pydantic_core import from_json, to_json
 
 from redis_history.admin.target import Target, run_call
-from redis_history.compaction.state import CompactionState
+from redis_history.compaction_state import CompactionState
 from redis_history.errors import (
     ConversationExistsError,
     ConversationNotFoundError,
@@ -113,7 +113,7 @@ _STATE_VALUES = {
     "cooling": (1, MAX_STATE_VALUE),
     "exhausted": (0, 1),
 }
-"""The values each kind of compaction state can hold (``redis_history.compaction.state``)."""
+"""The values each kind of compaction state can hold (``redis_history.compaction_state``)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from redis_history.admin.target import Target, run_call
-from redis_history.compaction.policy import GAVE_UP, CompactionFacts
+from redis_history.compaction_policy import GAVE_UP, CompactionFacts
 from redis_history.errors import (
     AccessDeniedError,
     CorruptHistoryError,

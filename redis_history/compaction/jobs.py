@@ -48,9 +48,9 @@ from rq.worker import BaseWorker, DequeueStrategy, SimpleWorker, Worker, WorkerS
 
 from redis_history._redact import NOTHING, Redactor, client_secrets, redact_url
 from redis_history.compaction.compactors import Compactor, resolve_compactor
-from redis_history.compaction.policy import CompactionPolicy
 from redis_history.compaction.run import CompactionResult, run_compaction
 from redis_history.compaction.summarizers import Summarizer, resolve_summarizer
+from redis_history.compaction_policy import CompactionPolicy
 from redis_history.errors import HistoryError, JobRefusedError
 from redis_history.settings import (
     DEFAULT_QUEUE,
@@ -291,7 +291,7 @@ def compact_conversation(
         namespace: the conversation's namespace.
         conversation_id: the conversation.
         prefix: the key prefix.
-        policy: a :class:`~redis_history.compaction.policy.CompactionPolicy` as JSON.
+        policy: a :class:`~redis_history.compaction_policy.CompactionPolicy` as JSON.
 
     Returns:
         ``{"status", "dropped", "tokens_freed"}`` of the

@@ -39,8 +39,8 @@ from redis_history.compaction.compactors import (
     SummarizingCompactor,
     ToolOutputElider,
 )
-from redis_history.compaction.policy import CompactionContext, CompactionPolicy
 from redis_history.compaction.summarizers import Summarizer
+from redis_history.compaction_policy import CompactionContext, CompactionPolicy
 from redis_history.errors import (
     CompactorError,
     InvalidMessageError,

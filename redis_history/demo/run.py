@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 import redis
 
 from redis_history import settings
-from redis_history.compaction.policy import CompactionPolicy
+from redis_history.compaction_policy import CompactionPolicy
 from redis_history.demo.server import (
     RedisServer,
     RedisServerNotFoundError,

@@ -27,8 +27,8 @@ from redis import exceptions as redis_errors
 
 from redis_history import limits
 from redis_history._redact import NOTHING, Redactor
-from redis_history.compaction.policy import CompactionFacts, CompactionPolicy
-from redis_history.compaction.state import CompactionState, Event
+from redis_history.compaction_policy import CompactionFacts, CompactionPolicy
+from redis_history.compaction_state import CompactionState, Event
 from redis_history.errors import (
     AccessDeniedError,
     CorruptHistoryError,

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from redis_history.compaction.policy import CompactionPolicy
-from redis_history.compaction.state import CompactionState, Event
+from redis_history.compaction_policy import CompactionPolicy
+from redis_history.compaction_state import CompactionState, Event
 from redis_history.models import Message
 from redis_history.store._core import CompactionStats, Schedule, TranscriptPage
 from redis_history.store.codec import Entry

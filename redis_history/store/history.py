@@ -25,8 +25,8 @@ from redis.exceptions import ResponseError
 
 from redis_history._plans import adrive, drive
 from redis_history._redact import client_secrets
-from redis_history.compaction.policy import CompactionFacts, CompactionPolicy
-from redis_history.compaction.state import CompactionState, Event
+from redis_history.compaction_policy import CompactionFacts, CompactionPolicy
+from redis_history.compaction_state import CompactionState, Event
 from redis_history.errors import HistoryError
 from redis_history.limits import MAX_PAGE
 from redis_history.models import Message

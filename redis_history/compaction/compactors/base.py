@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeAlias, runtime_checkable
 
-from redis_history.compaction.policy import CompactionContext, CompactionPolicy
 from redis_history.compaction.summarizers import Summarizer
+from redis_history.compaction_policy import CompactionContext, CompactionPolicy
 from redis_history.models import Message
 from redis_history.tokens import TokenCounter
 from redis_history.turns import Turn, to_messages

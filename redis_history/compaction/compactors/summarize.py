@@ -19,7 +19,7 @@ class SummarizingCompactor:
 
     The summary comes from the worker's configured summarizer (``request.summarizer``)
     unless one is given here; it is passed the conversation's
-    :class:`~redis_history.compaction.policy.CompactionContext` when it takes one.
+    :class:`~redis_history.compaction_policy.CompactionContext` when it takes one.
     """
 
     def __init__(self, summarizer: Summarizer | None = None) -> None:

@@ -12,7 +12,7 @@ summary comes from a :class:`Summarizer`:
 Plug-ins are resolved by :func:`resolve_summarizer` from an object, an alias
 or a dotted path. A summarizer whose ``summarize`` takes a ``context`` keyword
 is also told the conversation (namespace, id) and the policy, as a
-:class:`~redis_history.compaction.policy.CompactionContext`; one without is called as before.
+:class:`~redis_history.compaction_policy.CompactionContext`; one without is called as before.
 
 The messages a summarizer receives may start with the conversation's system
 prompt (left out: compaction keeps it verbatim) or with an earlier summary (a

@@ -7,9 +7,9 @@ from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
 
 from redis_history._plugins import PluginKind
-from redis_history.compaction.policy import CompactionContext
 from redis_history.compaction.summarizers.extractive import ExtractiveSummarizer
 from redis_history.compaction.summarizers.openai_compatible import OpenAICompatibleSummarizer
+from redis_history.compaction_policy import CompactionContext
 from redis_history.models import Message
 
 __all__ = ["ALIASES", "AsyncSummarizer", "Summarizer", "resolve_summarizer", "summarize"]
@@ -18,7 +18,7 @@ __all__ = ["ALIASES", "AsyncSummarizer", "Summarizer", "resolve_summarizer", "su
 @runtime_checkable
 class Summarizer(Protocol):
     """Turns messages into summary text, told the conversation it summarizes: compaction
-    passes a :class:`~redis_history.compaction.policy.CompactionContext` (namespace,
+    passes a :class:`~redis_history.compaction_policy.CompactionContext` (namespace,
     conversation id, policy) as ``context=``; a direct call may leave it out."""
 
     def summarize(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from redis_history.compaction.policy import CompactionContext
 from redis_history.compaction.summarizers._text import (
     NOTHING,
     PREFIX,
@@ -12,6 +11,7 @@ from redis_history.compaction.summarizers._text import (
     one_line,
     previous_summary,
 )
+from redis_history.compaction_policy import CompactionContext
 from redis_history.models import Message
 
 __all__ = ["ExtractiveSummarizer"]
