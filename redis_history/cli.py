@@ -44,9 +44,9 @@ from redis_history.errors import (
     StoreUnavailableError,
 )
 from redis_history.settings import WorkerSettings
-from redis_history.store._core import RedisFailure, redis_error
 from redis_history.store.codec import Entry
 from redis_history.store.keys import DEFAULT_NAMESPACE, DEFAULT_PREFIX
+from redis_history.wire import RedisFailure, redis_error
 
 __all__ = ["EXIT_STATUSES", "main"]
 

@@ -37,7 +37,7 @@ from redis_history.compaction.jobs import (
 from redis_history.compaction_policy import CompactionPolicy
 from redis_history.demo.server import RedisServer
 from redis_history.memory import MemoryFilters, RedisLongTermMemory
-from redis_history.store import _core
+from redis_history.wire import redis_error
 
 pytestmark = [pytest.mark.real_redis, pytest.mark.usefixtures("signal_handlers")]
 
@@ -156,9 +156,9 @@ def test_redis_7_0_refusing_a_client_that_never_authenticated_is_access_denied()
     """Redis 7.0 refuses a long command from a client that sent no password with a protocol
     error (redis-py before 8 connects without seeing NOAUTH there): access denied too."""
     refused = redis.ResponseError("Protocol error: unauthenticated multibulk length")
-    assert isinstance(_core.redis_error(refused), AccessDeniedError)
+    assert isinstance(redis_error(refused), AccessDeniedError)
     other = redis.ResponseError("Protocol error: invalid multibulk length")
-    assert not isinstance(_core.redis_error(other), AccessDeniedError)
+    assert not isinstance(redis_error(other), AccessDeniedError)
 
 
 # -- ACL: another tenant's keys ---------------------------------------------------------------

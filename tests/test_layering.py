@@ -174,19 +174,32 @@ def test_the_package_imports_without_the_frameworks() -> None:
 SHARED = "shared"
 LAYERS: dict[str, set[str]] = {
     SHARED: {SHARED},
-    "store": {SHARED},
-    "settings": {SHARED, "store"},
-    "compaction": {SHARED, "store", "settings"},
-    "memory": {SHARED, "store"},
-    "context": {SHARED, "store", "compaction", "memory"},
-    "integrations": {SHARED, "store", "context"},
-    "testing": {SHARED, "store"},
-    "root": {SHARED, "store", "compaction"},
-    "demo": {SHARED, "store", "compaction", "root", "settings"},
-    "admin": {SHARED, "store", "compaction", "settings"},
-    "cli": {SHARED, "store", "compaction", "demo", "root", "admin", "context", "settings"},
+    "wire": {SHARED},
+    "store": {SHARED, "wire"},
+    "settings": {SHARED, "wire", "store"},
+    "compaction": {SHARED, "wire", "store", "settings"},
+    "memory": {SHARED, "wire", "store"},
+    "context": {SHARED, "wire", "store", "compaction", "memory"},
+    "integrations": {SHARED, "wire", "store", "context"},
+    "testing": {SHARED, "wire", "store"},
+    "root": {SHARED, "wire", "store", "compaction"},
+    "demo": {SHARED, "wire", "store", "compaction", "root", "settings"},
+    "admin": {SHARED, "wire", "store", "compaction", "settings"},
+    "cli": {
+        SHARED,
+        "wire",
+        "store",
+        "compaction",
+        "demo",
+        "root",
+        "admin",
+        "context",
+        "settings",
+    },
 }
 """Which folders each folder of the package may import: the layers of the README's layout.
+
+``wire`` is the Redis plumbing every feature shares, below the store.
 
 The compaction state machine and policy, which the store keeps and checks, are shared
 vocabulary (``compaction_state``, ``compaction_policy``); ``compaction`` runs on top of the
@@ -199,7 +212,8 @@ def layer(module: str) -> str:
     parts = module.split(".")
     if len(parts) == 1:
         return "root"
-    if parts[1] in {"store", "compaction", "context", "memory", "integrations", "demo", "admin"}:
+    folders = {"wire", "store", "compaction", "context", "memory", "integrations", "demo", "admin"}
+    if parts[1] in folders:
         return parts[1]
     if parts[1] in {"cli", "__main__"}:
         return "cli"

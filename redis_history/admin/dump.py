@@ -71,11 +71,12 @@ from redis_history.models import MAX_NESTING, MAX_PARTS
 from redis_history.parts import stored_reads
 from redis_history.roles import RoleState
 from redis_history.store import blobs
-from redis_history.store._core import MAX_STATE_VALUE, OP_TOKEN_BYTES, RedisFailure
+from redis_history.store._core import MAX_STATE_VALUE, OP_TOKEN_BYTES
 from redis_history.store._staging import STAGE_TTL_MS, meta_hash, restore_call, stage_calls
 from redis_history.store.codec import Entry, decode_entries, encode_entry
 from redis_history.store.history import RedisHistory
 from redis_history.store.keys import validate_name
+from redis_history.wire import RedisFailure
 
 __all__ = [
     "FORMAT",

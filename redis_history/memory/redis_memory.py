@@ -67,7 +67,7 @@ from redis_history._redact import Redactor, client_secrets
 from redis_history.errors import CorruptHistoryError, HistoryError
 from redis_history.memory.base import MemoryFilters, MemoryRecord, tag_tuple
 from redis_history.models import JsonObject
-from redis_history.store._core import Call, RedisFailure, bytes_client, redis_error, resent
+from redis_history.store._core import Call
 from redis_history.store._lane import asend, command_of, send
 from redis_history.store.keys import (
     DEFAULT_NAMESPACE,
@@ -77,6 +77,7 @@ from redis_history.store.keys import (
     validate_scope,
 )
 from redis_history.store.scripts import refusal, script
+from redis_history.wire import RedisFailure, bytes_client, redis_error, resent
 
 __all__ = [
     "MAX_CONVERSATIONS",

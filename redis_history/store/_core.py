@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import re
 import uuid
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -26,19 +25,15 @@ from pydantic_core import PydanticSerializationError, to_json
 from redis import exceptions as redis_errors
 
 from redis_history import limits
-from redis_history._redact import NOTHING, Redactor
+from redis_history._redact import Redactor
 from redis_history.compaction_policy import CompactionFacts, CompactionPolicy
 from redis_history.compaction_state import CompactionState, Event
 from redis_history.errors import (
-    AccessDeniedError,
     CorruptHistoryError,
     HistoryError,
     InvalidMessageError,
     InvalidTransitionError,
     ReplicationError,
-    ScriptsNotLoadedError,
-    StoreUnavailableError,
-    UnsupportedClientError,
 )
 from redis_history.models import MAX_ID_LENGTH, Message
 from redis_history.parts import BlobsWanted, blob_data, blobs_at_hand
@@ -71,11 +66,11 @@ from redis_history.store.keys import (
 from redis_history.store.scripts import ERRORS, Script, refusal, script
 from redis_history.tokens import Pricer, TokenCounter, resolve_counter
 from redis_history.turns import Turn, group_entries
+from redis_history.wire.failures import RedisFailure, access_denied, redis_error
 
 __all__ = [
     "APPENDS_DROPPED",
     "DEFAULT_MAX_MESSAGE_BYTES",
-    "MOVED_ON",
     "NOTHING_TO_SEND",
     "OPS_KEPT",
     "PARTLY_REMOVED",
@@ -94,12 +89,9 @@ __all__ = [
     "Step",
     "TranscriptPage",
     "TranscriptPages",
-    "access_denied",
     "batch_of",
-    "bytes_client",
     "ids_of",
     "op_token",
-    "redis_error",
     "rollback_ids",
     "staged_reply",
     "write_token",
@@ -135,152 +127,6 @@ PARTLY_REMOVED = (
 """Why an append is refused whose batch a rollback or a truncate cut (``PARTLY_REMOVED`` in
 ``lua/includes/ring.lua``): a rewrite that removes all of a batch's messages makes it new
 again, one that removes part of it leaves the batch applied and refused."""
-
-_UNAVAILABLE = (
-    redis_errors.ConnectionError,
-    redis_errors.TimeoutError,
-    redis_errors.ClusterDownError,
-    redis_errors.TryAgainError,
-    redis_errors.ReadOnlyError,
-    redis_errors.MovedError,
-    redis_errors.AskError,
-    redis_errors.RedisClusterException,
-    redis_errors.InvalidResponse,  # what answered does not speak Redis's protocol
-)
-"""redis-py errors that mean "not reachable now, retry later", not "refused"."""
-
-_BUSY = re.compile(r"^BUSY\b|Script killed by user|script timed out", re.IGNORECASE)
-"""Replies of a server busy running another script, or that stopped this one: the outcome
-of the call is unknown (a reply lost to a timeout, then a retry refused as ``BUSY``)."""
-
-RedisFailure = (redis_errors.RedisError, redis_errors.RedisClusterException)
-"""Everything redis-py raises (``RedisClusterException`` is not a ``RedisError``)."""
-
-_DENIED = (
-    redis_errors.AuthenticationError,
-    redis_errors.AuthenticationWrongNumberOfArgsError,
-    redis_errors.NoPermissionError,
-)
-_DENIED_REPLIES = (
-    "NOPERM",
-    "NOAUTH",
-    "WRONGPASS",
-    "The user executing the script can't",
-    "Protocol error: unauthenticated",
-)
-"""What Redis says when it refuses the credentials or the ACL denies a key or a command. The
-fourth is how Redis 6.2 and 7.0 word an ACL refusal inside a script; the last is how they
-refuse a long command from a client that never authenticated, which redis-py before 8 lets
-through its handshake on Redis 7.0 (that answers its ``CLIENT SETINFO`` "unknown
-subcommand", not NOAUTH)."""
-
-
-class ScriptsNotLoaded(redis_errors.ResponseError):
-    """The server knows neither the store's function nor its script, and the user may not
-    send the script's source (``EVAL``): an operator has not loaded them (``redis-history
-    load-scripts``), or the server lost them (a Redis 6.2 restart)."""
-
-
-_SCRIPTS_DENIED = re.compile(r"'(?:eval|evalsha)' command", re.IGNORECASE)
-_NO_FUNCTION = re.compile(r"Function not found", re.IGNORECASE)
-
-
-def scripts_denied(exc: BaseException) -> bool:
-    """Whether ``exc`` is the ACL denying the user ``EVAL`` or ``EVALSHA``: a user that may run
-    only the store's functions (a tenant's rule)."""
-    return isinstance(exc, redis_errors.NoPermissionError) and bool(
-        _SCRIPTS_DENIED.search(str(exc))
-    )
-
-
-def no_function(exc: BaseException) -> bool:
-    """Whether ``exc`` is ``FCALL`` finding no such function (the library is not loaded)."""
-    return isinstance(exc, redis_errors.ResponseError) and bool(_NO_FUNCTION.search(str(exc)))
-
-
-def resent(reply: Any) -> bool:
-    """Whether a script's pipelined error reply is one :func:`~redis_history.store._lane.send`
-    answers by another command (the script's source, or its function): the pipeline's
-    caller sends that call again through it."""
-    return (
-        isinstance(reply, redis_errors.NoScriptError) or scripts_denied(reply) or no_function(reply)
-    )
-
-
-def access_denied(exc: BaseException) -> bool:
-    """Whether a redis-py error is Redis refusing the credentials (none, wrong, a disabled
-    user) or the ACL denying a key or command: neither an outage nor worth a retry."""
-    if isinstance(exc, _DENIED):
-        return True
-    return isinstance(exc, redis_errors.ResponseError) and any(
-        reply in str(exc) for reply in _DENIED_REPLIES
-    )
-
-
-def redis_error(
-    exc: Exception,
-    redactor: Redactor = NOTHING,
-    *,
-    where: str = "Redis",
-    data: str = "a conversation key",
-) -> HistoryError:
-    """The typed error for a redis-py error (callers ``raise ... from exc``), ``exc`` and the
-    errors chained to it redacted in place: a server may echo a password (``AUTH``).
-
-    ``where`` names the server in the message, ``data`` what a ``WRONGTYPE`` was about.
-    """
-    text = redactor.exception(exc)
-    if isinstance(exc, ScriptsNotLoaded):
-        return ScriptsNotLoadedError(
-            f"{where} has not the store's scripts, and this user may not load them: "
-            f"an operator runs `redis-history load-scripts` ({text})"
-        )
-    if access_denied(exc):  # before _UNAVAILABLE: redis-py's AuthenticationError is one
-        return AccessDeniedError(f"{where} denied access: {text}")
-    if isinstance(exc, _UNAVAILABLE):
-        return StoreUnavailableError(f"{where} is unavailable: {text}")
-    if isinstance(exc, redis_errors.ResponseError) and _BUSY.search(text):
-        return StoreUnavailableError(
-            f"{where} was busy or stopped a script; the write may or may not have been "
-            f"applied, and repeating it is safe: {text}"
-        )
-    if isinstance(exc, redis_errors.ResponseError) and "WRONGTYPE" in text:
-        return CorruptHistoryError(f"{data} holds the wrong data type: {text}")
-    return HistoryError(f"{where} refused the operation: {text}")
-
-
-def bytes_client(client: Any, what: str = "the store") -> Any:
-    """``client`` if its replies are bytes: one made with ``decode_responses=True`` (redis-py's
-    four client classes and fakeredis's say so in ``get_connection_kwargs()``) would fail
-    the first read of data that is not UTF-8, a compressed text or a part's data, with a
-    ``UnicodeDecodeError`` from deep inside redis-py.
-
-    Raises:
-        UnsupportedClientError: a client that decodes replies.
-    """
-    get = getattr(client, "get_connection_kwargs", None)
-    options = get() if callable(get) else None
-    if isinstance(options, dict) and options.get("decode_responses"):
-        raise UnsupportedClientError(
-            f"{what} needs a Redis client whose replies are bytes: this one was made with "
-            "decode_responses=True, and what the store keeps is not all UTF-8 (long texts "
-            "are kept compressed, parts' data as it is); make one without it"
-        )
-    return client
-
-
-MOVED_ON = (
-    redis_errors.SlotNotCoveredError,
-    redis_errors.MovedError,
-    redis_errors.AskError,
-    redis_errors.ClusterDownError,
-    redis_errors.TryAgainError,
-    redis_errors.ConnectionError,
-    redis_errors.TimeoutError,
-)
-"""What a write sent straight to a slot's primary (to WAIT on its connection) meets when the
-slot moved or its node failed: refresh the cluster's layout and send it again (it is
-idempotent)."""
 
 WAIT_ATTEMPTS = 4
 """How many times a waited-on write is sent to a cluster whose layout keeps changing."""

@@ -54,15 +54,8 @@ from redis.exceptions import (
 )
 from redis.utils import HIREDIS_AVAILABLE
 
-from redis_history.store._core import (
-    MOVED_ON,
-    UNSTAGED,
-    WAIT_ATTEMPTS,
-    ScriptsNotLoaded,
-    no_function,
-    scripts_denied,
-    staged_reply,
-)
+from redis_history.store._core import UNSTAGED, WAIT_ATTEMPTS, staged_reply
+from redis_history.wire import MOVED_ON, ScriptsNotLoaded, no_function, scripts_denied
 
 if HIREDIS_AVAILABLE:
     from hiredis import pack_command

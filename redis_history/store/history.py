@@ -34,18 +34,15 @@ from redis_history.parts import BlobsWanted
 from redis_history.store import metrics
 from redis_history.store._core import (
     DEFAULT_MAX_MESSAGE_BYTES,
-    MOVED_ON,
     WAIT_ATTEMPTS,
     Call,
     CompactionRequest,
     CompactionStats,
     HistoryCore,
-    RedisFailure,
     Schedule,
     Step,
     TranscriptPage,
     TranscriptPages,
-    bytes_client,
 )
 from redis_history.store._fork import fork_steps
 from redis_history.store._lane import (
@@ -62,6 +59,7 @@ from redis_history.store.codec import Entry
 from redis_history.store.keys import DEFAULT_NAMESPACE, DEFAULT_PREFIX, ConversationKeys
 from redis_history.tokens import TokenCounter
 from redis_history.turns import Turn
+from redis_history.wire import MOVED_ON, RedisFailure, bytes_client
 
 __all__ = ["AsyncRedisHistory", "RedisHistory"]
 
