@@ -29,13 +29,13 @@ from redis_history import (
     limits,
     run_compaction,
 )
-from redis_history._plans import drive
 from redis_history.admin.dump import load_dump, read_dump, restore, write_dump
 from redis_history.admin.target import Target
 from redis_history.context.formats import render
 from redis_history.parts import AudioPart, BlobsWanted, FilePart, ImagePart
 from redis_history.store import blobs
 from redis_history.store._lane import send
+from redis_history.wire.plans import drive
 
 
 def noisy_png(width: int, height: int, seed: int = 0) -> bytes:

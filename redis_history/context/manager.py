@@ -44,7 +44,7 @@ summaries. An asyncio pod calls :meth:`~HistoryManager.aprepare_messages`,
 :meth:`~HistoryManager.aon_turn_complete` and :meth:`~HistoryManager.asummaries`, given an
 :class:`~redis_history.AsyncRedisHistory` and an
 :class:`~redis_history.memory.AsyncRedisLongTermMemory`: each method is one plan
-(:mod:`redis_history._plans`) that yields its calls out, which the sync methods do in place
+(:mod:`redis_history.wire.plans`) that yields its calls out, which the sync methods do in place
 and the coroutines await (a summarizer in a worker thread), so the rules are written once.
 """
 
@@ -61,7 +61,6 @@ from typing import Any, Literal, NamedTuple, cast
 from pydantic import BaseModel, ConfigDict, Field
 
 from redis_history import limits
-from redis_history._plans import Plan, adrive, drive
 from redis_history.compaction.summarizers import AsyncSummarizer, Summarizer, resolve_summarizer
 from redis_history.context.budget import (
     Framing,
@@ -84,6 +83,7 @@ from redis_history.store._core import Call
 from redis_history.store._summaries import StoredSummary, SummaryCore
 from redis_history.store.history import AsyncRedisHistory, RedisHistory
 from redis_history.tokens import TokenCounter, price, resolve_counter
+from redis_history.wire.plans import Plan, adrive, drive
 
 __all__ = [
     "Diagnostics",

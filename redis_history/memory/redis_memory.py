@@ -62,7 +62,6 @@ from typing import Any, NamedTuple, TypeVar
 from pydantic import ConfigDict, TypeAdapter, ValidationError
 
 from redis_history import limits
-from redis_history._plans import Plan, adrive, drive
 from redis_history._redact import Redactor, client_secrets
 from redis_history.errors import CorruptHistoryError, HistoryError
 from redis_history.memory.base import MemoryFilters, MemoryRecord, tag_tuple
@@ -78,6 +77,7 @@ from redis_history.store.keys import (
 )
 from redis_history.store.scripts import refusal, script
 from redis_history.wire import RedisFailure, bytes_client, redis_error, resent
+from redis_history.wire.plans import Plan, adrive, drive
 
 __all__ = [
     "MAX_CONVERSATIONS",
@@ -315,7 +315,7 @@ _Step = _Send | _Pipeline
 
 class _Memory:
     """What the sync and the asyncio memory share: names, checks, the calls they send and
-    the plans that order them (:mod:`redis_history._plans`); only sending differs."""
+    the plans that order them (:mod:`redis_history.wire.plans`); only sending differs."""
 
     def __init__(
         self,

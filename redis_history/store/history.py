@@ -23,7 +23,6 @@ from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.cluster import RedisCluster
 from redis.exceptions import ResponseError
 
-from redis_history._plans import adrive, drive
 from redis_history._redact import client_secrets
 from redis_history.compaction_policy import CompactionFacts, CompactionPolicy
 from redis_history.compaction_state import CompactionState, Event
@@ -60,6 +59,7 @@ from redis_history.store.keys import DEFAULT_NAMESPACE, DEFAULT_PREFIX, Conversa
 from redis_history.tokens import TokenCounter
 from redis_history.turns import Turn
 from redis_history.wire import MOVED_ON, RedisFailure, bytes_client
+from redis_history.wire.plans import adrive, drive
 
 __all__ = ["AsyncRedisHistory", "RedisHistory"]
 

@@ -1,4 +1,6 @@
-"""The Redis plumbing every feature shares: what a failed call means (:mod:`.failures`)."""
+"""The Redis plumbing every feature shares: what a failed call means (:mod:`.failures`), and
+the plans that write a multi-step operation once for the sync and asyncio APIs
+(:mod:`.plans`)."""
 
 from __future__ import annotations
 
@@ -14,14 +16,18 @@ from redis_history.wire.failures import (
     resent,
     scripts_denied,
 )
+from redis_history.wire.plans import Plan, adrive, drive
 
 __all__ = [
     "FAILURES",
     "MOVED_ON",
+    "Plan",
     "RedisFailure",
     "ScriptsNotLoaded",
     "access_denied",
+    "adrive",
     "bytes_client",
+    "drive",
     "no_function",
     "redis_error",
     "resent",
