@@ -55,7 +55,7 @@ from redis_history.store import history as history_module
 from redis_history.store._core import op_token
 from redis_history.store._lane import execute
 from redis_history.store.codec import encode_message, role_item
-from redis_history.store.scripts import script
+from redis_history.wire.scripts import script
 
 BLOCK = 40
 """Messages a contestant appends between two reads of Redis's counters."""

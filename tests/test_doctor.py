@@ -26,7 +26,7 @@ from redis_history.compaction.jobs import (
     run_worker,
 )
 from redis_history.demo.server import LocalCluster, RedisServer, free_port
-from redis_history.store.scripts import library
+from redis_history.wire.scripts import library
 
 pytestmark = [pytest.mark.real_redis, pytest.mark.usefixtures("signal_handlers")]
 

@@ -42,8 +42,8 @@ from redis_history.compaction.jobs import (
 )
 from redis_history.compaction_policy import CompactionPolicy
 from redis_history.demo.server import LocalCluster, free_port
-from redis_history.store import scripts
 from redis_history.tokens import message_tokens, resolve_counter
+from redis_history.wire import scripts
 
 POLICY = CompactionPolicy(
     soft_tokens=50, hard_tokens=10_000, keep_last_turns=1, min_messages=2, cooldown_turns=0

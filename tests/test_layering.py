@@ -304,13 +304,14 @@ def test_no_import_runs_in_a_circle() -> None:
         ("redis_history.compaction.policy", "redis_history.compaction_policy", "CompactionPolicy"),
         ("redis_history.compaction.policy", "redis_history.compaction_policy", "CompactionContext"),
         ("redis_history.compaction.state", "redis_history.compaction_state", "CompactionState"),
+        ("redis_history.store.scripts", "redis_history.wire.scripts", "script"),
     ],
 )
-def test_the_rules_old_modules_still_give_each_name_with_a_warning(
+def test_a_moved_modules_old_path_still_gives_each_name_with_a_warning(
     old: str, new: str, name: str
 ) -> None:
-    """Code that imports the compaction rules from where they lived keeps working, told where
-    they went; a name they never had is still an AttributeError."""
+    """Code that imports the compaction rules or the scripts from where they lived keeps
+    working, told where they went; a name they never had is still an AttributeError."""
     module, moved = importlib.import_module(old), importlib.import_module(new)
     with pytest.warns(DeprecationWarning, match=f"moved to {new}.{name}"):
         assert getattr(module, name) is getattr(moved, name)

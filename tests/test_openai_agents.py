@@ -45,7 +45,7 @@ from redis_history.integrations.openai_agents import BRIDGE, ITEMS, RedisHistory
 from redis_history.models import MAX_NESTING
 from redis_history.parts import AudioPart, FilePart, ImagePart, TextPart, data_url
 from redis_history.roles import RoleState
-from redis_history.store.scripts import script, script_names
+from redis_history.wire.scripts import script, script_names
 
 T = TypeVar("T")
 

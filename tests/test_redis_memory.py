@@ -64,7 +64,7 @@ from redis_history.memory.redis_memory import (
 )
 from redis_history.store._core import Call
 from redis_history.store.keys import MemoryKeys
-from redis_history.store.scripts import script, script_names
+from redis_history.wire.scripts import script, script_names
 
 
 class Clock:

@@ -32,7 +32,7 @@ from redis_history import (
     ToolCall,
 )
 from redis_history.compaction.jobs import compaction_queue
-from redis_history.store.scripts import script, script_names
+from redis_history.wire.scripts import script, script_names
 
 pytestmark = pytest.mark.real_redis
 

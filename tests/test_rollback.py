@@ -14,7 +14,7 @@ from faults import FaultProxy
 from samples import turns
 
 from redis_history import Message, RedisHistory, RoleOrderError, StaleSnapshotError, ToolCall
-from redis_history.store.scripts import script, script_names
+from redis_history.wire.scripts import script, script_names
 
 
 def state(history: Any) -> tuple[Any, ...]:

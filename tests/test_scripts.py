@@ -25,7 +25,7 @@ from redis_history.store._core import (
     _call,
     span,
 )
-from redis_history.store.scripts import (
+from redis_history.wire.scripts import (
     ERRORS,
     Refusal,
     expand_includes,

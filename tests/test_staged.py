@@ -31,7 +31,7 @@ from redis_history import (
     StoreUnavailableError,
     ToolCall,
 )
-from redis_history.store.scripts import script, script_names
+from redis_history.wire.scripts import script, script_names
 
 pytestmark = pytest.mark.real_redis
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from redis import exceptions as redis_errors
 
 from redis_history.admin.target import Target
-from redis_history.store.scripts import library, script, script_names
 from redis_history.wire import RedisFailure, redis_error
+from redis_history.wire.scripts import library, script, script_names
 
 __all__ = ["Loaded", "load_scripts", "server_major"]
 

@@ -62,9 +62,9 @@ from redis_history.settings import (
 from redis_history.store._core import CompactionRequest
 from redis_history.store.history import RedisHistory
 from redis_history.store.keys import DEFAULT_PREFIX, job_id_prefix, tenant_queue, validate_scope
-from redis_history.store.scripts import script, script_names
 from redis_history.tokens import DEFAULT_ENCODING, TokenCounter, resolve_counter
 from redis_history.wire import RedisFailure, bytes_client, redis_error
+from redis_history.wire.scripts import script, script_names
 
 if TYPE_CHECKING:
     from redis.client import Pipeline, PubSub, PubSubWorkerThread

@@ -75,9 +75,9 @@ from redis_history.store.keys import (
     validate_name,
     validate_scope,
 )
-from redis_history.store.scripts import refusal, script
 from redis_history.wire import RedisFailure, bytes_client, redis_error, resent
 from redis_history.wire.plans import Plan, adrive, drive
+from redis_history.wire.scripts import refusal, script
 
 __all__ = [
     "MAX_CONVERSATIONS",

@@ -7,7 +7,7 @@ logic exists twice. The core sends nothing (``store/_lane.py`` sends a call),
 reads no clock and draws no random bytes (the front ends hand it a
 :data:`Clock` and an :data:`Entropy`), and logs nothing (``maybe_compact``
 yields its warning to the front end). What it reads is configuration: the Lua
-sources, once per process (``store/scripts.py``), and a token counter named by
+sources, once per process (``wire/scripts.py``), and a token counter named by
 a dotted path.
 """
 
@@ -63,10 +63,10 @@ from redis_history.store.keys import (
     ConversationKeys,
     job_id_prefix,
 )
-from redis_history.store.scripts import ERRORS, Script, refusal, script
 from redis_history.tokens import Pricer, TokenCounter, resolve_counter
 from redis_history.turns import Turn, group_entries
 from redis_history.wire.failures import RedisFailure, access_denied, redis_error
+from redis_history.wire.scripts import ERRORS, Script, refusal, script
 
 __all__ = [
     "APPENDS_DROPPED",

@@ -27,7 +27,7 @@ from redis_history.errors import CorruptHistoryError, HistoryError
 from redis_history.models import MAX_ID_LENGTH
 from redis_history.store._core import Call, _call
 from redis_history.store.keys import ConversationKeys
-from redis_history.store.scripts import refusal
+from redis_history.wire.scripts import refusal
 
 __all__ = ["StoredSummary", "SummaryCore", "message_digest", "span_digest"]
 

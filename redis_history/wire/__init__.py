@@ -1,6 +1,6 @@
-"""The Redis plumbing every feature shares: what a failed call means (:mod:`.failures`), and
-the plans that write a multi-step operation once for the sync and asyncio APIs
-(:mod:`.plans`)."""
+"""The Redis plumbing every feature shares: what a failed call means (:mod:`.failures`), the
+Lua scripts, their loading and result codes (:mod:`.scripts`), and the plans that write a
+multi-step operation once for the sync and asyncio APIs (:mod:`.plans`)."""
 
 from __future__ import annotations
 
