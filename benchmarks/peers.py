@@ -27,8 +27,8 @@ from traffic import Msg
 from redis_history import Message, RedisHistory, ToolCall
 from redis_history.integrations.openai_agents import RedisHistorySession
 from redis_history.store import _core, codec
-from redis_history.store._lane import execute
 from redis_history.store.codec import encode_batch, encode_message
+from redis_history.wire.lane import execute
 
 __all__ = [
     "ASYNC_FLOOR",

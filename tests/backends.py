@@ -13,8 +13,9 @@ import redis.asyncio
 
 from redis_history import AsyncRedisHistory, RedisHistory
 from redis_history.admin import Target, load_scripts
-from redis_history.store import _core, _lane
+from redis_history.store import _core
 from redis_history.testing import InMemoryHistory
+from redis_history.wire import lane as _lane
 
 HistoryFactory = Callable[..., Any]
 

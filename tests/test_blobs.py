@@ -34,7 +34,7 @@ from redis_history.admin.target import Target
 from redis_history.context.formats import render
 from redis_history.parts import AudioPart, BlobsWanted, FilePart, ImagePart
 from redis_history.store import blobs
-from redis_history.store._lane import send
+from redis_history.wire.lane import send
 from redis_history.wire.plans import drive
 
 

@@ -49,8 +49,8 @@ from redis_history.compaction.jobs import (
     SimpleCompactionWorker,
 )
 from redis_history.models import Message
-from redis_history.store import _lane
 from redis_history.store.codec import Entry
+from redis_history.wire import lane as _lane
 
 JOBS = "redis_history/compaction/jobs.py"
 LANE = "redis_history/store/_lane.py"

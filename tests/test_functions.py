@@ -23,7 +23,7 @@ from samples import STAGED_TEXT
 from redis_history import AsyncRedisHistory, Message, RedisHistory, ToolCall
 from redis_history.admin.acl import CLUSTER_COMMANDS, CONNECTION_COMMANDS, DATA_COMMANDS
 from redis_history.demo.server import RedisServer
-from redis_history.store import _lane
+from redis_history.wire import lane as _lane
 from redis_history.wire.scripts import library, script, script_names, script_source, writes
 
 pytestmark = pytest.mark.real_redis

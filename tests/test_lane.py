@@ -23,7 +23,7 @@ from redis.retry import Retry
 from samples import STAGED_TEXT
 
 from redis_history import AsyncRedisHistory, Message, RedisHistory
-from redis_history.store._lane import aexecute, execute, lane_of
+from redis_history.wire.lane import aexecute, execute, lane_of
 
 pytestmark = pytest.mark.real_redis
 

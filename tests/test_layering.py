@@ -282,8 +282,8 @@ def test_the_store_core_does_no_io() -> None:
     """The core both histories share neither sends (no lane) nor reads the clock or random
     bytes nor logs: the front ends hand it those."""
     imported = imported_modules(CORE)
-    assert imported & {*IO_MODULES, "redis_history.store._lane"} == set()
-    assert "os" in imported_modules("redis_history.store._lane")  # the check can fail
+    assert imported & {*IO_MODULES, "redis_history.wire.lane"} == set()
+    assert "os" in imported_modules("redis_history.wire.lane")  # the check can fail
 
 
 def test_no_import_runs_in_a_circle() -> None:

@@ -25,7 +25,7 @@ from redis_history.memory import (
     MemoryFilters,
     RedisLongTermMemory,
 )
-from redis_history.store import _lane
+from redis_history.wire import lane as _lane
 
 PROMPT = "You are a travel agent."
 AGENT = "agent-1"

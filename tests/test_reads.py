@@ -16,8 +16,8 @@ from redis_history import HistoryError, Message, RedisHistory
 from redis_history.admin.dump import read_dump
 from redis_history.demo.server import RedisServer
 from redis_history.store import _pages
-from redis_history.store._core import Call
 from redis_history.store._pages import PAGE_ENTRIES, READ_ATTEMPTS
+from redis_history.wire.call import Call
 
 
 @pytest.fixture(autouse=True)

@@ -62,8 +62,8 @@ from redis_history.memory.redis_memory import (
     normalize,
     terms,
 )
-from redis_history.store._core import Call
 from redis_history.store.keys import MemoryKeys
+from redis_history.wire.call import Call
 from redis_history.wire.scripts import script, script_names
 
 

@@ -16,6 +16,7 @@ from redis_history.errors import HistoryError
 from redis_history.parts import FilePart
 from redis_history.store import _core
 from redis_history.store.codec import encode_message, role_item
+from redis_history.wire.call import Call
 
 Setup = Callable[[RedisHistory, redis.Redis], None]
 
@@ -140,7 +141,7 @@ BATCHES = {
 }
 
 
-def general(history: RedisHistory, messages: list[Message]) -> _core.Call[Any]:
+def general(history: RedisHistory, messages: list[Message]) -> Call[Any]:
     """``append-5.lua``'s call for ``messages``, as the store sent it before the plain path."""
     core = history.core
     token = _core.op_token("append", [m.id for m in messages])
@@ -151,7 +152,7 @@ def general(history: RedisHistory, messages: list[Message]) -> _core.Call[Any]:
     return core._append_call(token, batch.tokens, batch.envelopes, batch.roles)
 
 
-def outcome(history: RedisHistory, call: _core.Call[Any]) -> tuple[Any, ...]:
+def outcome(history: RedisHistory, call: Call[Any]) -> tuple[Any, ...]:
     try:
         return ("reply", history.execute(call))
     except HistoryError as exc:

@@ -22,12 +22,12 @@ from redis_history.errors import (
     HistoryError,
     StoreUnavailableError,
 )
-from redis_history.store._core import Call
-from redis_history.store._lane import command_of, send
 from redis_history.store.codec import Entry
 from redis_history.store.history import RedisHistory
 from redis_history.store.keys import conversation_of, conversation_pattern, validate_name
 from redis_history.wire import RedisFailure, resent
+from redis_history.wire.call import Call
+from redis_history.wire.lane import command_of, send
 
 __all__ = [
     "BATCH",

@@ -12,10 +12,10 @@ from redis.cluster import RedisCluster
 from redis_history._redact import redact_url
 from redis_history.errors import ConversationNotFoundError
 from redis_history.settings import URL
-from redis_history.store._core import Call
 from redis_history.store.history import RedisHistory
 from redis_history.store.keys import DEFAULT_NAMESPACE, DEFAULT_PREFIX, validate_scope
 from redis_history.wire import RedisFailure, bytes_client, redis_error
+from redis_history.wire.call import Call
 
 __all__ = ["CONNECT_TIMEOUT", "Target", "run_call"]
 

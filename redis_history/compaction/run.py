@@ -52,12 +52,12 @@ from redis_history.errors import (
 from redis_history.models import Message
 from redis_history.roles import RoleState
 from redis_history.store._core import lock_call
-from redis_history.store._lane import send
 from redis_history.store.codec import Entry
 from redis_history.store.history import RedisHistory
 from redis_history.tokens import message_tokens
 from redis_history.turns import Turn, group_entries, group_turns
 from redis_history.wire import RedisFailure
+from redis_history.wire.lane import send
 
 __all__ = ["CompactionResult", "Cut", "choose_cut", "run_compaction"]
 

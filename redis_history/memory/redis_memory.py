@@ -66,8 +66,6 @@ from redis_history._redact import Redactor, client_secrets
 from redis_history.errors import CorruptHistoryError, HistoryError
 from redis_history.memory.base import MemoryFilters, MemoryRecord, tag_tuple
 from redis_history.models import JsonObject
-from redis_history.store._core import Call
-from redis_history.store._lane import asend, command_of, send
 from redis_history.store.keys import (
     DEFAULT_NAMESPACE,
     DEFAULT_PREFIX,
@@ -76,6 +74,8 @@ from redis_history.store.keys import (
     validate_scope,
 )
 from redis_history.wire import RedisFailure, bytes_client, redis_error, resent
+from redis_history.wire.call import Call
+from redis_history.wire.lane import asend, command_of, send
 from redis_history.wire.plans import Plan, adrive, drive
 from redis_history.wire.scripts import refusal, script
 

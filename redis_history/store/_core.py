@@ -3,7 +3,7 @@
 Each operation is a :class:`Call`: which script or command to run, with which
 keys and arguments, and how to turn Redis's reply into a result or a typed
 error. The front ends (``store/history.py``) only execute calls, so no method's
-logic exists twice. The core sends nothing (``store/_lane.py`` sends a call),
+logic exists twice. The core sends nothing (``wire/lane.py`` sends a call),
 reads no clock and draws no random bytes (the front ends hand it a
 :data:`Clock` and an :data:`Entropy`), and logs nothing (``maybe_compact``
 yields its warning to the front end). What it reads is configuration: the Lua
@@ -19,10 +19,9 @@ import uuid
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Generic, NamedTuple, TypeVar, get_args
+from typing import Any, NamedTuple, TypeVar, get_args
 
 from pydantic_core import PydanticSerializationError, to_json
-from redis import exceptions as redis_errors
 
 from redis_history import limits
 from redis_history._redact import Redactor
@@ -65,8 +64,9 @@ from redis_history.store.keys import (
 )
 from redis_history.tokens import Pricer, TokenCounter, resolve_counter
 from redis_history.turns import Turn, group_entries
-from redis_history.wire.failures import RedisFailure, access_denied, redis_error
-from redis_history.wire.scripts import ERRORS, Script, refusal, script
+from redis_history.wire.call import Call
+from redis_history.wire.failures import RedisFailure, redis_error
+from redis_history.wire.scripts import ERRORS, refusal, script
 
 __all__ = [
     "APPENDS_DROPPED",
@@ -76,9 +76,6 @@ __all__ = [
     "PARTLY_REMOVED",
     "SMALL_BATCH",
     "STAGE_BYTES",
-    "UNSTAGED",
-    "WAIT_ATTEMPTS",
-    "Call",
     "Clock",
     "CompactionRequest",
     "CompactionStats",
@@ -93,7 +90,6 @@ __all__ = [
     "ids_of",
     "op_token",
     "rollback_ids",
-    "staged_reply",
     "write_token",
 ]
 
@@ -128,9 +124,6 @@ PARTLY_REMOVED = (
 ``lua/includes/ring.lua``): a rewrite that removes all of a batch's messages makes it new
 again, one that removes part of it leaves the batch applied and refused."""
 
-WAIT_ATTEMPTS = 4
-"""How many times a waited-on write is sent to a cluster whose layout keeps changing."""
-
 SMALL_BATCH = 32
 """The most messages one append sends to ``lua/append_small-4.lua`` (a turn, or a few): a
 longer batch goes to ``lua/append-5.lua``, whose walk looks open calls up in a table and
@@ -154,40 +147,6 @@ the short appends' script, 4-12 KiB envelopes took 7-19 µs less unstaged
 (docs/benchmarks.md)."""
 
 
-class Call(NamedTuple, Generic[T]):
-    """One Redis round trip: the command, and ``script`` to send by source if the server
-    does not know the script's SHA (the command is then an ``EVALSHA``)."""
-
-    parse: Callable[[Any], T]
-    command: tuple[Any, ...]
-    script: Script | None = None
-    waits: bool = False
-    """A write of the conversation's data, which ``wait_replicas`` waits on."""
-    staged: tuple[tuple[Any, ...], ...] | None = None
-    """The same write as a ``MULTI`` ... ``EXEC`` that keeps its large arguments out of Lua
-    (``lua/append-5.lua``), sent instead of ``command`` where one connection can carry
-    it (``_lane.execute_all``). ``EXEC``'s first reply is the script's."""
-    batch: bool = False
-    """``command`` is a tuple of commands, sent pipelined (not a transaction); the reply
-    is the list of their replies (``store/_pages.py``)."""
-
-    def fallback(self) -> tuple[Any, ...]:
-        """The ``EVAL`` of the script's source that stands in for a refused ``EVALSHA``."""
-        assert self.script is not None
-        return ("EVAL", self.script.source, *self.command[2:])
-
-    def function(self) -> tuple[Any, ...]:
-        """The ``FCALL`` of the script's function in the store's library, for a user that may
-        run only the store's functions."""
-        assert self.script is not None
-        return ("FCALL", self.script.function, *self.command[2:])
-
-    def staged_function(self) -> tuple[tuple[Any, ...], ...]:
-        """:attr:`staged` with the script's ``FCALL`` in place of its ``EVALSHA``."""
-        assert self.staged is not None
-        return (self.staged[0], self.function(), *self.staged[2:])
-
-
 def _fenced(listing: Listing, rest: Rest | None) -> Generator[Call[Any], Any, list[Any]]:
     """The entries of a read in pages: the length and the first pages (unless ``rest``
     holds them), then the rest; ``PagesWanted`` when the fence failed."""
@@ -209,29 +168,6 @@ def _raw(reply: Any) -> Any:
 _MULTI, _EXEC = ("MULTI",), ("EXEC",)
 _NO_BLOBS = (0,)
 """The blobs section of a write that keeps no inline data outside the list."""
-UNSTAGED = object()
-"""A staged transaction wrote nothing and the write is to be sent as its script."""
-
-
-def staged_reply(replies: list[Any]) -> Any:
-    """The script's reply in a staged transaction's replies (``MULTI``'s, one per queued
-    command, ``EXEC``'s), or ``UNSTAGED`` when the transaction wrote nothing and the
-    script alone must do the write: ``EXEC`` aborted (a command refused when queued, such
-    as an ACL without ``RENAME``), the script is not loaded (``NOSCRIPT``), or the list
-    was empty (nothing to rename; the script replies -1). Its error replies are raised, and
-    so is an ACL's refusal of the queued script (``replies[1]``), which the script alone
-    would meet again."""
-    if access_denied(replies[1]):  # the script's own command: sent alone, it is denied too
-        raise replies[1]
-    executed = replies[-1]
-    if not isinstance(executed, list):
-        return UNSTAGED
-    reply = executed[0]
-    if isinstance(reply, redis_errors.NoScriptError) or reply == -1:
-        return UNSTAGED
-    if isinstance(reply, redis_errors.ResponseError):
-        raise reply
-    return reply
 
 
 @dataclass(frozen=True, slots=True)

@@ -57,9 +57,10 @@ from redis_history.limits import MAX_BATCH_MESSAGES
 from redis_history.parts import blob_data
 from redis_history.roles import RoleState
 from redis_history.store import blobs
-from redis_history.store._core import Call, HistoryCore, _call, _json_id
+from redis_history.store._core import HistoryCore, _call, _json_id
 from redis_history.store._staging import meta_hash, restore_call, stage_calls
 from redis_history.store.codec import Entry, decode_entries
+from redis_history.wire.call import Call
 
 __all__ = ["READ_ATTEMPTS", "ForkStep", "fork_steps"]
 

@@ -2,7 +2,7 @@
 
 The summaries of one conversation live in its ``summaries`` hash
 (:attr:`~redis_history.store.keys.ConversationKeys.summaries`, laid out in
-``lua/includes/summaries.lua``). Each operation is a :class:`~redis_history.store._core.Call`:
+``lua/includes/summaries.lua``). Each operation is a :class:`~redis_history.wire.call.Call`:
 the script, its keys and arguments, checked against :mod:`redis_history.limits` before anything
 is sent, and the reply's decoding. The context layer's manager runs the calls through its
 history's ``execute``: a :class:`~redis_history.RedisHistory`'s, or an
@@ -25,8 +25,9 @@ from typing import Any
 from redis_history import limits
 from redis_history.errors import CorruptHistoryError, HistoryError
 from redis_history.models import MAX_ID_LENGTH
-from redis_history.store._core import Call, _call
+from redis_history.store._core import _call
 from redis_history.store.keys import ConversationKeys
+from redis_history.wire.call import Call
 from redis_history.wire.scripts import refusal
 
 __all__ = ["StoredSummary", "SummaryCore", "message_digest", "span_digest"]

@@ -1,9 +1,9 @@
 """The histories users hold: :class:`RedisHistory` (sync) and :class:`AsyncRedisHistory`.
 
 Both are thin: every method asks the shared :class:`~redis_history.store._core.HistoryCore`
-for a :class:`~redis_history.store._core.Call` and executes it in one round trip. Keys,
+for a :class:`~redis_history.wire.call.Call` and executes it in one round trip. Keys,
 script arguments and reply decoding live in the core, written once; what does I/O is here
-and in ``store/_lane.py``: sending, the clock, random tokens and ids, logging.
+and in ``wire/lane.py``: sending, the clock, random tokens and ids, logging.
 """
 
 from __future__ import annotations
@@ -33,8 +33,6 @@ from redis_history.parts import BlobsWanted
 from redis_history.store import metrics
 from redis_history.store._core import (
     DEFAULT_MAX_MESSAGE_BYTES,
-    WAIT_ATTEMPTS,
-    Call,
     CompactionRequest,
     CompactionStats,
     HistoryCore,
@@ -44,7 +42,15 @@ from redis_history.store._core import (
     TranscriptPages,
 )
 from redis_history.store._fork import fork_steps
-from redis_history.store._lane import (
+from redis_history.store._pages import PagesWanted
+from redis_history.store.codec import Entry
+from redis_history.store.keys import DEFAULT_NAMESPACE, DEFAULT_PREFIX, ConversationKeys
+from redis_history.tokens import TokenCounter
+from redis_history.turns import Turn
+from redis_history.wire import MOVED_ON, RedisFailure, bytes_client
+from redis_history.wire.call import Call
+from redis_history.wire.lane import (
+    WAIT_ATTEMPTS,
     again,
     anode_pipeline,
     arefresh_layout,
@@ -53,12 +59,6 @@ from redis_history.store._lane import (
     refresh_layout,
     send,
 )
-from redis_history.store._pages import PagesWanted
-from redis_history.store.codec import Entry
-from redis_history.store.keys import DEFAULT_NAMESPACE, DEFAULT_PREFIX, ConversationKeys
-from redis_history.tokens import TokenCounter
-from redis_history.turns import Turn
-from redis_history.wire import MOVED_ON, RedisFailure, bytes_client
 from redis_history.wire.plans import adrive, drive
 
 __all__ = ["AsyncRedisHistory", "RedisHistory"]

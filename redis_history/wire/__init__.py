@@ -1,9 +1,11 @@
-"""The Redis plumbing every feature shares: what a failed call means (:mod:`.failures`), the
-Lua scripts, their loading and result codes (:mod:`.scripts`), and the plans that write a
+"""The Redis plumbing every feature shares: a round trip as data (:mod:`.call`), the lane
+that sends it (:mod:`.lane`), what a failed call means (:mod:`.failures`), the Lua
+scripts, their loading and result codes (:mod:`.scripts`), and the plans that write a
 multi-step operation once for the sync and asyncio APIs (:mod:`.plans`)."""
 
 from __future__ import annotations
 
+from redis_history.wire.call import Call
 from redis_history.wire.failures import (
     FAILURES,
     MOVED_ON,
@@ -21,6 +23,7 @@ from redis_history.wire.plans import Plan, adrive, drive
 __all__ = [
     "FAILURES",
     "MOVED_ON",
+    "Call",
     "Plan",
     "RedisFailure",
     "ScriptsNotLoaded",

@@ -101,7 +101,7 @@ def no_function(exc: BaseException) -> bool:
 
 
 def resent(reply: Any) -> bool:
-    """Whether a script's pipelined error reply is one :func:`~redis_history.store._lane.send`
+    """Whether a script's pipelined error reply is one :func:`~redis_history.wire.lane.send`
     answers by another command (the script's source, or its function): the pipeline's
     caller sends that call again through it."""
     return (

@@ -54,16 +54,23 @@ from redis.exceptions import (
 )
 from redis.utils import HIREDIS_AVAILABLE
 
-from redis_history.store._core import UNSTAGED, WAIT_ATTEMPTS, staged_reply
-from redis_history.wire import MOVED_ON, ScriptsNotLoaded, no_function, scripts_denied
+from redis_history.wire.failures import (
+    MOVED_ON,
+    ScriptsNotLoaded,
+    access_denied,
+    no_function,
+    scripts_denied,
+)
 
 if HIREDIS_AVAILABLE:
     from hiredis import pack_command
 
 if TYPE_CHECKING:
-    from redis_history.store._core import Call
+    from redis_history.wire.call import Call
 
 __all__ = [
+    "UNSTAGED",
+    "WAIT_ATTEMPTS",
     "aexecute",
     "aexecute_all",
     "again",
@@ -79,7 +86,36 @@ __all__ = [
     "pipelined",
     "refresh_layout",
     "send",
+    "staged_reply",
 ]
+
+WAIT_ATTEMPTS = 4
+"""How many times a waited-on write is sent to a cluster whose layout keeps changing."""
+
+UNSTAGED = object()
+"""A staged transaction wrote nothing and the write is to be sent as its script."""
+
+
+def staged_reply(replies: list[Any]) -> Any:
+    """The script's reply in a staged transaction's replies (``MULTI``'s, one per queued
+    command, ``EXEC``'s), or ``UNSTAGED`` when the transaction wrote nothing and the
+    script alone must do the write: ``EXEC`` aborted (a command refused when queued, such
+    as an ACL without ``RENAME``), the script is not loaded (``NOSCRIPT``), or the list
+    was empty (nothing to rename; the script replies -1). Its error replies are raised, and
+    so is an ACL's refusal of the queued script (``replies[1]``), which the script alone
+    would meet again."""
+    if access_denied(replies[1]):  # the script's own command: sent alone, it is denied too
+        raise replies[1]
+    executed = replies[-1]
+    if not isinstance(executed, list):
+        return UNSTAGED
+    reply = executed[0]
+    if isinstance(reply, NoScriptError) or reply == -1:
+        return UNSTAGED
+    if isinstance(reply, ResponseError):
+        raise reply
+    return reply
+
 
 _ATTRIBUTE = "_redis_history_lane"
 """Where a pool keeps its lane: on the pool itself, so the lane lives and dies with it
