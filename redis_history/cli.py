@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import IO, Any
 
 from redis_history import settings
-from redis_history._redact import redact_url
 from redis_history.admin.acl import DEFAULT_REDIS_VERSION, setuser_command, tenant_rule
 from redis_history.admin.doctor import doctor
 from redis_history.admin.dump import export_conversation, load_dump, read_dump, restore
@@ -43,6 +42,7 @@ from redis_history.errors import (
     HistoryError,
     StoreUnavailableError,
 )
+from redis_history.redact import redact_url
 from redis_history.settings import WorkerSettings
 from redis_history.store.codec import Entry
 from redis_history.store.keys import DEFAULT_NAMESPACE, DEFAULT_PREFIX

@@ -21,8 +21,8 @@ import redis
 from pydantic import ValidationError
 from redis.cluster import RedisCluster
 
-from redis_history._redact import Redactor, redact_url, url_secrets
 from redis_history.compaction_policy import CompactionPolicy
+from redis_history.redact import Redactor, redact_url, url_secrets
 from redis_history.store.keys import DEFAULT_PREFIX, tenant_queue, validate_scope
 
 if TYPE_CHECKING:

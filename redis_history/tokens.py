@@ -32,11 +32,11 @@ from functools import cache
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from redis_history._encodings import ENCODINGS, SPECS, load_encoding
-from redis_history._plugins import PluginKind, PluginPathError
 from redis_history.errors import EncodingUnavailableError
 from redis_history.media import anthropic_image_tokens, image_size, openai_image_tokens
 from redis_history.models import Message, ToolCall
 from redis_history.parts import ImagePart, TextPart, stand_in
+from redis_history.plugins import PluginKind, PluginPathError
 
 if TYPE_CHECKING:
     import tiktoken

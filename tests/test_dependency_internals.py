@@ -55,7 +55,7 @@ from redis_history.wire import lane as _lane
 JOBS = "redis_history/compaction/jobs.py"
 LANE = "redis_history/store/_lane.py"
 STORED = "redis_history/store/_stored.py"
-REDACT = "redis_history/_redact.py"
+REDACT = "redis_history/redact.py"
 
 
 class Changed(AssertionError):

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from redis_history._plugins import PluginPathError, import_path
 from redis_history.compaction.summarizers import resolve_summarizer
+from redis_history.plugins import PluginPathError, import_path
 from redis_history.tokens import resolve_counter
 
 MODULE = "rh_test_plugin_paths"

@@ -29,7 +29,6 @@ from samples import turns
 from worker_doubles import InProcessWorker
 
 from redis_history import AsyncRedisHistory, HistoryError, Message, RedisHistory
-from redis_history._redact import MASK, Redactor, redact_url
 from redis_history.compaction.jobs import (
     COMPACTION_FUNCTION,
     WorkerSettings,
@@ -40,6 +39,7 @@ from redis_history.compaction.jobs import (
 from redis_history.compaction_policy import CompactionPolicy
 from redis_history.demo.server import RedisServer, free_port
 from redis_history.memory import RedisLongTermMemory
+from redis_history.redact import MASK, Redactor, redact_url
 from redis_history.store.codec import _unpacked
 
 pytestmark = pytest.mark.real_redis

@@ -18,10 +18,10 @@ from typing import Any, Literal
 import redis
 
 from redis_history import settings
-from redis_history._redact import Redactor, redact_url
 from redis_history.admin.scripts import server_major
 from redis_history.admin.target import CONNECT_TIMEOUT, Target
 from redis_history.errors import AccessDeniedError, HistoryError, StoreUnavailableError
+from redis_history.redact import Redactor, redact_url
 from redis_history.wire import RedisFailure, redis_error
 from redis_history.wire.scripts import library, script, script_names
 

@@ -9,8 +9,8 @@ from typing import Any, TypeVar
 import redis
 from redis.cluster import RedisCluster
 
-from redis_history._redact import redact_url
 from redis_history.errors import ConversationNotFoundError
+from redis_history.redact import redact_url
 from redis_history.settings import URL
 from redis_history.store.history import RedisHistory
 from redis_history.store.keys import DEFAULT_NAMESPACE, DEFAULT_PREFIX, validate_scope

@@ -46,12 +46,12 @@ from rq.serializers import JSONSerializer, resolve_serializer
 from rq.utils import now
 from rq.worker import BaseWorker, DequeueStrategy, SimpleWorker, Worker, WorkerStatus
 
-from redis_history._redact import NOTHING, Redactor, client_secrets, redact_url
 from redis_history.compaction.compactors import Compactor, resolve_compactor
 from redis_history.compaction.run import CompactionResult, run_compaction
 from redis_history.compaction.summarizers import Summarizer, resolve_summarizer
 from redis_history.compaction_policy import CompactionPolicy
 from redis_history.errors import HistoryError, JobRefusedError
+from redis_history.redact import NOTHING, Redactor, client_secrets, redact_url
 from redis_history.settings import (
     DEFAULT_QUEUE,
     DEFAULT_URL,

@@ -22,7 +22,7 @@ from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
 
 from redis_history import limits
-from redis_history._plugins import PluginKind
+from redis_history.plugins import PluginKind
 
 __all__ = [
     "AsyncLongTermMemory",

@@ -62,10 +62,10 @@ from typing import Any, NamedTuple, TypeVar
 from pydantic import ConfigDict, TypeAdapter, ValidationError
 
 from redis_history import limits
-from redis_history._redact import Redactor, client_secrets
 from redis_history.errors import CorruptHistoryError, HistoryError
 from redis_history.memory.base import MemoryFilters, MemoryRecord, tag_tuple
 from redis_history.models import JsonObject
+from redis_history.redact import Redactor, client_secrets
 from redis_history.store.keys import (
     DEFAULT_NAMESPACE,
     DEFAULT_PREFIX,

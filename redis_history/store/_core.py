@@ -24,7 +24,6 @@ from typing import Any, NamedTuple, TypeVar, get_args
 from pydantic_core import PydanticSerializationError, to_json
 
 from redis_history import limits
-from redis_history._redact import Redactor
 from redis_history.compaction_policy import CompactionFacts, CompactionPolicy
 from redis_history.compaction_state import CompactionState, Event
 from redis_history.errors import (
@@ -36,6 +35,7 @@ from redis_history.errors import (
 )
 from redis_history.models import MAX_ID_LENGTH, Message
 from redis_history.parts import BlobsWanted, blob_data, blobs_at_hand
+from redis_history.redact import Redactor
 from redis_history.store import blobs
 from redis_history.store._pages import (
     LENGTHS,

@@ -23,13 +23,13 @@ from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.cluster import RedisCluster
 from redis.exceptions import ResponseError
 
-from redis_history._redact import client_secrets
 from redis_history.compaction_policy import CompactionFacts, CompactionPolicy
 from redis_history.compaction_state import CompactionState, Event
 from redis_history.errors import HistoryError
 from redis_history.limits import MAX_PAGE
 from redis_history.models import Message
 from redis_history.parts import BlobsWanted
+from redis_history.redact import client_secrets
 from redis_history.store import metrics
 from redis_history.store._core import (
     DEFAULT_MAX_MESSAGE_BYTES,

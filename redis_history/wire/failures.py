@@ -15,7 +15,6 @@ from typing import Any
 
 from redis import exceptions as redis_errors
 
-from redis_history._redact import NOTHING, Redactor
 from redis_history.errors import (
     AccessDeniedError,
     CorruptHistoryError,
@@ -24,6 +23,7 @@ from redis_history.errors import (
     StoreUnavailableError,
     UnsupportedClientError,
 )
+from redis_history.redact import NOTHING, Redactor
 
 __all__ = [
     "FAILURES",

@@ -8,10 +8,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
-from redis_history._plugins import PluginKind
 from redis_history.compaction.compactors.base import Compactor
 from redis_history.compaction.compactors.elide import ToolOutputElider
 from redis_history.compaction.compactors.summarize import SummarizingCompactor
+from redis_history.plugins import PluginKind
 
 __all__ = ["ALIASES", "DEFAULT_COMPACTOR", "resolve_compactor"]
 

@@ -6,11 +6,11 @@ from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
 
-from redis_history._plugins import PluginKind
 from redis_history.compaction.summarizers.extractive import ExtractiveSummarizer
 from redis_history.compaction.summarizers.openai_compatible import OpenAICompatibleSummarizer
 from redis_history.compaction_policy import CompactionContext
 from redis_history.models import Message
+from redis_history.plugins import PluginKind
 
 __all__ = ["ALIASES", "AsyncSummarizer", "Summarizer", "resolve_summarizer", "summarize"]
 

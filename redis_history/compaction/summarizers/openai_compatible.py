@@ -20,11 +20,11 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Self
 
 from redis_history import settings
-from redis_history._redact import Redactor, redact_url, url_secrets
 from redis_history.compaction.summarizers._text import PREFIX, clip, one_line, previous_summary
 from redis_history.compaction_policy import CompactionContext
 from redis_history.errors import SummarizerError
 from redis_history.models import Message, parse_json
+from redis_history.redact import Redactor, redact_url, url_secrets
 
 __all__ = ["DEFAULT_PROMPT", "OpenAICompatibleSummarizer", "render_transcript"]
 
