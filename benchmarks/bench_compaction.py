@@ -57,7 +57,7 @@ from redis_history import RedisHistory
 from redis_history.compaction.jobs import CompactionQueue, compaction_queue
 from redis_history.compaction_policy import CompactionPolicy
 from redis_history.demo.server import RedisServer
-from redis_history.store._core import CompactionRequest
+from redis_history.store.core import CompactionRequest
 
 WORKER_COMMAND = [sys.executable, "-m", "redis_history", "worker"]
 """How a deployment starts a worker (``redis-history worker``)."""

@@ -46,8 +46,8 @@ from traffic import Msg, Turn, chat_turns, flatten, tool_heavy_turns
 
 from redis_history.demo.server import RedisServer
 from redis_history.store import history as history_module
-from redis_history.store._core import STAGE_BYTES
 from redis_history.store.codec import encode_message
+from redis_history.store.core import STAGE_BYTES
 from redis_history.tokens import EstimatingCounter, Pricer
 
 KINDS = ("user", "assistant", "tool calls", "tool result", "tool result, staged")

@@ -52,8 +52,8 @@ from traffic import chat_turns, flatten
 from redis_history import Message, RedisHistory
 from redis_history.demo.server import RedisServer
 from redis_history.store import history as history_module
-from redis_history.store._core import op_token
 from redis_history.store.codec import encode_message, role_item
+from redis_history.store.core import op_token
 from redis_history.wire.lane import execute
 from redis_history.wire.scripts import script
 

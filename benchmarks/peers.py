@@ -26,7 +26,7 @@ from traffic import Msg
 
 from redis_history import Message, RedisHistory, ToolCall
 from redis_history.integrations.openai_agents import RedisHistorySession
-from redis_history.store import _core, codec
+from redis_history.store import codec, core
 from redis_history.store.codec import encode_batch, encode_message
 from redis_history.wire.lane import execute
 
@@ -224,9 +224,9 @@ class SettingStore(RedisHistoryStore):
 
 
 class NeverStaged(SettingStore):
-    """``--staging``: ``_core.STAGE_BYTES`` out of reach."""
+    """``--staging``: ``core.STAGE_BYTES`` out of reach."""
 
-    module = _core
+    module = core
     name = "STAGE_BYTES"
     value = 1 << 62
 
@@ -234,7 +234,7 @@ class NeverStaged(SettingStore):
 class AlwaysStaged(SettingStore):
     """``--staging``: every append staged."""
 
-    module = _core
+    module = core
     name = "STAGE_BYTES"
     value = 0
 

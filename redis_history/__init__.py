@@ -52,9 +52,9 @@ from redis_history.errors import (
     UnsupportedPartError,
 )
 from redis_history.models import Message, Role, ToolCall
-from redis_history.store._core import CompactionRequest, CompactionStats, TranscriptPage
 from redis_history.store.base import History
 from redis_history.store.codec import Entry
+from redis_history.store.core import CompactionRequest, CompactionStats, TranscriptPage
 from redis_history.store.history import AsyncRedisHistory, RedisHistory
 from redis_history.tokens import (
     EstimatingCounter,

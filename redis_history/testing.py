@@ -30,7 +30,8 @@ from redis_history.errors import (
 )
 from redis_history.models import Message
 from redis_history.roles import RoleState
-from redis_history.store._core import (
+from redis_history.store.codec import Entry, encode_message, read_size, role_item
+from redis_history.store.core import (
     APPENDS_DROPPED,
     DEFAULT_MAX_MESSAGE_BYTES,
     EVENTS,
@@ -51,7 +52,6 @@ from redis_history.store._core import (
     rollback_ids,
     write_token,
 )
-from redis_history.store.codec import Entry, encode_message, read_size, role_item
 from redis_history.store.keys import DEFAULT_NAMESPACE, DEFAULT_PREFIX, ConversationKeys
 from redis_history.tokens import TokenCounter, resolve_counter
 from redis_history.turns import Turn, group_entries

@@ -13,7 +13,7 @@ import redis.asyncio
 
 from redis_history import AsyncRedisHistory, RedisHistory
 from redis_history.admin import Target, load_scripts
-from redis_history.store import _core
+from redis_history.store import core
 from redis_history.testing import InMemoryHistory
 from redis_history.wire import lane as _lane
 
@@ -31,7 +31,7 @@ BACKENDS = [
     "redis-async-functions",
     "cluster-functions",
 ]
-"""``-staged``: every append is sent as a staged transaction (``_core.STAGE_BYTES`` 0),
+"""``-staged``: every append is sent as a staged transaction (``core.STAGE_BYTES`` 0),
 the way the store sends large ones, so the whole suite holds for that path too.
 ``-functions``: every script runs as the function of the store's library (``FCALL``), as
 for a tenant whose rule grants no ``EVALSHA``."""
@@ -81,7 +81,7 @@ def make_history(request: pytest.FixtureRequest) -> Iterator[HistoryFactory]:
     """A factory of histories on one backend; each call may name its own conversation."""
     backend: str = request.param
     if backend.endswith("-staged"):
-        request.getfixturevalue("monkeypatch").setattr(_core, "STAGE_BYTES", 0)
+        request.getfixturevalue("monkeypatch").setattr(core, "STAGE_BYTES", 0)
         backend = backend.removesuffix("-staged")
     functions = backend.endswith("-functions")
     backend = backend.removesuffix("-functions")

@@ -7,7 +7,7 @@ import random
 from hypothesis import strategies as st
 
 from redis_history import Message, ToolCall
-from redis_history.store._core import STAGE_BYTES
+from redis_history.store.core import STAGE_BYTES
 
 BIG_OUTPUT = "x" * 5000
 """A tool result large enough for the tool-output elider (and not a plug-in of any kind)."""

@@ -17,7 +17,7 @@ from redis_history.compaction.jobs import compaction_queue
 from redis_history.compaction.run import choose_cut, run_compaction
 from redis_history.compaction_policy import CompactionContext, CompactionPolicy
 from redis_history.compaction_state import CompactionState
-from redis_history.store._core import CompactionRequest
+from redis_history.store.core import CompactionRequest
 from redis_history.testing import FakeSummarizer
 
 

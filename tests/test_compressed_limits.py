@@ -13,7 +13,7 @@ import redis
 import zstandard
 
 from redis_history import CorruptHistoryError, LimitExceededError, Message, RedisHistory, limits
-from redis_history.store import _staging
+from redis_history.store import staging
 from redis_history.store.codec import decode_messages, encode_batch, encode_message, read_size
 from redis_history.testing import InMemoryHistory
 from redis_history.tokens import resolve_counter
@@ -168,7 +168,7 @@ def test_an_import_or_a_fork_stages_chunks_of_at_most_8_mib_of_text() -> None:
     """Staging splits compressed envelopes by what they read back, not by their few bytes."""
     messages = alternating([repeated(1_000_000, i) for i in range(20)])
     envelopes = encode_batch(messages, COUNTER, 1 << 20).envelopes
-    chunks = list(_staging.chunks(envelopes))
+    chunks = list(staging.chunks(envelopes))
     assert [len(c) for c in chunks] == [8, 8, 4]
     assert all(sum(map(read_size, c)) <= limits.MAX_BATCH_BYTES for c in chunks)
 

@@ -47,8 +47,8 @@ from redis_history.compaction_state import CompactionState
 from redis_history.limits import MAX_BATCH_MESSAGES, MAX_TOKENS, MAX_TTL_SECONDS
 from redis_history.parts import FilePart
 from redis_history.roles import RoleState
-from redis_history.store import _staging as staging
-from redis_history.store._core import MAX_STATE_VALUE
+from redis_history.store import staging
+from redis_history.store.core import MAX_STATE_VALUE
 
 pytestmark = pytest.mark.real_redis
 

@@ -13,7 +13,7 @@ import pytest
 from samples import turns
 
 from redis_history import Message, RoleOrderError, ToolCall
-from redis_history.store._core import APPENDS_DROPPED, OPS_KEPT
+from redis_history.store.core import APPENDS_DROPPED, OPS_KEPT
 
 
 def state(history: Any) -> tuple[Any, ...]:

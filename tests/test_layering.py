@@ -273,7 +273,7 @@ def test_the_layer_check_sees_an_upward_import() -> None:
     assert "demo" not in LAYERS["root"]
 
 
-CORE = "redis_history.store._core"
+CORE = "redis_history.store.core"
 IO_MODULES = {"asyncio", "logging", "os", "random", "secrets", "socket", "time"}
 """What sends, reads a clock or randomness, or logs: the front ends' business, not the core's."""
 
@@ -317,3 +317,52 @@ def test_a_moved_modules_old_path_still_gives_each_name_with_a_warning(
         assert getattr(module, name) is getattr(moved, name)
     with pytest.raises(AttributeError):
         module.Nothing  # noqa: B018
+
+
+def folder_of(module: str) -> str:
+    """The package folder a module sits in (a package is its own folder)."""
+    spec = importlib.util.find_spec(module)
+    assert spec is not None
+    return module if spec.submodule_search_locations is not None else module.rpartition(".")[0]
+
+
+def private_of_another_folder(module: str, name: str) -> bool:
+    """Whether ``name`` (``a.b._c`` or ``a.b._c.d``: a module or a name) is private to a
+    folder other than ``module``'s."""
+    parts = name.split(".")
+    private = next(
+        (i for i, p in enumerate(parts) if p.startswith("_") and not p.startswith("__")), None
+    )
+    if private is None:
+        return False
+    owner = ".".join(parts[:private])
+    try:
+        is_module = importlib.util.find_spec(".".join(parts[: private + 1])) is not None
+    except ModuleNotFoundError:  # a name of a module that is no package
+        is_module = False
+    home = owner if is_module else folder_of(owner)
+    return home != folder_of(module)
+
+
+def test_no_folder_imports_another_folders_private_modules_or_names() -> None:
+    """Each folder reaches another only through its public names: no module imports a
+    ``_``-prefixed module or name that lives in another folder."""
+    offenders = {
+        module: sorted(
+            n
+            for n in imported_modules(module)
+            if n.startswith("redis_history.") and private_of_another_folder(module, n)
+        )
+        for module in [*package_modules(), "redis_history"]
+    }
+    assert {m: names for m, names in offenders.items() if names} == {}
+
+
+def test_the_private_import_check_can_fail() -> None:
+    """The check above sees a private module of another folder, and a private name of one,
+    and lets a folder use its own."""
+    assert private_of_another_folder("redis_history.admin.dump", "redis_history.store._stored")
+    assert private_of_another_folder("redis_history.cli", "redis_history.store.core._fence")
+    assert not private_of_another_folder(
+        "redis_history.store.history", "redis_history.store._pages"
+    )

@@ -29,7 +29,7 @@ from redis_history.compaction_policy import CompactionContext
 from redis_history.context import HistoryManager, HistoryManagerConfig, Strategy
 from redis_history.context import manager as manager_module
 from redis_history.demo.server import RedisServer
-from redis_history.store._summaries import (
+from redis_history.store.summaries import (
     DIGEST_BYTES,
     SummaryCore,
     message_digest,

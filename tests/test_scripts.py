@@ -17,7 +17,7 @@ import redis.asyncio
 
 from redis_history import AsyncRedisHistory, Message, RedisHistory
 from redis_history.limits import MAX_BATCH_MESSAGES
-from redis_history.store._core import (
+from redis_history.store.core import (
     APPENDS_DROPPED,
     OP_TOKEN_BYTES,
     OPS_KEPT,

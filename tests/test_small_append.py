@@ -14,7 +14,7 @@ from samples import STAGED_TEXT
 from redis_history import Message, RedisHistory, ToolCall
 from redis_history.errors import HistoryError
 from redis_history.parts import FilePart
-from redis_history.store import _core
+from redis_history.store import core
 from redis_history.store.codec import encode_message, role_item
 from redis_history.wire.call import Call
 
@@ -143,13 +143,13 @@ BATCHES = {
 
 def general(history: RedisHistory, messages: list[Message]) -> Call[Any]:
     """``append-5.lua``'s call for ``messages``, as the store sent it before the plain path."""
-    core = history.core
-    token = _core.op_token("append", [m.id for m in messages])
+    store = history.core
+    token = core.op_token("append", [m.id for m in messages])
     if len(messages) == 1:
-        envelope, tokens = encode_message(messages[0], core._price, core.max_message_bytes)
-        return core._append_call(token, tokens, (envelope,), role_item(messages[0]))
-    batch = core._batch(messages)
-    return core._append_call(token, batch.tokens, batch.envelopes, batch.roles)
+        envelope, tokens = encode_message(messages[0], store._price, store.max_message_bytes)
+        return store._append_call(token, tokens, (envelope,), role_item(messages[0]))
+    batch = store._batch(messages)
+    return store._append_call(token, batch.tokens, batch.envelopes, batch.roles)
 
 
 def outcome(history: RedisHistory, call: Call[Any]) -> tuple[Any, ...]:
@@ -204,7 +204,7 @@ def test_short_batches_without_kept_out_data_take_the_small_script() -> None:
     assert script_of([calls("c1")]) == "append_small"
     assert script_of([Message.tool("r", tool_call_id="c1")]) == "append_small"
     assert script_of(BATCHES["a whole tool turn"]) == "append_small"
-    pairs = [Message.user("u"), Message.assistant("a")] * (_core.SMALL_BATCH // 2)
+    pairs = [Message.user("u"), Message.assistant("a")] * (core.SMALL_BATCH // 2)
     assert script_of(pairs) == "append_small"
     assert script_of([*pairs, Message.user("u")]) == "append"
     assert script_of([Message.user(STAGED_TEXT)]) == "append"

@@ -570,7 +570,7 @@ def test_turns_sit_under_the_store_that_reads_them() -> None:
         "redis_history.models",
         "redis_history.roles",
     }
-    for reader in ("store._core", "store.history", "store.base", "testing"):
+    for reader in ("store.core", "store.history", "store.base", "testing"):
         imported = package_imports(f"redis_history.{reader}")
         assert "redis_history.turns" in imported
         assert not any(name.startswith("redis_history.context") for name in imported)

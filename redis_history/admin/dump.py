@@ -18,7 +18,7 @@ import validates the whole dump first (a bad line is a :class:`~redis_history.er
 naming it, and nothing is written), stages the lists and the meta hash under the
 conversation's hash tag in chunks no larger than one write of the store (``MAX_BATCH_MESSAGES``
 entries, ``MAX_BATCH_BYTES``), then puts them in place with one script (``lua/restore-8.lua``),
-so no reader sees part of an import, on a Redis Cluster too (``redis_history.store._staging``,
+so no reader sees part of an import, on a Redis Cluster too (``redis_history.store.staging``,
 which a fork shares).
 
 What is not carried: the records of recent writes (a retry of a write made before the export
@@ -71,11 +71,11 @@ from redis_history.models import MAX_NESTING, MAX_PARTS
 from redis_history.parts import stored_reads
 from redis_history.roles import RoleState
 from redis_history.store import blobs
-from redis_history.store._core import MAX_STATE_VALUE, OP_TOKEN_BYTES
-from redis_history.store._staging import STAGE_TTL_MS, meta_hash, restore_call, stage_calls
 from redis_history.store.codec import Entry, decode_entries, encode_entry
+from redis_history.store.core import MAX_STATE_VALUE, OP_TOKEN_BYTES
 from redis_history.store.history import RedisHistory
 from redis_history.store.keys import validate_name
+from redis_history.store.staging import STAGE_TTL_MS, meta_hash, restore_call, stage_calls
 from redis_history.wire import RedisFailure
 
 __all__ = [

@@ -59,7 +59,7 @@ from redis_history.settings import (
     driver_info,
     redactor,
 )
-from redis_history.store._core import CompactionRequest
+from redis_history.store.core import CompactionRequest
 from redis_history.store.history import RedisHistory
 from redis_history.store.keys import DEFAULT_PREFIX, job_id_prefix, tenant_queue, validate_scope
 from redis_history.tokens import DEFAULT_ENCODING, TokenCounter, resolve_counter
@@ -106,7 +106,7 @@ FAILURE_TTL = 24 * 3600
 
 class CompactionQueue(rq.Queue):
     """An RQ queue of compaction jobs, JSON only, that schedules what ``maybe_compact`` asks:
-    call it with a :class:`~redis_history.store._core.CompactionRequest`.
+    call it with a :class:`~redis_history.store.core.CompactionRequest`.
 
     A tenant's own queue (``namespace`` given) takes only its namespace's compactions, and
     enqueues with no command beyond its ACL rule's: the job's ``HSET`` and the ``RPUSH`` of

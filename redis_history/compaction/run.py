@@ -51,8 +51,8 @@ from redis_history.errors import (
 )
 from redis_history.models import Message
 from redis_history.roles import RoleState
-from redis_history.store._core import lock_call
 from redis_history.store.codec import Entry
+from redis_history.store.core import lock_call
 from redis_history.store.history import RedisHistory
 from redis_history.tokens import message_tokens
 from redis_history.turns import Turn, group_entries, group_turns

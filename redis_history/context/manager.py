@@ -79,8 +79,8 @@ from redis_history.memory.base import (
 )
 from redis_history.memory.redis_memory import RedisLongTermMemory
 from redis_history.models import Message
-from redis_history.store._summaries import StoredSummary, SummaryCore
 from redis_history.store.history import AsyncRedisHistory, RedisHistory
+from redis_history.store.summaries import StoredSummary, SummaryCore
 from redis_history.tokens import TokenCounter, price, resolve_counter
 from redis_history.wire.call import Call
 from redis_history.wire.plans import Plan, adrive, drive

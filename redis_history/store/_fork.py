@@ -14,7 +14,7 @@ slots and no one script can touch both. The fork is therefore two atomic halves:
    the head (:data:`READ_ATTEMPTS` times). Most prefixes take one read: one instant.
 2. **Write, on the target's slot.** The copy is staged under the target's hash tag and put
    in place by one script that refuses when the target exists
-   (``store/_staging.py``, ``lua/restore-8.lua``): readers of the target see nothing, then
+   (``store/staging.py``, ``lua/restore-8.lua``): readers of the target see nothing, then
    all of it.
 
 Between the halves the core checks the prefix: ``at`` must be a live message, and (when the
@@ -57,9 +57,9 @@ from redis_history.limits import MAX_BATCH_MESSAGES
 from redis_history.parts import blob_data
 from redis_history.roles import RoleState
 from redis_history.store import blobs
-from redis_history.store._core import HistoryCore, _call, _json_id
-from redis_history.store._staging import meta_hash, restore_call, stage_calls
 from redis_history.store.codec import Entry, decode_entries
+from redis_history.store.core import HistoryCore, _call, _json_id
+from redis_history.store.staging import meta_hash, restore_call, stage_calls
 from redis_history.wire.call import Call
 
 __all__ = ["READ_ATTEMPTS", "ForkStep", "fork_steps"]

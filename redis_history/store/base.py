@@ -8,8 +8,8 @@ from typing import Any, Protocol, runtime_checkable
 from redis_history.compaction_policy import CompactionPolicy
 from redis_history.compaction_state import CompactionState, Event
 from redis_history.models import Message
-from redis_history.store._core import CompactionStats, Schedule, TranscriptPage
 from redis_history.store.codec import Entry
+from redis_history.store.core import CompactionStats, Schedule, TranscriptPage
 from redis_history.turns import Turn
 
 __all__ = ["History"]

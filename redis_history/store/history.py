@@ -1,6 +1,6 @@
 """The histories users hold: :class:`RedisHistory` (sync) and :class:`AsyncRedisHistory`.
 
-Both are thin: every method asks the shared :class:`~redis_history.store._core.HistoryCore`
+Both are thin: every method asks the shared :class:`~redis_history.store.core.HistoryCore`
 for a :class:`~redis_history.wire.call.Call` and executes it in one round trip. Keys,
 script arguments and reply decoding live in the core, written once; what does I/O is here
 and in ``wire/lane.py``: sending, the clock, random tokens and ids, logging.
@@ -31,7 +31,10 @@ from redis_history.models import Message
 from redis_history.parts import BlobsWanted
 from redis_history.redact import client_secrets
 from redis_history.store import metrics
-from redis_history.store._core import (
+from redis_history.store._fork import fork_steps
+from redis_history.store._pages import PagesWanted
+from redis_history.store.codec import Entry
+from redis_history.store.core import (
     DEFAULT_MAX_MESSAGE_BYTES,
     CompactionRequest,
     CompactionStats,
@@ -41,9 +44,6 @@ from redis_history.store._core import (
     TranscriptPage,
     TranscriptPages,
 )
-from redis_history.store._fork import fork_steps
-from redis_history.store._pages import PagesWanted
-from redis_history.store.codec import Entry
 from redis_history.store.keys import DEFAULT_NAMESPACE, DEFAULT_PREFIX, ConversationKeys
 from redis_history.tokens import TokenCounter
 from redis_history.turns import Turn
@@ -597,7 +597,7 @@ class RedisHistory(_Base):
 
         Args:
             schedule: runs the compaction in the background, given a
-                :class:`~redis_history.store._core.CompactionRequest`: the RQ queue that
+                :class:`~redis_history.store.core.CompactionRequest`: the RQ queue that
                 :func:`redis_history.compaction.jobs.compaction_queue` returns, or any callable.
             policy: thresholds and budgets; the defaults otherwise.
 

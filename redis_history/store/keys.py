@@ -205,7 +205,7 @@ class ConversationKeys:
     stage: str
     """What ``msgs`` is renamed to while a staged append's envelopes land (``lua/append-5.lua``)."""
     summaries: str
-    """A ``HistoryManager``'s shared summaries (``redis_history/store/_summaries.py``)."""
+    """A ``HistoryManager``'s shared summaries (``redis_history/store/summaries.py``)."""
 
     @classmethod
     def build(

@@ -21,8 +21,8 @@ from redis_history.errors import HistoryError
 from redis_history.limits import MAX_BATCH_BYTES, MAX_BATCH_MESSAGES, MAX_WRITE_BLOB_BYTES
 from redis_history.roles import RoleState
 from redis_history.store import blobs
-from redis_history.store._core import _call
 from redis_history.store.codec import read_size
+from redis_history.store.core import _call
 from redis_history.store.keys import ConversationKeys
 from redis_history.wire.call import Call
 

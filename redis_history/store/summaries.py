@@ -25,7 +25,7 @@ from typing import Any
 from redis_history import limits
 from redis_history.errors import CorruptHistoryError, HistoryError
 from redis_history.models import MAX_ID_LENGTH
-from redis_history.store._core import _call
+from redis_history.store.core import _call
 from redis_history.store.keys import ConversationKeys
 from redis_history.wire.call import Call
 from redis_history.wire.scripts import refusal
