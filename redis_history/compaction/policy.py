@@ -4,21 +4,7 @@ still resolves here, with a ``DeprecationWarning``."""
 
 from __future__ import annotations
 
-import warnings
-from typing import Any
-
 from redis_history import compaction_policy
+from redis_history.deprecation import moved_to
 
-_MOVED = frozenset(compaction_policy.__all__)
-"""No ``__all__``: a star import of a module that moved gives nothing."""
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _MOVED:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    warnings.warn(
-        f"{__name__}.{name} moved to redis_history.compaction_policy.{name}",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return getattr(compaction_policy, name)
+__getattr__ = moved_to(compaction_policy, __name__)

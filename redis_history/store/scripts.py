@@ -4,21 +4,7 @@ now, in the plumbing every feature shares. Each name still resolves here, with a
 
 from __future__ import annotations
 
-import warnings
-from typing import Any
-
+from redis_history.deprecation import moved_to
 from redis_history.wire import scripts
 
-_MOVED = frozenset(scripts.__all__)
-"""No ``__all__``: a star import of a module that moved gives nothing."""
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _MOVED:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    warnings.warn(
-        f"{__name__}.{name} moved to redis_history.wire.scripts.{name}",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return getattr(scripts, name)
+__getattr__ = moved_to(scripts, __name__)
