@@ -39,7 +39,6 @@ import json
 import logging
 import multiprocessing
 import os
-import platform
 import random
 import re
 import signal
@@ -58,11 +57,10 @@ from queue import Empty
 from typing import Any
 
 import redis
-import rq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_compaction import percentile
+from bench_compaction import load, percentile, versions
 
 from redis_history import CompactionPolicy, Message, RedisHistory, ToolCall
 from redis_history.compaction.jobs import CompactionQueue, compaction_queue
@@ -652,23 +650,6 @@ def verify(
         print(f"PROBLEM: {problem}", flush=True)
     if check.ok:
         print("nothing lost", flush=True)
-
-
-def versions(client: redis.Redis) -> dict[str, str]:
-    """The machine and the versions the figures depend on."""
-    return {
-        "python": platform.python_version(),
-        "redis-py": redis.__version__,
-        "rq": rq.__version__,
-        "redis-server": str(client.info("server")["redis_version"]),
-        "nproc": str(os.cpu_count()),
-        "platform": platform.platform(),
-    }
-
-
-def load() -> str:
-    """The 1-minute load average: other processes on the machine move these figures."""
-    return f"{os.getloadavg()[0]:.2f}"
 
 
 def markdown(results: Sequence[ModeResult], info: dict[str, str], args: argparse.Namespace) -> str:
