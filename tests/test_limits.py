@@ -28,6 +28,7 @@ from redis_history import (
 from redis_history.demo.server import RedisServer
 from redis_history.parts import FilePart
 from redis_history.store import codec
+from redis_history.wire import lane
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -146,12 +147,16 @@ LOOP = "local x = 0 for i = 1, tonumber(ARGV[1]) do x = x + i end return x"
 def test_the_meter_fails_a_call_over_250_ms(redis_server: RedisServer) -> None:
     """The bound the tests below hold can fail: a script that loops for 300 ms of the server's
     CPU (its length found from a shorter loop's, in CPU time too) is charged over 250 ms,
-    however busy the machine."""
+    however busy the machine. The metered client keeps the store's connection lane, so the
+    tests below take the paths production takes (staged transactions too)."""
     client = metered(redis_server)
+    assert lane.lane_of(client.connection_pool) is None
     client.eval(LOOP, 0, 1_000_000)
-    ((short, _),) = client.meter.calls
+    short, _ = client.meter.calls[-1]
     client.eval(LOOP, 0, 1_000_000 * 300_000_000 // short)
     assert [what for _, what in client.meter.over()] == [f"EVAL {LOOP}"[:80]]
+    RedisHistory(client, "c").append(Message.user("q"))
+    assert lane.lane_of(client.connection_pool) is not None
     client.close()
 
 

@@ -27,7 +27,7 @@ from memory_samples import rankings, recall_at_k
 from redis.backoff import NoBackoff
 from redis.cluster import RedisCluster
 from redis.retry import Retry
-from server_cpu import MeteredRedis
+from server_cpu import MeteredClient
 
 from redis_history import (
     CorruptHistoryError,
@@ -1210,7 +1210,7 @@ def copy_memory(client: redis.Redis, keys: MemoryKeys, first: int, ids: range) -
 
 
 @pytest.mark.real_redis
-def test_no_call_runs_over_250_ms_at_the_limits(server_cpu: MeteredRedis) -> None:
+def test_no_call_runs_over_250_ms_at_the_limits(server_cpu: MeteredClient) -> None:
     """At the most memories an owner may keep, all sharing the query's words, conversation and
     tags, with the largest records and pages the limits allow, no call of the memory runs over
     250 ms on the server: recall (every term frequent, the best scores tied among the oldest
