@@ -10,7 +10,7 @@ Every message of the mix (``traffic.py``) is appended once by ``bench_peers.py``
 (``RedisHistory.append``), each to its own conversation, the two in a new shuffled order
 for each message. Per kind of message (a user's, an assistant's reply, an assistant's tool
 calls, a tool result staged or not), the median wall time of each and their ratio; and of
-the store's, the median time inside ``_lane.send`` (the round trip and Redis's work) and
+the store's, the median time inside ``wire.lane.send`` (the round trip and Redis's work) and
 what is left (the client's own work: the estimate, the envelope, the call, the reply's
 parse), which runs right after a wait, on a cold CPU: two to three times what the same
 work takes in a loop (``bench_script_cost.py``). The kinds' shares tell which of them a

@@ -625,7 +625,7 @@ def lane_note(runs: Sequence[MixResult]) -> str:
     ratios = [r.append[held]["p50"] / r.append[f]["p50"] for r in runs]
     return (
         f"A bare `RPUSH` sent the way redis-history sends its commands (on a connection it "
-        f"keeps, `redis_history/store/_lane.py`) measured {spread(ratios, '.2f', 'x')} the floor "
+        f"keeps, `redis_history/wire/lane.py`) measured {spread(ratios, '.2f', 'x')} the floor "
         "(median): the floor pays redis-py's per-command pool work, redis-history does not."
     )
 
@@ -730,7 +730,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--staging",
         action="store_true",
-        help="also run redis-history never staged and always staged (see _core.STAGE_BYTES)",
+        help="also run redis-history never staged and always staged (see STAGE_BYTES)",
     )
     parser.add_argument(
         "--compression",

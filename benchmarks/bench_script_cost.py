@@ -8,7 +8,7 @@ Run from the repository root::
 On the chat mix (``traffic.chat_turns``), every message is appended once by each contestant
 below, each to its own conversation, in blocks of 40 messages taken in a new shuffled order
 of the contestants, every command sent the way the store sends its own
-(``_lane.execute``), with a little Python work between two calls, as an application has.
+(``wire.lane.execute``), with a little Python work between two calls, as an application has.
 Redis's time per call is ``INFO commandstats``'s ``usec_per_call`` of each block (after a
 ``CONFIG RESETSTAT``), the median over the blocks; the client's is the median wall time of
 the calls, each of which makes the store's command for its message (the encoding is in
@@ -19,7 +19,7 @@ every row). The contestants:
   costs Redis before the script does anything;
 - the minimal scripted append (``peers.MINIMAL_SCRIPT``: ``RPUSH``, ``HINCRBY``);
 - the store's general append script (``lua/append-5.lua``), as it was sent for one message
-  before short batches had their own (``_core.HistoryCore._append_call``);
+  before short batches had their own (``HistoryCore._append_call``);
 - the store's append of a short batch (``lua/append_small-4.lua``: the same commands,
   checks and records, no helper functions), as ``RedisHistory.append`` sends it.
 

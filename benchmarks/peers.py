@@ -134,7 +134,7 @@ class MessageFloor(Floor):
 
 
 class LaneFloor(Floor):
-    """Raw ``RPUSH`` sent the way redis-history sends its commands (``_lane.execute``): a
+    """Raw ``RPUSH`` sent the way redis-history sends its commands (``wire.lane.execute``): a
     connection held across calls, not taken from the pool and given back each time."""
 
     def append(self, native: Any) -> object:

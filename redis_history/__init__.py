@@ -52,10 +52,11 @@ from redis_history.errors import (
     UnsupportedPartError,
 )
 from redis_history.models import Message, Role, ToolCall
-from redis_history.store.base import History
+from redis_history.store.base import AsyncHistory, History
 from redis_history.store.codec import Entry
 from redis_history.store.core import CompactionRequest, CompactionStats, TranscriptPage
 from redis_history.store.history import AsyncRedisHistory, RedisHistory
+from redis_history.store.options import HistoryOptions
 from redis_history.tokens import (
     EstimatingCounter,
     HeuristicCounter,
@@ -73,6 +74,7 @@ from redis_history.turns import (
 
 __all__ = [
     "AccessDeniedError",
+    "AsyncHistory",
     "AsyncRedisHistory",
     "BudgetExceededError",
     "CompactionContext",
@@ -96,6 +98,7 @@ __all__ = [
     "HeuristicCounter",
     "History",
     "HistoryError",
+    "HistoryOptions",
     "InvalidMediaError",
     "InvalidMessageError",
     "InvalidTransitionError",

@@ -1,4 +1,4 @@
-"""What keeps an old import path working after a module moved, telling the caller where to."""
+"""What keeps an old import path or name working after it moved, telling the caller where to."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-__all__ = ["moved_to"]
+__all__ = ["moved", "moved_to"]
 
 
 def moved_to(module: ModuleType, old: str) -> Callable[[str], Any]:
@@ -26,3 +26,8 @@ def moved_to(module: ModuleType, old: str) -> Callable[[str], Any]:
         return getattr(module, name)
 
     return __getattr__
+
+
+def moved(old: str, new: str) -> None:
+    """Warn the caller of the deprecated ``old`` (a method that still works) to use ``new``."""
+    warnings.warn(f"{old} is deprecated: use {new}", DeprecationWarning, stacklevel=3)

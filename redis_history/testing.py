@@ -9,13 +9,14 @@ summarizer: it records what it was given and answers (or fails) as told.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar, Unpack, cast
 
 from redis_history import limits
 from redis_history.compaction_policy import CompactionContext, CompactionFacts, CompactionPolicy
@@ -33,7 +34,6 @@ from redis_history.roles import RoleState
 from redis_history.store.codec import Entry, encode_message, read_size, role_item
 from redis_history.store.core import (
     APPENDS_DROPPED,
-    DEFAULT_MAX_MESSAGE_BYTES,
     EVENTS,
     MAX_STATE_VALUE,
     OP_TOKEN_BYTES,
@@ -53,10 +53,12 @@ from redis_history.store.core import (
     write_token,
 )
 from redis_history.store.keys import DEFAULT_NAMESPACE, DEFAULT_PREFIX, ConversationKeys
-from redis_history.tokens import TokenCounter, resolve_counter
+from redis_history.store.options import HistoryOptions, OptionFields
 from redis_history.turns import Turn, group_entries
+from redis_history.wire.call import Call
+from redis_history.wire.twins import AsyncRunner, Work, twin
 
-__all__ = ["FakeSummarizer", "InMemoryHistory"]
+__all__ = ["AsyncInMemoryHistory", "FakeSummarizer", "InMemoryHistory"]
 
 logger = logging.getLogger("redis_history")
 
@@ -100,21 +102,19 @@ class InMemoryHistory:
         conversation_id: str = "memory",
         *,
         namespace: str = DEFAULT_NAMESPACE,
-        token_counter: TokenCounter | str | None = None,
-        validate: bool = True,
-        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        options: HistoryOptions | None = None,
+        **fields: Unpack[OptionFields],
     ) -> None:
-        """Validate the names as the Redis history does; options mean the same."""
-        ConversationKeys.build(conversation_id, namespace)
+        """Validate the names as the Redis history does; options mean the same (``ttl``
+        and the ``wait_*`` options have nothing to act on in one process)."""
+        options = (options or HistoryOptions()).merged(fields)
+        ConversationKeys.build(conversation_id, namespace, options.prefix)
         self.conversation_id = conversation_id
         self.namespace = namespace
-        self.token_counter = resolve_counter(token_counter)
-        if not isinstance(validate, bool):
-            raise TypeError(f"validate must be a bool, got {type(validate).__name__}")
-        self.validate = validate
-        self.max_message_bytes = limits.count(
-            max_message_bytes, "max_message_bytes", low=1, high=limits.MAX_MESSAGE_BYTES
-        )
+        self.options = options
+        self.token_counter = options.counter
+        self.validate = options.validate
+        self.max_message_bytes = options.max_message_bytes
         self.lock_token: str | None = None
         """The compaction lock holder; ``splice_prefix(lock_token=...)`` is fenced on it."""
         self._clear()
@@ -704,6 +704,76 @@ class InMemoryHistory:
         existed = self._exists
         self._clear()
         return existed
+
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def _mirrored(method: Callable[Concatenate[InMemoryHistory, P], T]) -> twin[P, T]:
+    """``method`` of the model as an operation of :class:`AsyncInMemoryHistory`."""
+
+    @functools.wraps(method)
+    def make(front: AsyncInMemoryHistory, /, *args: P.args, **kwargs: P.kwargs) -> Work[T]:
+        result = method(front.model, *args, **kwargs)
+        return Call(lambda _reply: result, ())
+
+    return twin(make)
+
+
+class AsyncInMemoryHistory(AsyncRunner):
+    """:class:`InMemoryHistory` for asyncio code: the same model (:attr:`model`), its methods
+    as coroutines, so it stands in for an :class:`~redis_history.AsyncRedisHistory`
+    (it satisfies :class:`~redis_history.AsyncHistory`)."""
+
+    def __init__(self, model: InMemoryHistory | None = None) -> None:
+        """Run ``model`` (a new ``InMemoryHistory()`` by default; make one with the options
+        and names you need)."""
+        self.model = model if model is not None else InMemoryHistory()
+        """The sync model this history runs; reading it is reading this history."""
+        self.conversation_id = self.model.conversation_id
+        self.namespace = self.model.namespace
+
+    async def run(self, work: Work[T]) -> T:
+        """The result the model computed (the work is always a call with nothing to send)."""
+        assert isinstance(work, Call)
+        return cast(T, work.parse(None))
+
+    async def iter_transcript(self, page_size: int = 500) -> AsyncIterator[Message]:
+        """The full record, ``page_size`` entries at a time."""
+        for message in self.model.iter_transcript(page_size):
+            yield message
+
+    append = _mirrored(InMemoryHistory.append)
+    append_many = _mirrored(InMemoryHistory.append_many)
+    replace = _mirrored(InMemoryHistory.replace)
+    splice_prefix = _mirrored(InMemoryHistory.splice_prefix)
+    truncate = _mirrored(InMemoryHistory.truncate)
+    rollback = _mirrored(InMemoryHistory.rollback)
+    record_input_tokens = _mirrored(InMemoryHistory.record_input_tokens)
+    token_estimate = _mirrored(InMemoryHistory.token_estimate)
+    snapshot = _mirrored(InMemoryHistory.snapshot)
+    snapshot_openai = _mirrored(InMemoryHistory.snapshot_openai)
+    entries = _mirrored(InMemoryHistory.entries)
+    turns = _mirrored(InMemoryHistory.turns)
+    tail = _mirrored(InMemoryHistory.tail)
+    range = _mirrored(InMemoryHistory.range)
+    transcript = _mirrored(InMemoryHistory.transcript)
+    transcript_page = _mirrored(InMemoryHistory.transcript_page)
+    compaction_state = _mirrored(InMemoryHistory.compaction_state)
+    compaction_status = _mirrored(InMemoryHistory.compaction_status)
+    compaction_facts = _mirrored(InMemoryHistory.compaction_facts)
+    compaction_stats = _mirrored(InMemoryHistory.compaction_stats)
+    advance_turn = _mirrored(InMemoryHistory.advance_turn)
+    compaction_event = _mirrored(InMemoryHistory.compaction_event)
+    maybe_compact = _mirrored(InMemoryHistory.maybe_compact)
+    release_compaction_claim = _mirrored(InMemoryHistory.release_compaction_claim)
+    len = _mirrored(InMemoryHistory.len)
+    is_empty = _mirrored(InMemoryHistory.is_empty)
+    delete = _mirrored(InMemoryHistory.delete)
+
+    def __repr__(self) -> str:
+        return f"AsyncInMemoryHistory({self.namespace!r}/{self.conversation_id!r})"
 
 
 class FakeSummarizer:

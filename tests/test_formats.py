@@ -959,12 +959,16 @@ def test_into_request_renders_the_snapshot(history: Any, format: WireFormat) -> 
     )
 
 
-def test_ainto_request_on_an_async_history() -> None:
-    """The asyncio front end renders the same request."""
+def test_ainto_request_on_an_async_history_is_deprecated_and_renders_the_same() -> None:
+    """The asyncio front end renders the same request; ``ainto_request`` still does, with a
+    ``DeprecationWarning`` naming the rendering that replaces it."""
 
-    async def run() -> dict[str, Any]:
+    async def run() -> tuple[dict[str, Any], dict[str, Any]]:
         history = AsyncRedisHistory(fakeredis.FakeAsyncRedis(), "conv")
         await history.append_many(conversation())
-        return await ainto_request(history, "P", format="anthropic")
+        with pytest.warns(DeprecationWarning, match=r"render\(await history.snapshot\(\)"):
+            old = await ainto_request(history, "P", format="anthropic")
+        return old, render(await history.snapshot(), "anthropic", "P")
 
-    assert asyncio.run(run()) == render(conversation(), "anthropic", "P")
+    old, new = asyncio.run(run())
+    assert old == new == render(conversation(), "anthropic", "P")

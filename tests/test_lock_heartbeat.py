@@ -200,7 +200,7 @@ def spied(history: RedisHistory) -> list[int]:
         calls.append(drop_count)
         return splice(drop_count, summary, **options)
 
-    history.splice_prefix = spy  # type: ignore[method-assign, assignment]
+    history.splice_prefix = spy  # type: ignore[assignment]
     return calls
 
 

@@ -1,5 +1,5 @@
-"""HistoryManager on an asyncio pod: ``aprepare_messages``, ``aon_turn_complete`` and
-``asummaries`` on an ``AsyncRedisHistory`` and an ``AsyncRedisLongTermMemory``, on real Redis
+"""AsyncHistoryManager on an asyncio pod: ``prepare_messages``, ``on_turn_complete`` and
+``summaries`` on an ``AsyncRedisHistory`` and an ``AsyncRedisLongTermMemory``, on real Redis
 and on a cluster; the same rules as the sync methods, and no blocking call on the loop."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from summarizers_for_tests import Counting
 
 from redis_history import AsyncRedisHistory, Message, RedisHistory
 from redis_history.compaction_policy import CompactionContext
-from redis_history.context import HistoryManager, HistoryManagerConfig
+from redis_history.context import AsyncHistoryManager, HistoryManager, HistoryManagerConfig
 from redis_history.demo.server import LocalCluster, RedisServer
 from redis_history.memory import (
     AsyncRedisLongTermMemory,
@@ -61,10 +61,10 @@ async def fill(history: AsyncRedisHistory, turns: int) -> None:
 
 
 async def turn(
-    manager: HistoryManager, history: AsyncRedisHistory, filters: MemoryFilters | None = None
+    manager: AsyncHistoryManager, history: AsyncRedisHistory, filters: MemoryFilters | None = None
 ) -> Any:
     """The next turn's request, with room for about two turns of history."""
-    return await manager.aprepare_messages(
+    return await manager.prepare_messages(
         320, PROMPT, await history.snapshot(), [Message.user("next flight?")], filters
     )
 
@@ -100,26 +100,26 @@ async def an_asyncio_pod(aclient: Any) -> None:
     await fill(history, 6)
     await memory.store("Prefers aisle seats on flights", {"agent_id": AGENT, "user_id": "u-1"})
     settings = config(enable_long_term_memory=True)
-    manager = HistoryManager(settings, history=history).with_summarizer(summarizer)
+    manager = AsyncHistoryManager(settings, history=history).with_summarizer(summarizer)
     manager.with_memory(memory)
     filters = MemoryFilters(AGENT, "u-1")
     prepared = await turn(manager, history, filters)
     assert "Prefers aisle seats on flights" in prepared.messages[0].content
     assert prepared.diagnostics.memories_kept == 1
     assert prepared.dropped
-    summary = await manager.aon_turn_complete(prepared.dropped, AGENT, "u-1", "conv-1")
+    summary = await manager.on_turn_complete(prepared.dropped, AGENT, "u-1", "conv-1")
     assert summary is not None
     assert summary.startswith("Previously: flight que")
     assert threading.get_ident() not in summarizer.threads  # off the event loop
-    assert await manager.aon_turn_complete(prepared.dropped, AGENT, "u-1", "conv-1") is None
+    assert await manager.on_turn_complete(prepared.dropped, AGENT, "u-1", "conv-1") is None
     assert len(summarizer.calls) == 1
     stored = await memory.list(MemoryFilters(AGENT, "u-1", conversation_id="conv-1"))
     assert [r.text for r in stored] == [summary]
     assert stored[0].metadata["kind"] == "summary"
 
     other_history = AsyncRedisHistory(aclient, "conv-1", namespace="tenant-a")
-    other = HistoryManager(settings, history=other_history).with_memory(memory)
-    assert await other.asummaries() == [summary]
+    other = AsyncHistoryManager(settings, history=other_history).with_memory(memory)
+    assert await other.summaries() == [summary]
     request = await turn(other, other_history, filters)
     system = request.messages[0].content
     assert system.startswith(PROMPT)
@@ -142,9 +142,9 @@ async def a_summary_an_asyncio_pod_makes_reaches_a_sync_pod(redis_server: RedisS
     summarizer = Counting()
     history = AsyncRedisHistory(aclient, "conv-1")
     await fill(history, 6)
-    amanager = HistoryManager(config(), history=history).with_summarizer(summarizer)
+    amanager = AsyncHistoryManager(config(), history=history).with_summarizer(summarizer)
     prepared = await turn(amanager, history)
-    summary = await amanager.aon_turn_complete(prepared.dropped, AGENT)
+    summary = await amanager.on_turn_complete(prepared.dropped, AGENT)
     sync_history = RedisHistory(sync_client, "conv-1")
     manager = HistoryManager(config(), history=sync_history).with_summarizer(summarizer)
     request = manager.prepare_messages(
@@ -157,7 +157,7 @@ async def a_summary_an_asyncio_pod_makes_reaches_a_sync_pod(redis_server: RedisS
     )
     second = manager.on_turn_complete(later.dropped, AGENT)
     assert second is not None
-    assert await amanager.asummaries() == [summary, second]
+    assert await amanager.summaries() == [summary, second]
     await aclient.aclose()
 
 
@@ -179,11 +179,11 @@ async def four_asyncio_pods_completing_one_turn_summarize_it_once(
     for client in clients:
         history = AsyncRedisHistory(client, "conv-1")
         pods.append(
-            (history, HistoryManager(config(), history=history).with_summarizer(summarizer))
+            (history, AsyncHistoryManager(config(), history=history).with_summarizer(summarizer))
         )
     requests = [await turn(manager, history) for history, manager in pods]
     results = await asyncio.gather(
-        *(m.aon_turn_complete(r.dropped, AGENT) for (_, m), r in zip(pods, requests, strict=True))
+        *(m.on_turn_complete(r.dropped, AGENT) for (_, m), r in zip(pods, requests, strict=True))
     )
     assert len(summarizer.calls) == 1
     [summary] = [r for r in results if r is not None]
@@ -218,14 +218,14 @@ async def the_coroutines_make_no_blocking_redis_call(
     monkeypatch.setattr(redis.connection.AbstractConnection, "send_packed_command", blocked)
     summarizer = AsyncSummarizer()
     settings = config(enable_long_term_memory=True)
-    manager = HistoryManager(settings, history=history).with_summarizer(summarizer)
+    manager = AsyncHistoryManager(settings, history=history).with_summarizer(summarizer)
     manager.with_memory(memory)
     prepared = await turn(manager, history, MemoryFilters(AGENT))
     assert prepared.diagnostics.memories_kept == 1
-    summary = await manager.aon_turn_complete(prepared.dropped, AGENT)
+    summary = await manager.on_turn_complete(prepared.dropped, AGENT)
     assert summary is not None
     assert summarizer.calls == 1  # a coroutine summarizer is awaited
-    assert await manager.asummaries() == [summary]
+    assert await manager.summaries() == [summary]
     with pytest.raises(AssertionError, match="blocking"):
         RedisHistory(real_redis, "conv-1").len()  # the patches do catch a blocking call
     await aclient.aclose()
@@ -244,10 +244,9 @@ def test_a_blocking_history_or_memory_is_refused_before_anything_is_sent(
 async def a_blocking_history_or_memory_is_refused_before_anything_is_sent(
     redis_url: str, real_redis: redis.Redis
 ) -> None:
-    """The coroutines refuse a ``RedisHistory`` and a ``RedisLongTermMemory`` (they would block
-    the loop); the sync methods refuse an ``AsyncRedisHistory``, an asyncio memory and an
-    asyncio summarizer.
-    Nothing is written either way."""
+    """The asyncio manager refuses a ``RedisHistory`` and a ``RedisLongTermMemory`` (they would
+    block the loop); the sync one refuses an ``AsyncRedisHistory``, an asyncio memory and an
+    asyncio summarizer. Nothing is written either way."""
     aclient = redis.asyncio.Redis.from_url(redis_url)
     ahistory = AsyncRedisHistory(aclient, "conv-1")
     await fill(ahistory, 6)
@@ -256,26 +255,20 @@ async def a_blocking_history_or_memory_is_refused_before_anything_is_sent(
     dropped = snapshot[1:5]
     before = {key: real_redis.dump(key) for key in real_redis.keys("*")}
 
-    sync_manager = HistoryManager(config(), history=history)
-    with pytest.raises(TypeError, match="RedisHistory, which blocks"):
-        await sync_manager.aprepare_messages(320, PROMPT, snapshot)
-    with pytest.raises(TypeError, match="RedisHistory, which blocks"):
-        await sync_manager.aon_turn_complete(dropped, AGENT)
-    with pytest.raises(TypeError, match="RedisHistory, which blocks"):
-        await sync_manager.asummaries()
-
+    with pytest.raises(TypeError, match="history must be AsyncRedisHistory, got RedisHistory"):
+        AsyncHistoryManager(config(), history=history)
     async_manager = HistoryManager(config(), history=ahistory)
-    with pytest.raises(TypeError, match="AsyncRedisHistory: call its coroutines"):
+    with pytest.raises(TypeError, match="AsyncRedisHistory: use an AsyncHistoryManager"):
         async_manager.prepare_messages(320, PROMPT, snapshot)
-    with pytest.raises(TypeError, match="AsyncRedisHistory: call its coroutines"):
+    with pytest.raises(TypeError, match="AsyncRedisHistory: use an AsyncHistoryManager"):
         async_manager.on_turn_complete(dropped, AGENT)
-    with pytest.raises(TypeError, match="AsyncRedisHistory: call its coroutines"):
+    with pytest.raises(TypeError, match="AsyncRedisHistory: use an AsyncHistoryManager"):
         async_manager.summaries()
 
     remembering = config(enable_long_term_memory=True)
-    blocking = HistoryManager(remembering).with_memory(RedisLongTermMemory(real_redis))
+    blocking = AsyncHistoryManager(remembering).with_memory(RedisLongTermMemory(real_redis))
     with pytest.raises(TypeError, match="RedisLongTermMemory, which blocks"):
-        await blocking.aon_turn_complete(dropped, AGENT)
+        await blocking.on_turn_complete(dropped, AGENT)
     asyncio_memory = HistoryManager(remembering).with_memory(AsyncRedisLongTermMemory(aclient))
     with pytest.raises(TypeError, match="is asyncio"):
         asyncio_memory.prepare_messages(320, PROMPT, snapshot, memory_filters=MemoryFilters(AGENT))
@@ -284,6 +277,41 @@ async def a_blocking_history_or_memory_is_refused_before_anything_is_sent(
     with pytest.raises(TypeError, match=r"summarizer \(AsyncSummarizer\) is asyncio"):
         asyncio_summarizer.on_turn_complete(dropped, AGENT)
     assert {key: real_redis.dump(key) for key in real_redis.keys("*")} == before
+    await aclient.aclose()
+
+
+def test_the_a_prefixed_coroutines_of_the_sync_manager_still_work_and_are_deprecated(
+    redis_server: RedisServer,
+) -> None:
+    run(lambda: the_a_prefixed_coroutines_still_work(redis_server))
+
+
+async def the_a_prefixed_coroutines_still_work(redis_server: RedisServer) -> None:
+    """``aprepare_messages``, ``aon_turn_complete`` and ``asummaries`` of a ``HistoryManager``
+    given an ``AsyncRedisHistory`` (the API before ``AsyncHistoryManager``) run the asyncio
+    manager's plans, each with a ``DeprecationWarning`` naming its replacement; given a
+    ``RedisHistory``, they refuse it as before."""
+    redis_server.client().flushall()
+    aclient = redis.asyncio.Redis.from_url(redis_server.url)
+    history = AsyncRedisHistory(aclient, "conv-1")
+    await fill(history, 6)
+    manager = HistoryManager(config(), history=history).with_summarizer(Counting())
+    with pytest.warns(DeprecationWarning, match="use AsyncHistoryManager.prepare_messages"):
+        prepared = await manager.aprepare_messages(
+            320, PROMPT, await history.snapshot(), [Message.user("next flight?")]
+        )
+    assert prepared.dropped
+    with pytest.warns(DeprecationWarning, match="use AsyncHistoryManager.on_turn_complete"):
+        summary = await manager.aon_turn_complete(prepared.dropped, AGENT)
+    with pytest.warns(DeprecationWarning, match="use AsyncHistoryManager.summaries"):
+        assert await manager.asummaries() == [summary]
+    assert await AsyncHistoryManager(config(), history=history).summaries() == [summary]
+    blocking = HistoryManager(config(), history=RedisHistory(redis_server.client(), "conv-1"))
+    with (
+        pytest.warns(DeprecationWarning, match="asummaries is deprecated"),
+        pytest.raises(TypeError, match="RedisHistory, which blocks"),
+    ):
+        await blocking.asummaries()
     await aclient.aclose()
 
 
@@ -297,15 +325,15 @@ async def without_history_the_coroutines_keep_the_summaries_in_the_process() -> 
     summarizer = Counting()
     memory = InMemoryMemory()
     settings = config(enable_long_term_memory=True)
-    manager = HistoryManager(settings).with_summarizer(summarizer).with_memory(memory)
+    manager = AsyncHistoryManager(settings).with_summarizer(summarizer).with_memory(memory)
     messages = [Message.system(PROMPT)]
     for i in range(6):
         messages += [Message.user(f"flight question {i} " * 20), Message.assistant("ok " * 20)]
-    prepared = await manager.aprepare_messages(
+    prepared = await manager.prepare_messages(
         320, PROMPT, messages, [Message.user("next?")], MemoryFilters(AGENT)
     )
-    summary = await manager.aon_turn_complete(prepared.dropped, AGENT)
+    summary = await manager.on_turn_complete(prepared.dropped, AGENT)
     assert summary is not None
-    assert await manager.asummaries() == manager.summaries() == [summary]
-    assert await manager.aon_turn_complete(prepared.dropped, AGENT) is None
+    assert await manager.summaries() == [summary]
+    assert await manager.on_turn_complete(prepared.dropped, AGENT) is None
     assert [text for _, text, _ in memory.all()] == [summary]

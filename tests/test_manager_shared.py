@@ -239,7 +239,7 @@ def test_summaries_over_the_limits_are_refused_before_anything_is_sent(
 def test_only_a_history_keeps_the_summaries(client: redis.Redis) -> None:
     """Only a ``RedisHistory`` or an ``AsyncRedisHistory`` keeps the summaries; anything else
     is a ``TypeError``."""
-    with pytest.raises(TypeError, match="RedisHistory or an AsyncRedisHistory"):
+    with pytest.raises(TypeError, match="history must be RedisHistory or AsyncRedisHistory"):
         HistoryManager(history=object())  # type: ignore[arg-type]
 
 

@@ -463,7 +463,7 @@ def test_pop_is_fenced_against_a_write_in_between(aclient: Any) -> None:
                 await other.add_items([later])
             await replace(*args, **kwargs)
 
-        s.history.replace = racing_replace  # type: ignore[method-assign]
+        s.history.replace = racing_replace
         assert await s.pop_item() == later
         assert calls == 1  # refused, then the pop found a single-item message to roll back
         assert await s.get_items() == [USER, REASONING, REPLY]
@@ -490,7 +490,7 @@ def test_a_pop_never_removes_what_was_appended_after_its_read(aclient: Any) -> N
                 await other.add_items([later])
             return await snapshot()
 
-        s.history.snapshot = racing_snapshot  # type: ignore[method-assign]
+        s.history.snapshot = racing_snapshot
         assert await s.pop_item() == later
         assert calls == 1
         assert await s.get_items() == [*first, USER, REASONING, REPLY]

@@ -27,7 +27,7 @@ from redis_history.store.history import RedisHistory
 from redis_history.store.keys import conversation_of, conversation_pattern, validate_name
 from redis_history.wire import RedisFailure, resent
 from redis_history.wire.call import Call
-from redis_history.wire.lane import command_of, send
+from redis_history.wire.lane import command_of, pipelined, send
 
 __all__ = [
     "BATCH",
@@ -241,10 +241,8 @@ def _run_all(
     An outage or a denied key raises instead: it is not one conversation's problem."""
     per = len(calls) // max(len(histories), 1)
     try:
-        with target.client.pipeline(transaction=False) as pipe:
-            for call in calls:
-                pipe.execute_command(*command_of(target.client, call))
-            replies = pipe.execute(raise_on_error=False)
+        commands = [command_of(target.client, call) for call in calls]
+        replies = pipelined(target.client, commands, raise_on_error=False)
     except RedisFailure as exc:
         raise histories[0].core.wrap(exc) from exc
     results: list[Any] = []

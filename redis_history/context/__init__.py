@@ -31,6 +31,7 @@ from redis_history.context.formats import (
     render,
 )
 from redis_history.context.manager import (
+    AsyncHistoryManager,
     Diagnostics,
     HistoryManager,
     HistoryManagerConfig,
@@ -55,6 +56,7 @@ __all__ = [
     "OPENAI_REASONING",
     "REFUSAL",
     "WIRE_FORMATS",
+    "AsyncHistoryManager",
     "Diagnostics",
     "Framing",
     "HistoryManager",

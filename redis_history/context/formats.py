@@ -86,6 +86,7 @@ from typing import Any, Literal, TypeVar, get_args
 from pydantic import BaseModel, ValidationError
 from pydantic_core import to_jsonable_python
 
+from redis_history.deprecation import moved
 from redis_history.errors import InvalidMediaError, InvalidMessageError, UnsupportedPartError
 from redis_history.models import MAX_NESTING, Message, ToolCall
 from redis_history.parts import (
@@ -264,7 +265,9 @@ def into_request(
 async def ainto_request(
     history: AsyncRedisHistory, system_prompt: str | None = None, *, format: WireFormat
 ) -> Request:
-    """:func:`into_request` for an :class:`~redis_history.AsyncRedisHistory`."""
+    """Deprecated: ``render(await history.snapshot(), format, system_prompt)``, the rendering
+    :func:`into_request` does on a sync history's snapshot."""
+    moved("ainto_request", "render(await history.snapshot(), format, system_prompt)")
     return render(await history.snapshot(), format, system_prompt)
 
 

@@ -54,9 +54,9 @@ import asyncio
 import inspect
 import os
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple, cast
+from typing import Any, Literal, NamedTuple, Self, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -70,6 +70,7 @@ from redis_history.context.budget import (
     split_turns,
 )
 from redis_history.context.formats import WireFormat, render
+from redis_history.deprecation import moved
 from redis_history.memory.base import (
     AsyncLongTermMemory,
     LongTermMemory,
@@ -84,6 +85,7 @@ from redis_history.store.summaries import StoredSummary, SummaryCore
 from redis_history.tokens import TokenCounter, price, resolve_counter
 from redis_history.wire.call import Call
 from redis_history.wire.plans import Plan, adrive, drive
+from redis_history.wire.twins import AsyncRunner, Runner, Work, twin
 
 __all__ = [
     "Diagnostics",
@@ -229,20 +231,22 @@ class _Summarize(NamedTuple):
     messages: list[Message]
 
 
-_Step = Call[Any] | _Recall | _Remember | _Summarize
+class _Plugged(NamedTuple):
+    """A step: check, before anything is done, that the plug-ins suit the front end."""
+
+
+_PLUGGED = _Plugged()
+
+_Step = Call[Any] | _Recall | _Remember | _Summarize | _Plugged
 """What the manager's plans ask their front end to do: a call on the history's Redis, a
-recall or a store in long-term memory, a summary."""
+recall or a store in long-term memory, a summary, the plug-ins' check."""
+
+T = TypeVar("T")
 
 
-class HistoryManager:
-    """Builds each model call's request from a history, and keeps what was left out.
-
-    One manager serves one conversation (its summaries are that conversation's); it is
-    cheap to make. The ``with_*`` methods set its plug-ins and return the manager itself,
-    for chaining. An asyncio pod calls the ``a``-prefixed coroutines (:meth:`aprepare_messages`,
-    :meth:`aon_turn_complete`, :meth:`asummaries`), which follow the same rules (one plan of
-    steps runs both) and never block the event loop.
-    """
+class _Manager:
+    """What both managers share: the configuration, the plug-ins, and every operation,
+    written once as a plan of steps (:mod:`redis_history.wire.twins`)."""
 
     def __init__(
         self,
@@ -256,12 +260,12 @@ class HistoryManager:
             config: How requests are built.
             history: The conversation whose ``summaries`` hash keeps the summaries, shared
                 by every pod's manager given the same conversation; ``None`` keeps them in
-                this process. With an ``AsyncRedisHistory`` use the coroutines
-                (:meth:`aprepare_messages`, ...).
+                this process. A ``RedisHistory`` for :class:`HistoryManager`, an
+                ``AsyncRedisHistory`` for :class:`AsyncHistoryManager`.
 
         Raises:
             ValueError: ``config.token_counter`` names no counter.
-            TypeError: ``history`` is neither a ``RedisHistory`` nor an ``AsyncRedisHistory``.
+            TypeError: ``history`` is not a history this manager can use.
         """
         self.config = config or HistoryManagerConfig()
         self._counter: TokenCounter = resolve_counter(self.config.token_counter)
@@ -269,9 +273,10 @@ class HistoryManager:
         self._memory: LongTermMemory | AsyncLongTermMemory | None = None
         self._summaries: list[str] = []
         self._summarized: set[str] = set()
-        if history is not None and not isinstance(history, RedisHistory | AsyncRedisHistory):
+        if history is not None and not isinstance(history, self._histories):
             raise TypeError(
-                f"history must be a RedisHistory or an AsyncRedisHistory, "
+                f"{type(self).__name__}'s history must be "
+                f"{' or '.join(kind.__name__ for kind in self._histories)}, "
                 f"got {type(history).__name__}"
             )
         self._history = history
@@ -282,7 +287,9 @@ class HistoryManager:
         )
         self._stale: list[int] = []
 
-    def with_summarizer(self, summarizer: Summarizer | AsyncSummarizer | str) -> HistoryManager:
+    _histories: tuple[type, ...] = (RedisHistory, AsyncRedisHistory)
+
+    def with_summarizer(self, summarizer: Summarizer | AsyncSummarizer | str) -> Self:
         """Summarize with ``summarizer`` (an object, an alias or a dotted path); by default
         the extractive one.
 
@@ -295,11 +302,12 @@ class HistoryManager:
             self._summarizer = resolve_summarizer(cast(Summarizer | str, summarizer))
         return self
 
-    def with_memory(self, memory: LongTermMemory | AsyncLongTermMemory | str) -> HistoryManager:
+    def with_memory(self, memory: LongTermMemory | AsyncLongTermMemory | str) -> Self:
         """Recall from and store into ``memory`` (when ``enable_long_term_memory``): an
         object, ``"in_memory"`` or a dotted path (:func:`~redis_history.memory.resolve_memory`).
         A memory whose ``recall`` and ``store`` are coroutines (such as
-        :class:`~redis_history.memory.AsyncRedisLongTermMemory`) serves the coroutines only.
+        :class:`~redis_history.memory.AsyncRedisLongTermMemory`) serves
+        :class:`AsyncHistoryManager` only.
 
         Raises:
             ValueError, TypeError: ``memory`` names no long-term memory.
@@ -310,21 +318,18 @@ class HistoryManager:
             self._memory = resolve_memory(cast(LongTermMemory | str, memory))
         return self
 
-    def with_summaries(self, summaries: Sequence[str]) -> HistoryManager:
+    def with_summaries(self, summaries: Sequence[str]) -> Self:
         """Start from ``summaries`` (e.g. loaded from storage), oldest first, replacing any
         given before. With ``history=`` they stay in this process, sent before the shared
         ones."""
         self._summaries = list(summaries)
         return self
 
-    def summaries(self) -> list[str]:
+    @twin
+    def summaries(self) -> Work[list[str]]:
         """The summaries kept so far, oldest first: the seeded ones, then (with ``history=``,
         read from Redis) the shared ones."""
-        return drive(self._summaries_plan(), self._sync_step(memory=False))
-
-    async def asummaries(self) -> list[str]:
-        """:meth:`summaries`, awaited."""
-        return await adrive(self._summaries_plan(), self._async_step())
+        return self._summaries_plan()
 
     def _summaries_plan(self) -> Plan[_Step, list[str]]:
         return [*self._summaries, *(s.text for s in (yield from self._read_shared()))]
@@ -339,6 +344,7 @@ class HistoryManager:
         """The configured strategy."""
         return self.config.strategy
 
+    @twin
     def prepare_messages(
         self,
         budget: int,
@@ -348,7 +354,7 @@ class HistoryManager:
         memory_filters: MemoryFilters | None = None,
         *,
         format: WireFormat = "openai_chat",
-    ) -> PreparedRequest:
+    ) -> Work[PreparedRequest]:
         """The request for the next model call, fitted to ``budget``.
 
         Args:
@@ -372,48 +378,20 @@ class HistoryManager:
                 well-formed conversation (e.g. calls left unanswered).
             ValueError: Long-term memory enabled without a memory or without filters, a
                 negative budget, an unknown format.
-            TypeError: The manager's history is an ``AsyncRedisHistory``, or its memory's
-                methods are coroutines: use :meth:`aprepare_messages`.
+            TypeError: A :class:`HistoryManager`'s memory is asyncio, or an
+                :class:`AsyncHistoryManager`'s memory blocks (``RedisLongTermMemory``).
         """
-        plan = self._prepare_plan(
-            budget,
-            system_message,
-            history,
-            current_turn=current_turn,
-            memory_filters=memory_filters,
-            format=format,
+        yield _PLUGGED
+        return (
+            yield from self._prepare_plan(
+                budget,
+                system_message,
+                history,
+                current_turn=current_turn,
+                memory_filters=memory_filters,
+                format=format,
+            )
         )
-        return drive(plan, self._sync_step())
-
-    async def aprepare_messages(
-        self,
-        budget: int,
-        system_message: str | None,
-        history: Sequence[Message],
-        current_turn: Sequence[Message] = (),
-        memory_filters: MemoryFilters | None = None,
-        *,
-        format: WireFormat = "openai_chat",
-    ) -> PreparedRequest:
-        """:meth:`prepare_messages` for an asyncio pod: the shared summaries are read and the
-        memories recalled without blocking the event loop (``history`` is ``await
-        history.snapshot()``).
-
-        Raises:
-            TypeError: The manager's history is a ``RedisHistory``, or its memory a
-                ``RedisLongTermMemory`` (both block): give their asyncio counterparts.
-            BudgetExceededError, ToolPairingError, RoleOrderError, ValueError: as
-                :meth:`prepare_messages`.
-        """
-        plan = self._prepare_plan(
-            budget,
-            system_message,
-            history,
-            current_turn=current_turn,
-            memory_filters=memory_filters,
-            format=format,
-        )
-        return await adrive(plan, self._async_step())
 
     def _prepare_plan(
         self,
@@ -485,13 +463,14 @@ class HistoryManager:
         messages = [Message.system(system_text), *body] if system_text else body
         return PreparedRequest(request, messages, diagnostics)
 
+    @twin
     def on_turn_complete(
         self,
         evicted: Sequence[Message],
         agent_id: str,
         user_id: str | None = None,
         conversation_id: str | None = None,
-    ) -> str | None:
+    ) -> Work[str | None]:
         """Keep what a request left out: summarize it, remember it.
 
         With ``enable_summarization``, the messages of ``evicted`` not summarized before (by
@@ -513,29 +492,11 @@ class HistoryManager:
         Raises:
             ValueError: Long-term memory enabled without a memory.
             SummarizerError: The summarizer failed (nothing is kept then).
-            TypeError: The manager's history is an ``AsyncRedisHistory``, or its memory's
-                methods are coroutines: use :meth:`aon_turn_complete`.
+            TypeError: A :class:`HistoryManager`'s memory or summarizer is asyncio, or an
+                :class:`AsyncHistoryManager`'s memory blocks (``RedisLongTermMemory``).
         """
-        plan = self._turn_plan(evicted, agent_id, user_id, conversation_id)
-        return drive(plan, self._sync_step())
-
-    async def aon_turn_complete(
-        self,
-        evicted: Sequence[Message],
-        agent_id: str,
-        user_id: str | None = None,
-        conversation_id: str | None = None,
-    ) -> str | None:
-        """:meth:`on_turn_complete` for an asyncio pod: the summarizer runs in a worker thread
-        (or is awaited, when its ``summarize`` is a coroutine), Redis is awaited.
-
-        Raises:
-            TypeError: The manager's history is a ``RedisHistory``, or its memory a
-                ``RedisLongTermMemory``: give their asyncio counterparts.
-            ValueError, SummarizerError: as :meth:`on_turn_complete`.
-        """
-        plan = self._turn_plan(evicted, agent_id, user_id, conversation_id)
-        return await adrive(plan, self._async_step())
+        yield _PLUGGED
+        return (yield from self._turn_plan(evicted, agent_id, user_id, conversation_id))
 
     def _turn_plan(
         self,
@@ -660,69 +621,6 @@ class HistoryManager:
             return "", len(records), 0
         return "\n".join([MEMORY_HEADER, *lines]), len(records), len(lines)
 
-    def _sync_step(self, *, memory: bool = True) -> Callable[[_Step], Any]:
-        """How the sync methods do a step; refuses, before any, an asyncio history or (unless
-        the method uses no ``memory``) memory."""
-        history, plugged = self._history, self._memory
-        if isinstance(history, AsyncRedisHistory):
-            raise TypeError(
-                "this manager's history is an AsyncRedisHistory: call its coroutines "
-                "(aprepare_messages, aon_turn_complete, asummaries)"
-            )
-        if memory and plugged is not None and _is_async(plugged):
-            raise TypeError(
-                f"this manager's memory ({type(plugged).__name__}) is asyncio: call its "
-                "coroutines (aprepare_messages, aon_turn_complete)"
-            )
-        if memory and _is_coroutine(self._summarizer, "summarize"):
-            raise TypeError(
-                f"this manager's summarizer ({type(self._summarizer).__name__}) is asyncio: "
-                "call its coroutines (aon_turn_complete)"
-            )
-        sync_memory = cast(LongTermMemory, plugged)
-
-        def do(step: _Step) -> Any:
-            if isinstance(step, Call):
-                assert isinstance(history, RedisHistory)
-                return history.execute(step)
-            if isinstance(step, _Summarize):
-                return cast(Summarizer, step.summarizer).summarize(step.messages)
-            if isinstance(step, _Recall):
-                return sync_memory.recall(*step)
-            return sync_memory.store(*step)
-
-        return do
-
-    def _async_step(self) -> Callable[[_Step], Awaitable[Any]]:
-        """How the coroutines do a step; refuses, before any, a history or memory that
-        would block the event loop."""
-        history, memory = self._history, self._memory
-        if isinstance(history, RedisHistory):
-            raise TypeError(
-                "this manager's history is a RedisHistory, which blocks the event loop: give "
-                "it an AsyncRedisHistory, or call the sync methods"
-            )
-        if isinstance(memory, RedisLongTermMemory):
-            raise TypeError(
-                "this manager's memory is a RedisLongTermMemory, which blocks the event loop: "
-                "give it an AsyncRedisLongTermMemory"
-            )
-
-        async def do(step: _Step) -> Any:
-            if isinstance(step, Call):
-                assert isinstance(history, AsyncRedisHistory)
-                return await history.execute(step)
-            if isinstance(step, _Summarize):
-                summarizer: Any = step.summarizer
-                if _is_coroutine(summarizer, "summarize"):
-                    return await summarizer.summarize(step.messages)
-                return await asyncio.to_thread(summarizer.summarize, step.messages)
-            plugged: Any = memory  # an AsyncLongTermMemory, or one with no I/O to wait on
-            done = plugged.recall(*step) if isinstance(step, _Recall) else plugged.store(*step)
-            return await done if inspect.isawaitable(done) else done
-
-        return do
-
     def _require_memory(self) -> LongTermMemory | AsyncLongTermMemory:
         if self._memory is None:
             raise ValueError("long-term memory is enabled: give one with .with_memory(memory)")
@@ -730,6 +628,111 @@ class HistoryManager:
 
     def __repr__(self) -> str:
         return (
-            f"HistoryManager(strategy={self.config.strategy!r}, "
+            f"{type(self).__name__}(strategy={self.config.strategy!r}, "
             f"summaries={len(self._summaries)}, memory={self._memory!r})"
         )
+
+
+class HistoryManager(_Manager, Runner):
+    """Builds each model call's request from a history, and keeps what was left out.
+
+    One manager serves one conversation (its summaries are that conversation's); it is
+    cheap to make. The ``with_*`` methods set its plug-ins and return the manager itself,
+    for chaining. An asyncio pod uses :class:`AsyncHistoryManager`, its twin: the same
+    methods as coroutines, following the same rules (one plan of steps runs both).
+    """
+
+    def run(self, work: Work[T]) -> T:
+        """Drive an operation's plan: Redis through the sync history, the plug-ins called
+        in this thread."""
+        history = self._history
+        if isinstance(history, AsyncRedisHistory):
+            raise TypeError(
+                "this manager's history is an AsyncRedisHistory: use an AsyncHistoryManager"
+            )
+        return drive(cast(Plan[_Step, T], work), self._do)
+
+    def _do(self, step: _Step) -> Any:
+        if isinstance(step, Call):
+            assert isinstance(self._history, RedisHistory)
+            return self._history.execute(step)
+        if step is _PLUGGED:
+            return self._check_plugged()
+        if isinstance(step, _Summarize):
+            return cast(Summarizer, step.summarizer).summarize(step.messages)
+        memory = cast(LongTermMemory, self._memory)
+        return memory.recall(*step) if isinstance(step, _Recall) else memory.store(*step)
+
+    def _check_plugged(self) -> None:
+        """Refuse, before the first step of an operation that may call them, an asyncio
+        memory or summarizer."""
+        if self._memory is not None and _is_async(self._memory):
+            raise TypeError(
+                f"this manager's memory ({type(self._memory).__name__}) is asyncio: use an "
+                "AsyncHistoryManager"
+            )
+        if _is_coroutine(self._summarizer, "summarize"):
+            raise TypeError(
+                f"this manager's summarizer ({type(self._summarizer).__name__}) is asyncio: "
+                "use an AsyncHistoryManager"
+            )
+
+    async def aprepare_messages(self, *args: Any, **kwargs: Any) -> PreparedRequest:
+        """Deprecated: :meth:`AsyncHistoryManager.prepare_messages`."""
+        moved("HistoryManager.aprepare_messages", "AsyncHistoryManager.prepare_messages")
+        return await _as_async(self).prepare_messages(*args, **kwargs)
+
+    async def aon_turn_complete(self, *args: Any, **kwargs: Any) -> str | None:
+        """Deprecated: :meth:`AsyncHistoryManager.on_turn_complete`."""
+        moved("HistoryManager.aon_turn_complete", "AsyncHistoryManager.on_turn_complete")
+        return await _as_async(self).on_turn_complete(*args, **kwargs)
+
+    async def asummaries(self) -> list[str]:
+        """Deprecated: :meth:`AsyncHistoryManager.summaries`."""
+        moved("HistoryManager.asummaries", "AsyncHistoryManager.summaries")
+        return await _as_async(self).summaries()
+
+
+class AsyncHistoryManager(_Manager, AsyncRunner):
+    """:class:`HistoryManager` for asyncio pods: the same methods, as coroutines, that never
+    block the event loop: Redis is awaited, a blocking summarizer runs in a worker thread
+    (one whose ``summarize`` is a coroutine is awaited), and so does a memory without
+    I/O to wait on (``in_memory``)."""
+
+    _histories = (AsyncRedisHistory,)
+
+    async def run(self, work: Work[T]) -> T:
+        """:meth:`HistoryManager.run`, awaited."""
+        if isinstance(self._history, RedisHistory):
+            raise TypeError(
+                "this manager's history is a RedisHistory, which blocks the event loop: give "
+                "it an AsyncRedisHistory"
+            )
+        if isinstance(self._memory, RedisLongTermMemory):
+            raise TypeError(
+                "this manager's memory is a RedisLongTermMemory, which blocks the event loop: "
+                "give it an AsyncRedisLongTermMemory"
+            )
+        return await adrive(cast(Plan[_Step, T], work), self._do)
+
+    async def _do(self, step: _Step) -> Any:
+        if isinstance(step, Call):
+            assert isinstance(self._history, AsyncRedisHistory)
+            return await self._history.execute(step)
+        if step is _PLUGGED:
+            return None
+        if isinstance(step, _Summarize):
+            summarizer: Any = step.summarizer
+            if _is_coroutine(summarizer, "summarize"):
+                return await summarizer.summarize(step.messages)
+            return await asyncio.to_thread(summarizer.summarize, step.messages)
+        plugged: Any = self._memory  # an AsyncLongTermMemory, or one with no I/O to wait on
+        done = plugged.recall(*step) if isinstance(step, _Recall) else plugged.store(*step)
+        return await done if inspect.isawaitable(done) else done
+
+
+def _as_async(manager: HistoryManager) -> AsyncHistoryManager:
+    """An :class:`AsyncHistoryManager` over ``manager``'s state (its deprecated coroutines)."""
+    twin = AsyncHistoryManager.__new__(AsyncHistoryManager)
+    twin.__dict__ = manager.__dict__
+    return twin

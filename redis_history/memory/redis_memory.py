@@ -57,7 +57,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar, cast
 
 from pydantic import ConfigDict, TypeAdapter, ValidationError
 
@@ -75,9 +75,10 @@ from redis_history.store.keys import (
 )
 from redis_history.wire import RedisFailure, bytes_client, redis_error, resent
 from redis_history.wire.call import Call
-from redis_history.wire.lane import asend, command_of, send
+from redis_history.wire.lane import apipelined, asend, command_of, pipelined, send
 from redis_history.wire.plans import Plan, adrive, drive
 from redis_history.wire.scripts import refusal, script
+from redis_history.wire.twins import AsyncRunner, Runner, Work, twin
 
 __all__ = [
     "MAX_CONVERSATIONS",
@@ -555,27 +556,8 @@ class _Memory:
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.namespace!r})"
 
-
-class RedisLongTermMemory(_Memory):
-    """A :class:`~redis_history.memory.base.LongTermMemory` in Redis, ranked by BM25.
-
-    Every method is one script (``forget`` reads the memory first), on one hash slot.
-    """
-
-    def _do(self, step: _Step) -> Any:
-        """One step of a plan, sent through this memory's client."""
-        if isinstance(step, _Pipeline):
-            with self.client.pipeline(transaction=False) as pipe:
-                for call in step.calls:
-                    pipe.execute_command(*command_of(self.client, call))
-                return pipe.execute(raise_on_error=False)
-        try:
-            reply = send(self.client, step.call)
-        except RedisFailure as exc:
-            raise self._error(exc, step.key) from exc
-        return step.call.parse(reply)
-
-    def store(self, text: str, metadata: Mapping[str, Any]) -> str:
+    @twin
+    def store(self, text: str, metadata: Mapping[str, Any]) -> Work[str]:
         """Keep ``text`` for the owner ``metadata`` names, or merge it into that owner's memory
         with the same normalized text; returns the memory's id (the same id for a merge).
 
@@ -601,9 +583,12 @@ class RedisLongTermMemory(_Memory):
                 left, kept changing while that forget was finished.
             StoreUnavailableError: Redis could not be reached.
         """
-        return drive(self._store_plan(text, metadata), self._do)
+        return self._store_plan(text, metadata)
 
-    def store_many(self, items: Sequence[tuple[str, Mapping[str, Any]]]) -> builtins.list[str]:
+    @twin
+    def store_many(
+        self, items: Sequence[tuple[str, Mapping[str, Any]]]
+    ) -> Work[builtins.list[str]]:
         """Store each ``(text, metadata)`` as :meth:`store` does, in one pipeline; returns the
         ids in order. Every item is checked before anything is sent. Each store is atomic, the
         batch is not: a batch cut short (its connection lost) has stored some of its items,
@@ -617,9 +602,12 @@ class RedisLongTermMemory(_Memory):
             StoreUnavailableError: Redis could not be reached; the items that reached it
                 were stored.
         """
-        return drive(self._store_many_plan(items), self._do)
+        return self._store_many_plan(items)
 
-    def recall(self, query: str, filters: MemoryFilters, top_k: int) -> builtins.list[MemoryRecord]:
+    @twin
+    def recall(
+        self, query: str, filters: MemoryFilters, top_k: int
+    ) -> Work[builtins.list[MemoryRecord]]:
         """At most ``top_k`` of the owner's memories that ``filters`` allows and that share a
         term with ``query``, by BM25 score, the most recently stored first on a tie.
 
@@ -633,9 +621,10 @@ class RedisLongTermMemory(_Memory):
                 the memory writes (nothing is written).
             StoreUnavailableError: Redis could not be reached.
         """
-        return drive(self._recall_plan(query, filters, top_k), self._do)
+        return self._recall_plan(query, filters, top_k)
 
-    def forget(self, memory_id: str, filters: MemoryFilters) -> bool:
+    @twin
+    def forget(self, memory_id: str, filters: MemoryFilters) -> Work[bool]:
         """Remove the memory ``memory_id`` of the owner ``filters`` names (its agent and user;
         the other fields are not checked); returns whether there was one. The memory is read
         first, then removed by a script that checks it is unchanged (a merge in between makes
@@ -650,11 +639,12 @@ class RedisLongTermMemory(_Memory):
                 the memory writes (nothing is written).
             StoreUnavailableError: Redis could not be reached.
         """
-        return drive(self._forget_plan(memory_id, filters), self._do)
+        return self._forget_plan(memory_id, filters)
 
+    @twin
     def list(
         self, filters: MemoryFilters, *, limit: int = 100, offset: int = 0
-    ) -> builtins.list[MemoryRecord]:
+    ) -> Work[builtins.list[MemoryRecord]]:
         """The owner's memories ``filters`` allows, the most recently stored first: ``limit``
         of them from ``offset``.
 
@@ -668,51 +658,49 @@ class RedisLongTermMemory(_Memory):
                 the memory writes (nothing is written).
             StoreUnavailableError: Redis could not be reached.
         """
-        return drive(self._list_plan(filters, limit, offset), self._do)
+        return self._list_plan(filters, limit, offset)
 
 
-class AsyncRedisLongTermMemory(_Memory):
+class RedisLongTermMemory(_Memory, Runner):
+    """A :class:`~redis_history.memory.base.LongTermMemory` in Redis, ranked by BM25.
+
+    Every method is one script (``forget`` reads the memory first), on one hash slot.
+    """
+
+    def run(self, work: Work[T]) -> T:
+        """Drive an operation's plan through this memory's client."""
+        return drive(cast(Plan[_Step, T], work), self._do)
+
+    def _do(self, step: _Step) -> Any:
+        """One step of a plan, sent through this memory's client."""
+        if isinstance(step, _Pipeline):
+            commands = [command_of(self.client, call) for call in step.calls]
+            return pipelined(self.client, commands, raise_on_error=False)
+        try:
+            reply = send(self.client, step.call)
+        except RedisFailure as exc:
+            raise self._error(exc, step.key) from exc
+        return step.call.parse(reply)
+
+
+class AsyncRedisLongTermMemory(_Memory, AsyncRunner):
     """:class:`RedisLongTermMemory` on a ``redis.asyncio`` client: the same methods, as
     coroutines, with the same checks, limits and errors (one implementation runs both)."""
+
+    async def run(self, work: Work[T]) -> T:
+        """:meth:`RedisLongTermMemory.run`, awaited."""
+        return await adrive(cast(Plan[_Step, T], work), self._do)
 
     async def _do(self, step: _Step) -> Any:
         """One step of a plan, sent through this memory's client."""
         if isinstance(step, _Pipeline):
-            async with self.client.pipeline(transaction=False) as pipe:
-                for call in step.calls:
-                    pipe.execute_command(*command_of(self.client, call))
-                return await pipe.execute(raise_on_error=False)
+            commands = [command_of(self.client, call) for call in step.calls]
+            return await apipelined(self.client, commands, raise_on_error=False)
         try:
             reply = await asend(self.client, step.call)
         except RedisFailure as exc:
             raise self._error(exc, step.key) from exc
         return step.call.parse(reply)
-
-    async def store(self, text: str, metadata: Mapping[str, Any]) -> str:
-        """See :meth:`RedisLongTermMemory.store`."""
-        return await adrive(self._store_plan(text, metadata), self._do)
-
-    async def store_many(
-        self, items: Sequence[tuple[str, Mapping[str, Any]]]
-    ) -> builtins.list[str]:
-        """See :meth:`RedisLongTermMemory.store_many`."""
-        return await adrive(self._store_many_plan(items), self._do)
-
-    async def recall(
-        self, query: str, filters: MemoryFilters, top_k: int
-    ) -> builtins.list[MemoryRecord]:
-        """See :meth:`RedisLongTermMemory.recall`."""
-        return await adrive(self._recall_plan(query, filters, top_k), self._do)
-
-    async def forget(self, memory_id: str, filters: MemoryFilters) -> bool:
-        """See :meth:`RedisLongTermMemory.forget`."""
-        return await adrive(self._forget_plan(memory_id, filters), self._do)
-
-    async def list(
-        self, filters: MemoryFilters, *, limit: int = 100, offset: int = 0
-    ) -> builtins.list[MemoryRecord]:
-        """See :meth:`RedisLongTermMemory.list`."""
-        return await adrive(self._list_plan(filters, limit, offset), self._do)
 
 
 def _json(value: Any) -> str:

@@ -43,7 +43,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Generator, Mapping
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 from redis_history.errors import (
     ConversationExistsError,
@@ -61,19 +61,12 @@ from redis_history.store.codec import Entry, decode_entries
 from redis_history.store.core import HistoryCore, _call, _json_id
 from redis_history.store.staging import meta_hash, restore_call, stage_calls
 from redis_history.wire.call import Call
+from redis_history.wire.twins import On
 
-__all__ = ["READ_ATTEMPTS", "ForkStep", "fork_steps"]
+__all__ = ["READ_ATTEMPTS", "fork_steps"]
 
 READ_ATTEMPTS = 5
 """How many times a fork reads a source that rewrites keep changing before it gives up."""
-
-
-class ForkStep(NamedTuple):
-    """One call of a fork, and whose it is."""
-
-    call: Call[Any]
-    target: bool
-    """Whether the call is the new conversation's (sent by its history) or the source's."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,9 +93,13 @@ class _Prefix:
     archive: list[bytes]
 
 
-def fork_steps(source: HistoryCore, target: HistoryCore, at: str) -> Generator[ForkStep, Any, None]:
+def fork_steps(
+    source: HistoryCore, target: HistoryCore, at: str, via: object
+) -> Generator[Call[Any] | On, Any, None]:
     """The steps of a fork of ``source`` up to and including message ``at`` into ``target``,
-    for a front end to run: it sends back each call's result (or throws its error).
+    for a front end to run: it sends back each call's result (or throws its error). The
+    source's calls are yielded as they are, the target's as ``On(via, call)``, ``via``
+    being the target's front end.
 
     Raises (into the front end):
         ConversationExistsError: the target exists; nothing was written.
@@ -112,7 +109,7 @@ def fork_steps(source: HistoryCore, target: HistoryCore, at: str) -> Generator[F
             was lost before it was put in place; nothing was written.
     """
     at_json = _json_id(at)
-    if (yield ForkStep(Call(lambda reply: int(reply) > 0, ("EXISTS", *target.keys.data)), True)):
+    if (yield On(via, Call(lambda reply: int(reply) > 0, ("EXISTS", *target.keys.data)))):
         raise _exists(target)
     for _ in range(READ_ATTEMPTS):
         try:
@@ -172,24 +169,22 @@ def fork_steps(source: HistoryCore, target: HistoryCore, at: str) -> Generator[F
 
     try:
         for call in stage_calls(staged, prefix.live, meta, prefix.archive, lost, kept_out=kept_out):
-            yield ForkStep(call, True)
-        done = yield ForkStep(
-            restore_call(
-                target.keys,
-                staged,
-                replace=False,
-                live=len(prefix.live),
-                archived=len(prefix.archive),
-                ttl_ms=first.ttl_ms,
-                op=target._fresh(),
-            ),
-            True,
+            yield On(via, call)
+        restore = restore_call(
+            target.keys,
+            staged,
+            replace=False,
+            live=len(prefix.live),
+            archived=len(prefix.archive),
+            ttl_ms=first.ttl_ms,
+            op=target._fresh(),
         )
+        done = yield On(via, restore)
     except GeneratorExit:
         raise
     except BaseException:
         with contextlib.suppress(Exception):  # else they expire by themselves
-            yield ForkStep(Call(lambda _reply: None, ("UNLINK", *staged)), True)
+            yield On(via, Call(lambda _reply: None, ("UNLINK", *staged)))
         raise
     if done == 0:
         raise _exists(target)
@@ -207,7 +202,7 @@ def _exists(target: HistoryCore) -> ConversationExistsError:
 
 def _pieces(
     source: HistoryCore, prefix: _Prefix
-) -> Generator[ForkStep, Any, tuple[list[Entry], dict[str, bytes]]]:
+) -> Generator[Call[Any], Any, tuple[list[Entry], dict[str, bytes]]]:
     """The live entries of ``prefix``, and the data of the blobs its entries name, by digest.
     Read with the version (:func:`blobs.field_names`): a blob missing at a later version was
     deleted by a rewrite since the lists were read (``StaleSnapshotError``: read again)."""
@@ -220,7 +215,7 @@ def _pieces(
     kept_out: dict[str, bytes] = {}
     for read in source.read_blobs(wanted):
         try:
-            data: Mapping[str, bytes] = yield ForkStep(read, False)
+            data: Mapping[str, bytes] = yield read
         except blobs.BlobMissingError as exc:
             if exc.version != prefix.first.version:
                 raise StaleSnapshotError("a blob was deleted by a rewrite") from exc
@@ -241,20 +236,20 @@ def _pinned(prefix: _Prefix) -> set[str]:
     return pinned
 
 
-def _read(source: HistoryCore, at: str, at_json: bytes) -> Generator[ForkStep, Any, _Prefix]:
+def _read(source: HistoryCore, at: str, at_json: bytes) -> Generator[Call[Any], Any, _Prefix]:
     """Read the live list up to ``at``, then the archive, every read after the first fenced
     on what the first saw (``StaleSnapshotError`` when the fence does not hold)."""
-    first: _Read = yield ForkStep(_read_call(source, "live", 0, at_json, None), False)
+    first: _Read = yield _read_call(source, "live", 0, at_json, None)
     read, live = first, list(first.envelopes)
     while read.found < 0:
         if read.after < 0:
             raise source._context(MessageNotFoundError(f"no live message has id {at!r}"))
         fence = (first.version, read.after - 1, live[-1])
-        read = yield ForkStep(_read_call(source, "live", read.after, at_json, fence), False)
+        read = yield _read_call(source, "live", read.after, at_json, fence)
         live += read.envelopes
     fence, archive, start = (first.version, len(live) - 1, live[-1]), [], 0
     while start < first.archived:
-        chunk: _Read = yield ForkStep(_read_call(source, "archive", start, at_json, fence), False)
+        chunk: _Read = yield _read_call(source, "archive", start, at_json, fence)
         archive += chunk.envelopes
         start = first.archived if chunk.after < 0 else chunk.after
     return _Prefix(first, live, archive)

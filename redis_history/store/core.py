@@ -58,11 +58,11 @@ from redis_history.store.codec import (
 )
 from redis_history.store.keys import (
     DEFAULT_NAMESPACE,
-    DEFAULT_PREFIX,
     ConversationKeys,
     job_id_prefix,
 )
-from redis_history.tokens import Pricer, TokenCounter, resolve_counter
+from redis_history.store.options import DEFAULT_MAX_MESSAGE_BYTES, HistoryOptions
+from redis_history.tokens import Pricer
 from redis_history.turns import Turn, group_entries
 from redis_history.wire.call import Call
 from redis_history.wire.failures import RedisFailure, redis_error
@@ -103,7 +103,6 @@ Clock = Callable[[], int]
 Entropy = Callable[[int], bytes]
 """``n`` random bytes (``os.urandom``)."""
 
-DEFAULT_MAX_MESSAGE_BYTES = limits.MAX_MESSAGE_BYTES
 
 OPS_KEPT = 32
 """How many recent writes of each kind a conversation remembers, at least (``OPS_KEPT`` in
@@ -280,35 +279,26 @@ class HistoryCore:
         conversation_id: str,
         *,
         namespace: str = DEFAULT_NAMESPACE,
-        prefix: str = DEFAULT_PREFIX,
-        token_counter: TokenCounter | str | None = None,
-        validate: bool = True,
-        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-        ttl: float | timedelta | None = None,
-        wait_replicas: int = 0,
-        wait_timeout: float | timedelta = 1.0,
+        options: HistoryOptions,
         secrets: tuple[str, ...] = (),
         clock: Clock,
         entropy: Entropy,
     ) -> None:
-        self.keys = ConversationKeys.build(conversation_id, namespace, prefix)
+        self.keys = ConversationKeys.build(conversation_id, namespace, options.prefix)
         self.conversation_id = conversation_id
         self.namespace = namespace
-        self.prefix = prefix
-        self.counter = resolve_counter(token_counter)
+        self.options = options
+        self.prefix = options.prefix
+        self.counter = options.counter
         self._price = Pricer(self.counter)
-        if not isinstance(validate, bool):
-            raise TypeError(f"validate must be a bool, got {type(validate).__name__}")
-        self.validate = validate
-        self._check = int(validate)
-        self.max_message_bytes = limits.count(
-            max_message_bytes, "max_message_bytes", low=1, high=limits.MAX_MESSAGE_BYTES
-        )
-        self.ttl_ms = limits.ttl_ms(ttl)
-        self.wait_replicas = limits.count(wait_replicas, "wait_replicas")
+        self.validate = options.validate
+        self._check = int(options.validate)
+        self.max_message_bytes = options.max_message_bytes
+        self.ttl_ms = limits.ttl_ms(options.ttl)
+        self.wait_replicas = options.wait_replicas
         self.wait: tuple[str, int, int] | None = (
-            ("WAIT", wait_replicas, limits.ttl_ms(wait_timeout, "wait_timeout"))
-            if wait_replicas
+            ("WAIT", options.wait_replicas, limits.ttl_ms(options.wait_timeout, "wait_timeout"))
+            if options.wait_replicas
             else None
         )
         """The ``WAIT`` sent after every write of the data on its connection, or ``None``."""
@@ -895,7 +885,9 @@ class HistoryCore:
             self.namespace, self.conversation_id, self.prefix, policy, self._entropy
         )
 
-    def maybe_compact(self, policy: CompactionPolicy) -> Generator[Step, Any, bool]:
+    def maybe_compact(
+        self, policy: CompactionPolicy, schedule: Schedule
+    ) -> Generator[Step, Any, bool]:
         """The steps of ``maybe_compact``, for a front end to run: it sends back each
         call's result (or throws its error), hands each request to the scheduler and logs
         each warning (a ``str``) on the ``redis_history`` logger.
@@ -914,7 +906,7 @@ class HistoryCore:
         if not (yield self.claim_compaction(request.job_id, self._clock(), request.claim_ms)):
             return False
         try:
-            yield request
+            yield Scheduled(schedule, request)
         except BaseException:
             yield self.release_claim(request.job_id)
             raise
@@ -1101,6 +1093,14 @@ class CompactionRequest:
 Schedule = Callable[[CompactionRequest], object]
 """Runs a compaction in the background, e.g. by enqueueing it (``jobs.compaction_queue()``)."""
 
-Step = Call[Any] | CompactionRequest | str
+
+class Scheduled(NamedTuple):
+    """A step of :meth:`HistoryCore.maybe_compact`: hand ``request`` to ``schedule``."""
+
+    schedule: Schedule
+    request: CompactionRequest
+
+
+Step = Call[Any] | Scheduled | str
 """What the ``maybe_compact`` flow asks its front end to do: run a call, schedule, or log a
 warning."""

@@ -15,7 +15,7 @@ import os
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from datetime import timedelta
-from typing import Any, Self, TypeVar
+from typing import Any, Self, TypeVar, Unpack, cast
 
 import redis
 import redis.asyncio
@@ -35,16 +35,16 @@ from redis_history.store._fork import fork_steps
 from redis_history.store._pages import PagesWanted
 from redis_history.store.codec import Entry
 from redis_history.store.core import (
-    DEFAULT_MAX_MESSAGE_BYTES,
-    CompactionRequest,
     CompactionStats,
     HistoryCore,
     Schedule,
+    Scheduled,
     Step,
     TranscriptPage,
     TranscriptPages,
 )
-from redis_history.store.keys import DEFAULT_NAMESPACE, DEFAULT_PREFIX, ConversationKeys
+from redis_history.store.keys import DEFAULT_NAMESPACE, ConversationKeys
+from redis_history.store.options import HistoryOptions, OptionFields
 from redis_history.tokens import TokenCounter
 from redis_history.turns import Turn
 from redis_history.wire import MOVED_ON, RedisFailure, bytes_client
@@ -59,7 +59,8 @@ from redis_history.wire.lane import (
     refresh_layout,
     send,
 )
-from redis_history.wire.plans import adrive, drive
+from redis_history.wire.plans import Plan, adrive, drive
+from redis_history.wire.twins import AsyncRunner, On, Runner, Work, twin
 
 __all__ = ["AsyncRedisHistory", "RedisHistory"]
 
@@ -79,6 +80,42 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+def _appending(core: HistoryCore, messages: Sequence[Message]) -> Plan[Call[bool | None], None]:
+    """An append of ``messages``, counted in the store's metrics (refused, or appended and
+    replayed)."""
+    started = metrics.clock()
+    try:
+        replayed = yield core.append(messages)
+    except HistoryError as exc:
+        metrics.refused(exc)
+        raise
+    metrics.appended(len(messages), metrics.clock() - started, replayed)
+
+
+def _written(kind: str, call: Call[T]) -> Plan[Call[T], T]:
+    """A rewrite, timed in the store's metrics."""
+    started = metrics.clock()
+    result: T = yield call
+    metrics.written(kind, metrics.clock() - started)
+    return result
+
+
+def _read(call: Call[T]) -> Plan[Call[T], T]:
+    """A snapshot read, timed in the store's metrics."""
+    started = metrics.clock()
+    result: T = yield call
+    metrics.snapshot_read(metrics.clock() - started)
+    return result
+
+
+def _counted(plan: Plan[Step, bool]) -> Plan[Step, bool]:
+    """``maybe_compact``'s plan, counted in the store's metrics when it enqueues."""
+    enqueued = yield from plan
+    if enqueued:
+        metrics.compaction_enqueued()
+    return enqueued
+
+
 class _Base:
     """What both front ends share: the client, the core, and their options."""
 
@@ -88,13 +125,8 @@ class _Base:
         conversation_id: str,
         *,
         namespace: str = DEFAULT_NAMESPACE,
-        prefix: str = DEFAULT_PREFIX,
-        token_counter: TokenCounter | str | None = None,
-        validate: bool = True,
-        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-        ttl: float | timedelta | None = None,
-        wait_replicas: int = 0,
-        wait_timeout: float | timedelta = 1.0,
+        options: HistoryOptions | None = None,
+        **fields: Unpack[OptionFields],
     ) -> None:
         """Bind a conversation to a Redis client.
 
@@ -103,18 +135,11 @@ class _Base:
                 variants for :class:`AsyncRedisHistory`).
             conversation_id: the conversation; no braces or control characters.
             namespace: the tenant; first in every key so ACL patterns can confine it.
-            prefix: the first part of every key.
-            token_counter: a counter, an alias (``estimate``, ``o200k_base``,
-                ``cl100k_base``, ``heuristic``), a model name or a dotted path; by default
-                a fast estimate of o200k counts (``estimate``), which the input tokens
-                the LLM reports correct; ``"o200k_base"`` (or a model name) counts exactly.
-            validate: check role order and tool pairing on every write.
-            max_message_bytes: the largest stored message.
-            ttl: a sliding expiry (seconds or timedelta) stored with the conversation:
-                every write, by any writer, refreshes it on every key.
-            wait_replicas: after each write of the conversation, wait (``WAIT``) until this
-                many replicas have it, and raise ``ReplicationError`` if they do not in time.
-            wait_timeout: how long that wait may take (seconds or timedelta).
+            options: how the conversation is stored (:class:`HistoryOptions`); the
+                defaults otherwise.
+            fields: any of :class:`HistoryOptions`'s fields, over ``options``
+                (``prefix``, ``token_counter``, ``validate``, ``max_message_bytes``,
+                ``ttl``, ``wait_replicas``, ``wait_timeout``).
 
         Raises:
             UnsupportedClientError: a client made with ``decode_responses=True``.
@@ -124,47 +149,19 @@ class _Base:
         self.core = HistoryCore(
             conversation_id,
             namespace=namespace,
-            prefix=prefix,
-            token_counter=token_counter,
-            validate=validate,
-            max_message_bytes=max_message_bytes,
-            ttl=ttl,
-            wait_replicas=wait_replicas,
-            wait_timeout=wait_timeout,
+            options=(options or HistoryOptions()).merged(fields),
             secrets=client_secrets(client),
             clock=_now_ms,
             entropy=os.urandom,
         )
-        self._options: dict[str, Any] = {
-            "prefix": prefix,
-            "token_counter": self.core.counter,
-            "validate": validate,
-            "max_message_bytes": max_message_bytes,
-            "ttl": ttl,
-            "wait_replicas": wait_replicas,
-            "wait_timeout": wait_timeout,
-        }
-        """What a fork's history is made with, beside the client."""
-
-    @property
-    def conversation_id(self) -> str:
+        self.conversation_id = conversation_id
         """The conversation this history reads and writes."""
-        return self.core.conversation_id
-
-    @property
-    def namespace(self) -> str:
+        self.namespace = namespace
         """The tenant the conversation belongs to."""
-        return self.core.namespace
-
-    @property
-    def keys(self) -> ConversationKeys:
+        self.keys: ConversationKeys = self.core.keys
         """The conversation's Redis keys."""
-        return self.core.keys
-
-    @property
-    def token_counter(self) -> TokenCounter:
+        self.token_counter: TokenCounter = self.core.counter
         """The counter that prices each message at write time."""
-        return self.core.counter
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.namespace!r}/{self.conversation_id!r})"
@@ -173,10 +170,415 @@ class _Base:
         """A history of another conversation on the same client, with the same options (in
         this history's namespace unless ``namespace`` is given)."""
         namespace = self.namespace if namespace is None else namespace
-        return type(self)(self.client, conversation_id, namespace=namespace, **self._options)
+        return type(self)(self.client, conversation_id, namespace=namespace, options=self.options)
+
+    @property
+    def options(self) -> HistoryOptions:
+        """How the conversation is stored."""
+        return self.core.options
 
 
-class RedisHistory(_Base):
+class _History(_Base):
+    """Every operation of both histories, written once (:mod:`redis_history.wire.twins`)."""
+
+    @twin
+    def append(self, message: Message) -> Work[None]:
+        """Add one message at the tail, checked against the stored role and tool state.
+
+        Safe to retry: a message whose id was appended by one of the conversation's
+        last ``OPS_KEPT`` appends is not appended again, unless a :meth:`rollback` or
+        :meth:`truncate` has removed it since (the retry of a failed turn appends it).
+
+        Raises:
+            RoleOrderError: the role may not follow the last one.
+            ToolPairingError: a tool result answers no open call, or calls are unanswered.
+            MessageTooLargeError: the message is over ``max_message_bytes``.
+            StaleSnapshotError: the same batch was appended before and a rollback or a
+                truncate removed part of it since; nothing was written.
+            StoreUnavailableError: Redis could not be reached; the message may or may not
+                be stored, and repeating the same call is safe.
+        """
+        return _appending(self.core, [message])
+
+    @twin
+    def append_many(self, messages: Sequence[Message]) -> Work[None]:
+        """Add a whole turn, checked as a batch: all of it is written or none of it.
+
+        Safe to retry with the same messages, like :meth:`append`; after a
+        :meth:`rollback` or :meth:`truncate` that removed all of them, they are appended
+        again, and after one that removed part of them, ``StaleSnapshotError``.
+        """
+        return _appending(self.core, messages)
+
+    @twin
+    def replace(
+        self,
+        messages: Sequence[Message],
+        *,
+        expected_ids: Sequence[str] | None = None,
+        op_id: str | None = None,
+    ) -> Work[None]:
+        """Replace every message (checked from an empty start); resets the token baseline.
+
+        Args:
+            messages: the new history.
+            expected_ids: the ids the conversation must hold now, in order (those of the
+                snapshot the caller edited); anything else refuses.
+            op_id: names this operation, so that repeating the call with the same
+                ``op_id`` is applied once (redis-py's own retries are covered without it).
+
+        Raises:
+            StaleSnapshotError: the conversation no longer holds ``expected_ids``.
+        """
+        return _written(
+            "replace", self.core.replace(messages, expected_ids=expected_ids, op_id=op_id)
+        )
+
+    @twin
+    def splice_prefix(
+        self,
+        drop_count: int,
+        summary: Message | Sequence[Message],
+        *,
+        expected_ids: Sequence[str] | None = None,
+        lock_token: str | None = None,
+        archive_max_messages: int | None = None,
+        archive_max_bytes: int | None = None,
+        op_id: str | None = None,
+    ) -> Work[int]:
+        """Replace the first ``drop_count`` messages with ``summary``, keeping the rest.
+
+        The originals move to the archive. Messages appended after the caller's
+        snapshot are kept. Resets the token baseline. Repeating the call with the
+        same summary message is applied once.
+
+        Args:
+            drop_count: how many of the oldest messages to replace; clamped to the length.
+            summary: the message (or messages) to put in their place: summaries, or
+                kept messages (a compactor's), each marked as written by a splice
+                (``Entry.summary``), so the transcript shows the archived originals.
+                They are not checked here; a compaction checks them against the tail.
+            expected_ids: the ids of the prefix that was summarized; a mismatch refuses.
+            lock_token: the compaction lock token; if another holds the lock, refuses.
+            archive_max_messages: drop the oldest archived entries beyond this many.
+            archive_max_bytes: drop the oldest archived entries beyond this many bytes.
+            op_id: names this operation (the summary's ids do otherwise).
+
+        Returns:
+            The number of messages dropped (0 on an empty history: nothing is written).
+
+        Raises:
+            StaleSnapshotError: the prefix is no longer ``expected_ids``.
+            LockLostError: ``lock_token`` does not hold the conversation's lock.
+        """
+        return self.core.splice_prefix(
+            drop_count,
+            summary,
+            expected_ids=expected_ids,
+            lock_token=lock_token,
+            archive_max_messages=archive_max_messages,
+            archive_max_bytes=archive_max_bytes,
+            op_id=op_id,
+        )
+
+    @twin
+    def fork(
+        self, new_conversation_id: str, *, at: str, namespace: str | None = None
+    ) -> Work[Self]:
+        """Copy the conversation up to and including message ``at`` into a new conversation.
+
+        The copy is a prefix of one version of this conversation, whatever other pods
+        append or rewrite meanwhile, and appears whole at once; it is read and written in
+        calls no larger than one write of the store. It holds the live messages (ids,
+        contents, token counts, summary flags) and the archive, so its transcript is this
+        one's record up to ``at``; its turn state is the prefix's (its next append is
+        checked against it), its token estimate counts the prefix (with the baseline the
+        model last reported, if that was before ``at``), it has this conversation's TTL,
+        and a fresh compaction state. Shared summaries, claims and locks stay here.
+        redis-py's resend of a write whose reply was lost is applied once; a repeat of the
+        call after a ``StoreUnavailableError`` may find the new conversation made
+        (``ConversationExistsError``).
+
+        Args:
+            new_conversation_id: the new conversation; the same rules as the constructor's.
+            at: the id of the live message the copy ends with.
+            namespace: the new conversation's namespace; this history's when ``None``.
+
+        Returns:
+            A history of the new conversation: the same class, client and options as this.
+
+        Raises:
+            ConversationExistsError: the new conversation exists.
+            MessageNotFoundError: ``at`` is not a live message of this conversation.
+            ToolPairingError: the copy would end with tool calls unanswered (``at`` is a
+                call, or a result while others of its calls are unanswered), when
+                validating.
+            ValueError: an unusable conversation id, namespace or message id.
+            HistoryError: rewrites changed this conversation during each of
+                ``READ_ATTEMPTS`` reads. Nothing is written when any of these is raised.
+        """
+        return self._fork(self._sibling(new_conversation_id, namespace), at)
+
+    def _fork(self, target: Self, at: str) -> Plan[Any, Self]:
+        yield from fork_steps(self.core, target.core, at, target)
+        return target
+
+    @twin
+    def truncate(self, n: int, *, op_id: str | None = None) -> Work[int]:
+        """Keep at most ``n`` messages; returns how many were removed.
+
+        Positional, so for a single writer: with several pods, roll back a failed
+        turn with :meth:`rollback`, which names the messages instead. What it removes
+        may be appended again, as after a rollback.
+        """
+        return self.core.truncate(n, op_id=op_id)
+
+    @twin
+    def rollback(
+        self,
+        messages: Sequence[str | Message],
+        *,
+        op_id: str | None = None,
+        reopen_calls: bool = False,
+    ) -> Work[int]:
+        """Remove exactly these messages (a failed turn), wherever compaction has moved them.
+
+        Everything else stays, in order. Each call is a new operation unless ``op_id``
+        names it: redis-py's resend after a lost reply is applied once and answers with
+        the count, but a second rollback of messages already removed, by this caller or
+        another, raises ``StaleSnapshotError``, so the count means "I removed them".
+        A batch whose messages it removes, all of them, may be appended again (the retry
+        of the turn); appending one it removed part of raises ``StaleSnapshotError``.
+
+        Args:
+            messages: the messages, or their ids, to remove (at most ``MAX_ROLLBACK``,
+                among the last ``MAX_ROLLBACK`` messages).
+            op_id: names this operation: repeated with it (after a
+                ``StoreUnavailableError``), it is applied once and answers as the first did.
+            reopen_calls: let the removal of the latest tool results leave their calls
+                open at the tail, awaiting results again (an undo of the last tool output);
+                by default a call is never parted from a result it had.
+
+        Returns:
+            How many messages were removed.
+
+        Raises:
+            StaleSnapshotError: one of them is no longer in the conversation (compacted,
+                removed by an earlier rollback, or never stored), or removing them would
+                break role order or tool pairing for what remains; nothing was removed.
+            LimitExceededError: one of them is further back than a rollback reaches.
+        """
+        return _written(
+            "rollback", self.core.rollback(messages, op_id=op_id, reopen_calls=reopen_calls)
+        )
+
+    @twin
+    def record_input_tokens(self, n: int, *, op_id: str | None = None) -> Work[None]:
+        """Make the LLM's reported input-token count the baseline for ``token_estimate``.
+
+        A conversation that does not exist yet is left alone.
+        """
+        return self.core.record_input_tokens(n, op_id=op_id)
+
+    @twin
+    def set_ttl(self, ttl: float | timedelta | None) -> Work[bool]:
+        """Give the conversation a TTL that every writer applies, or take it away (``None``).
+
+        Returns:
+            Whether the conversation exists (nothing is set on one that does not).
+        """
+        return self.core.set_ttl(ttl)
+
+    @twin
+    def ttl(self) -> Work[float | None]:
+        """The conversation's TTL in seconds, as stored with it; ``None`` for none."""
+        return self.core.ttl()
+
+    @twin
+    def token_estimate(self) -> Work[int | None]:
+        """Baseline plus tokens since, else the stored total; ``None`` when empty. O(1)."""
+        return self.core.token_estimate()
+
+    @twin
+    def snapshot(self) -> Work[list[Message]]:
+        """Every live message, in order."""
+        return _read(self.core.messages())
+
+    @twin
+    def snapshot_openai(self) -> Work[list[dict[str, Any]]]:
+        """Every live message as a chat-completions request message, ready to send.
+
+        Equal to ``[m.to_openai() for m in self.snapshot()]``, and validated as
+        :meth:`snapshot` validates, but rendered from the stored JSON without building a
+        ``Message`` per message: the cheaper read when the messages only go to the LLM.
+
+        Raises:
+            CorruptHistoryError: a stored envelope is not a valid message.
+        """
+        return _read(self.core.openai_messages())
+
+    @twin
+    def entries(self) -> Work[list[Entry]]:
+        """Every live message with its stored token count and summary flag."""
+        return self.core.entries()
+
+    @twin
+    def turns(self, *, allow_open: bool = True) -> Work[list[Turn]]:
+        """Every live message grouped into turns, tool calls paired with their results.
+
+        See :func:`redis_history.group_turns`; the summaries ``splice_prefix``
+        left at the head lead the first turn, whatever their role.
+
+        Args:
+            allow_open: read a conversation mid-turn, as the store allows it: the last
+                step may hold calls whose results are not appended yet
+                (``turn.complete`` is false). ``False`` refuses that instead.
+
+        Raises:
+            ToolPairingError: a call or result without its partner (in a history
+                written with ``validate=False``, or spliced inside a turn).
+            RoleOrderError: roles the store's rules refuse, likewise.
+        """
+        return self.core.turns(allow_open=allow_open)
+
+    @twin
+    def tail(self, n: int) -> Work[list[Message]]:
+        """The last ``n`` messages."""
+        return self.core.tail(n)
+
+    @twin
+    def range(self, start: int = 0, stop: int | None = None) -> Work[list[Message]]:
+        """Messages ``[start:stop]``, with Python slice bounds."""
+        return self.core.range(start, stop)
+
+    @twin
+    def transcript(self) -> Work[list[Message]]:
+        """The full record: archived originals, then live messages, without summaries.
+
+        Read a page at a time (:meth:`iter_transcript`), so that no read holds Redis for
+        long, whatever the record's size."""
+        pages = TranscriptPages()
+        messages: list[Message] = []
+        start: int | None = 0
+        while start is not None:
+            page = yield self.core.transcript_page(start, MAX_PAGE)
+            messages.extend(pages.fresh(page))
+            start = page.next
+        return messages
+
+    @twin
+    def transcript_page(self, start: int = 0, count: int = 500) -> Work[TranscriptPage]:
+        """Up to ``count`` entries of the full record from position ``start``; fewer once
+        what they read back (texts stored compressed counted decompressed) reaches
+        ``MAX_READ_BYTES``, and ``page.next`` is then where the page ended.
+
+        Positions are stable while compaction moves messages to the archive, so
+        paging with ``page.next`` neither skips nor repeats a message, except that
+        each summary written meanwhile shifts the live part by one (which
+        :meth:`iter_transcript` takes care of).
+        """
+        return self.core.transcript_page(start, count)
+
+    @twin
+    def compaction_state(self) -> Work[CompactionState]:
+        """The conversation's compaction state (``Ready`` when never set)."""
+        return self.core.compaction_state()
+
+    @twin
+    def advance_turn(self, *, op_id: str | None = None) -> Work[CompactionState]:
+        """Move the compaction state to the next turn; call once at the start of a user turn."""
+        return self.core.compaction_event("advance_turn", op_id=op_id)
+
+    @twin
+    def compaction_status(self) -> Work[tuple[int | None, CompactionState]]:
+        """:meth:`token_estimate` and :meth:`compaction_state` read together, in one round trip.
+
+        Raises:
+            CorruptHistoryError: the stored state or counters are not ones redis-history writes.
+        """
+        return self.core.compaction_status()
+
+    @twin
+    def compaction_facts(self) -> Work[CompactionFacts]:
+        """What decides whether compaction is due (``CompactionPolicy.due``): the estimate, the
+        stored messages' token total, the state, the live length, and when and why
+        compaction last gave up, read in one round trip."""
+        return self.core.compaction_facts()
+
+    @twin
+    def compaction_stats(self) -> Work[CompactionStats]:
+        """How many compactions this conversation has had, and the tokens they freed."""
+        return self.core.compaction_stats()
+
+    @twin
+    def compaction_event(
+        self, event: Event, value: int = 0, freed: int = 0, *, op_id: str | None = None
+    ) -> Work[CompactionState]:
+        """Apply a compaction-state event atomically (``compacted`` counts ``freed`` tokens).
+
+        Raises:
+            InvalidTransitionError: the stored state does not allow ``event``; nothing changed.
+        """
+        return self.core.compaction_event(event, value, freed, op_id=op_id)
+
+    @twin
+    def maybe_compact(
+        self, schedule: Schedule, policy: CompactionPolicy | None = None
+    ) -> Work[bool]:
+        """Schedule a background compaction if one is due and none is pending.
+
+        Looks only at :meth:`token_estimate` and :meth:`compaction_state`; however
+        many pods call this at once, at most one compaction is scheduled per
+        conversation. When compaction is exhausted, one call (of all pods') logs a
+        warning on the ``redis_history`` logger.
+
+        Args:
+            schedule: runs the compaction in the background, given a
+                :class:`~redis_history.store.core.CompactionRequest`: the RQ queue that
+                :func:`redis_history.compaction.jobs.compaction_queue` returns, or any callable.
+            policy: thresholds and budgets; the defaults otherwise.
+
+        Returns:
+            Whether this call scheduled a compaction.
+
+        Raises:
+            StoreUnavailableError: the store, or the queue's Redis, could not be reached;
+                a claim taken is released.
+        """
+
+        return _counted(self.core.maybe_compact(policy or CompactionPolicy(), schedule))
+
+    @twin
+    def release_compaction_claim(self, job_id: str) -> Work[bool]:
+        """Drop the pending-compaction claim so the next :meth:`maybe_compact` may enqueue.
+
+        Only ``job_id``'s own claim is dropped; a newer job's claim stays.
+
+        Args:
+            job_id: the RQ job id the claim was taken for.
+
+        Returns:
+            Whether the claim was ``job_id``'s and is now released.
+        """
+        return self.core.release_claim(job_id)
+
+    @twin
+    def len(self) -> Work[int]:
+        """Number of live messages."""
+        return self.core.length()
+
+    @twin
+    def is_empty(self) -> Work[bool]:
+        """Whether the history has no messages."""
+        return (yield self.core.length()) == 0
+
+    @twin
+    def delete(self) -> Work[bool]:
+        """Remove the conversation (messages, archive, meta, lock); whether it existed."""
+        return self.core.delete()
+
+
+class RedisHistory(_History, Runner):
     """One conversation's history in Redis, shared safely by any number of processes.
 
     Every method is one atomic Redis operation. Writes raise
@@ -191,6 +593,38 @@ class RedisHistory(_Base):
     def from_url(cls, url: str, conversation_id: str, **options: Any) -> Self:
         """A history on a new client for ``url`` (``redis://``, ``rediss://``, ``unix://``)."""
         return cls(redis.Redis.from_url(url), conversation_id, **options)
+
+    def run(self, work: Work[T]) -> T:
+        """Do an operation's work: send its call, or drive its plan (interrupts too are
+        handed to a plan, which undoes what it staged or claimed)."""
+        if isinstance(work, Call):
+            return self.execute(cast(Call[T], work))
+        return drive(work, self._step, handed=BaseException)
+
+    def _step(self, step: Any) -> Any:
+        if isinstance(step, Call):
+            return self.execute(step)
+        if isinstance(step, On):
+            return step.front.execute(step.call)
+        if isinstance(step, Scheduled):
+            try:
+                return step.schedule(step.request)
+            except RedisFailure as exc:
+                raise self.core.wrap(exc) from exc
+        logger.warning(step)
+        return None
+
+    def iter_transcript(self, page_size: int = 500) -> Iterator[Message]:
+        """The full record, read ``page_size`` entries per round trip."""
+        pages = TranscriptPages()
+        start: int | None = 0
+        while start is not None:
+            page = self.transcript_page(start, page_size)
+            yield from pages.fresh(page)
+            start = page.next
+
+    def __len__(self) -> int:
+        return self.len()
 
     def execute(self, call: Call[T]) -> T:
         """Send ``call``, built by one of the store's sans-IO cores (this history's, or the
@@ -248,418 +682,8 @@ class RedisHistory(_Base):
             refresh_layout(cluster)
         return reply, acknowledged
 
-    def append(self, message: Message) -> None:
-        """Add one message at the tail, checked against the stored role and tool state.
 
-        Safe to retry: a message whose id was appended by one of the conversation's
-        last ``OPS_KEPT`` appends is not appended again, unless a :meth:`rollback` or
-        :meth:`truncate` has removed it since (the retry of a failed turn appends it).
-
-        Raises:
-            RoleOrderError: the role may not follow the last one.
-            ToolPairingError: a tool result answers no open call, or calls are unanswered.
-            MessageTooLargeError: the message is over ``max_message_bytes``.
-            StaleSnapshotError: the same batch was appended before and a rollback or a
-                truncate removed part of it since; nothing was written.
-            StoreUnavailableError: Redis could not be reached; the message may or may not
-                be stored, and repeating the same call is safe.
-        """
-        started = metrics.clock()
-        try:
-            replayed = self.execute(self.core.append([message]))
-        except HistoryError as exc:
-            metrics.refused(exc)
-            raise
-        metrics.appended(1, metrics.clock() - started, replayed)
-
-    def append_many(self, messages: Sequence[Message]) -> None:
-        """Add a whole turn, checked as a batch: all of it is written or none of it.
-
-        Safe to retry with the same messages, like :meth:`append`; after a
-        :meth:`rollback` or :meth:`truncate` that removed all of them, they are appended
-        again, and after one that removed part of them, ``StaleSnapshotError``.
-        """
-        started = metrics.clock()
-        try:
-            replayed = self.execute(self.core.append(messages))
-        except HistoryError as exc:
-            metrics.refused(exc)
-            raise
-        metrics.appended(len(messages), metrics.clock() - started, replayed)
-
-    def replace(
-        self,
-        messages: Sequence[Message],
-        *,
-        expected_ids: Sequence[str] | None = None,
-        op_id: str | None = None,
-    ) -> None:
-        """Replace every message (checked from an empty start); resets the token baseline.
-
-        Args:
-            messages: the new history.
-            expected_ids: the ids the conversation must hold now, in order (those of the
-                snapshot the caller edited); anything else refuses.
-            op_id: names this operation, so that repeating the call with the same
-                ``op_id`` is applied once (redis-py's own retries are covered without it).
-
-        Raises:
-            StaleSnapshotError: the conversation no longer holds ``expected_ids``.
-        """
-        started = metrics.clock()
-        self.execute(self.core.replace(messages, expected_ids=expected_ids, op_id=op_id))
-        metrics.written("replace", metrics.clock() - started)
-
-    def splice_prefix(
-        self,
-        drop_count: int,
-        summary: Message | Sequence[Message],
-        *,
-        expected_ids: Sequence[str] | None = None,
-        lock_token: str | None = None,
-        archive_max_messages: int | None = None,
-        archive_max_bytes: int | None = None,
-        op_id: str | None = None,
-    ) -> int:
-        """Replace the first ``drop_count`` messages with ``summary``, keeping the rest.
-
-        The originals move to the archive. Messages appended after the caller's
-        snapshot are kept. Resets the token baseline. Repeating the call with the
-        same summary message is applied once.
-
-        Args:
-            drop_count: how many of the oldest messages to replace; clamped to the length.
-            summary: the message (or messages) to put in their place: summaries, or
-                kept messages (a compactor's), each marked as written by a splice
-                (``Entry.summary``), so the transcript shows the archived originals.
-                They are not checked here; a compaction checks them against the tail.
-            expected_ids: the ids of the prefix that was summarized; a mismatch refuses.
-            lock_token: the compaction lock token; if another holds the lock, refuses.
-            archive_max_messages: drop the oldest archived entries beyond this many.
-            archive_max_bytes: drop the oldest archived entries beyond this many bytes.
-            op_id: names this operation (the summary's ids do otherwise).
-
-        Returns:
-            The number of messages dropped (0 on an empty history: nothing is written).
-
-        Raises:
-            StaleSnapshotError: the prefix is no longer ``expected_ids``.
-            LockLostError: ``lock_token`` does not hold the conversation's lock.
-        """
-        return self.execute(
-            self.core.splice_prefix(
-                drop_count,
-                summary,
-                expected_ids=expected_ids,
-                lock_token=lock_token,
-                archive_max_messages=archive_max_messages,
-                archive_max_bytes=archive_max_bytes,
-                op_id=op_id,
-            )
-        )
-
-    def fork(self, new_conversation_id: str, *, at: str, namespace: str | None = None) -> Self:
-        """Copy the conversation up to and including message ``at`` into a new conversation.
-
-        The copy is a prefix of one version of this conversation, whatever other pods
-        append or rewrite meanwhile, and appears whole at once; it is read and written in
-        calls no larger than one write of the store. It holds the live messages (ids,
-        contents, token counts, summary flags) and the archive, so its transcript is this
-        one's record up to ``at``; its turn state is the prefix's (its next append is
-        checked against it), its token estimate counts the prefix (with the baseline the
-        model last reported, if that was before ``at``), it has this conversation's TTL,
-        and a fresh compaction state. Shared summaries, claims and locks stay here.
-        redis-py's resend of a write whose reply was lost is applied once; a repeat of the
-        call after a ``StoreUnavailableError`` may find the new conversation made
-        (``ConversationExistsError``).
-
-        Args:
-            new_conversation_id: the new conversation; the same rules as the constructor's.
-            at: the id of the live message the copy ends with.
-            namespace: the new conversation's namespace; this history's when ``None``.
-
-        Returns:
-            A history of the new conversation: the same class, client and options as this.
-
-        Raises:
-            ConversationExistsError: the new conversation exists.
-            MessageNotFoundError: ``at`` is not a live message of this conversation.
-            ToolPairingError: the copy would end with tool calls unanswered (``at`` is a
-                call, or a result while others of its calls are unanswered), when
-                validating.
-            ValueError: an unusable conversation id, namespace or message id.
-            HistoryError: rewrites changed this conversation during each of
-                ``READ_ATTEMPTS`` reads. Nothing is written when any of these is raised.
-        """
-        target = self._sibling(new_conversation_id, namespace)
-        # Interrupts too are handed to the plan, which removes what it staged.
-        drive(
-            fork_steps(self.core, target.core, at),
-            lambda step: (target if step.target else self).execute(step.call),
-            handed=BaseException,
-        )
-        return target
-
-    def truncate(self, n: int, *, op_id: str | None = None) -> int:
-        """Keep at most ``n`` messages; returns how many were removed.
-
-        Positional, so for a single writer: with several pods, roll back a failed
-        turn with :meth:`rollback`, which names the messages instead. What it removes
-        may be appended again, as after a rollback.
-        """
-        return self.execute(self.core.truncate(n, op_id=op_id))
-
-    def rollback(
-        self,
-        messages: Sequence[str | Message],
-        *,
-        op_id: str | None = None,
-        reopen_calls: bool = False,
-    ) -> int:
-        """Remove exactly these messages (a failed turn), wherever compaction has moved them.
-
-        Everything else stays, in order. Each call is a new operation unless ``op_id``
-        names it: redis-py's resend after a lost reply is applied once and answers with
-        the count, but a second rollback of messages already removed, by this caller or
-        another, raises ``StaleSnapshotError``, so the count means "I removed them".
-        A batch whose messages it removes, all of them, may be appended again (the retry
-        of the turn); appending one it removed part of raises ``StaleSnapshotError``.
-
-        Args:
-            messages: the messages, or their ids, to remove (at most ``MAX_ROLLBACK``,
-                among the last ``MAX_ROLLBACK`` messages).
-            op_id: names this operation: repeated with it (after a
-                ``StoreUnavailableError``), it is applied once and answers as the first did.
-            reopen_calls: let the removal of the latest tool results leave their calls
-                open at the tail, awaiting results again (an undo of the last tool output);
-                by default a call is never parted from a result it had.
-
-        Returns:
-            How many messages were removed.
-
-        Raises:
-            StaleSnapshotError: one of them is no longer in the conversation (compacted,
-                removed by an earlier rollback, or never stored), or removing them would
-                break role order or tool pairing for what remains; nothing was removed.
-            LimitExceededError: one of them is further back than a rollback reaches.
-        """
-        started = metrics.clock()
-        removed = self.execute(self.core.rollback(messages, op_id=op_id, reopen_calls=reopen_calls))
-        metrics.written("rollback", metrics.clock() - started)
-        return removed
-
-    def record_input_tokens(self, n: int, *, op_id: str | None = None) -> None:
-        """Make the LLM's reported input-token count the baseline for ``token_estimate``.
-
-        A conversation that does not exist yet is left alone.
-        """
-        self.execute(self.core.record_input_tokens(n, op_id=op_id))
-
-    def set_ttl(self, ttl: float | timedelta | None) -> bool:
-        """Give the conversation a TTL that every writer applies, or take it away (``None``).
-
-        Returns:
-            Whether the conversation exists (nothing is set on one that does not).
-        """
-        return self.execute(self.core.set_ttl(ttl))
-
-    def ttl(self) -> float | None:
-        """The conversation's TTL in seconds, as stored with it; ``None`` for none."""
-        return self.execute(self.core.ttl())
-
-    def token_estimate(self) -> int | None:
-        """Baseline plus tokens since, else the stored total; ``None`` when empty. O(1)."""
-        return self.execute(self.core.token_estimate())
-
-    def snapshot(self) -> list[Message]:
-        """Every live message, in order."""
-        started = metrics.clock()
-        messages = self.execute(self.core.messages())
-        metrics.snapshot_read(metrics.clock() - started)
-        return messages
-
-    def snapshot_openai(self) -> list[dict[str, Any]]:
-        """Every live message as a chat-completions request message, ready to send.
-
-        Equal to ``[m.to_openai() for m in self.snapshot()]``, and validated as
-        :meth:`snapshot` validates, but rendered from the stored JSON without building a
-        ``Message`` per message: the cheaper read when the messages only go to the LLM.
-
-        Raises:
-            CorruptHistoryError: a stored envelope is not a valid message.
-        """
-        started = metrics.clock()
-        messages = self.execute(self.core.openai_messages())
-        metrics.snapshot_read(metrics.clock() - started)
-        return messages
-
-    def entries(self) -> list[Entry]:
-        """Every live message with its stored token count and summary flag."""
-        return self.execute(self.core.entries())
-
-    def turns(self, *, allow_open: bool = True) -> list[Turn]:
-        """Every live message grouped into turns, tool calls paired with their results.
-
-        See :func:`redis_history.group_turns`; the summaries ``splice_prefix``
-        left at the head lead the first turn, whatever their role.
-
-        Args:
-            allow_open: read a conversation mid-turn, as the store allows it: the last
-                step may hold calls whose results are not appended yet
-                (``turn.complete`` is false). ``False`` refuses that instead.
-
-        Raises:
-            ToolPairingError: a call or result without its partner (in a history
-                written with ``validate=False``, or spliced inside a turn).
-            RoleOrderError: roles the store's rules refuse, likewise.
-        """
-        return self.execute(self.core.turns(allow_open=allow_open))
-
-    def tail(self, n: int) -> list[Message]:
-        """The last ``n`` messages."""
-        return self.execute(self.core.tail(n))
-
-    def range(self, start: int = 0, stop: int | None = None) -> list[Message]:
-        """Messages ``[start:stop]``, with Python slice bounds."""
-        return self.execute(self.core.range(start, stop))
-
-    def transcript(self) -> list[Message]:
-        """The full record: archived originals, then live messages, without summaries.
-
-        Read a page at a time (:meth:`iter_transcript`), so that no read holds Redis for
-        long, whatever the record's size."""
-        return list(self.iter_transcript(MAX_PAGE))
-
-    def transcript_page(self, start: int = 0, count: int = 500) -> TranscriptPage:
-        """Up to ``count`` entries of the full record from position ``start``; fewer once
-        what they read back (texts stored compressed counted decompressed) reaches
-        ``MAX_READ_BYTES``, and ``page.next`` is then where the page ended.
-
-        Positions are stable while compaction moves messages to the archive, so
-        paging with ``page.next`` neither skips nor repeats a message, except that
-        each summary written meanwhile shifts the live part by one (which
-        :meth:`iter_transcript` takes care of).
-        """
-        return self.execute(self.core.transcript_page(start, count))
-
-    def iter_transcript(self, page_size: int = 500) -> Iterator[Message]:
-        """The full record, read ``page_size`` entries per round trip."""
-        pages = TranscriptPages()
-        start: int | None = 0
-        while start is not None:
-            page = self.transcript_page(start, page_size)
-            yield from pages.fresh(page)
-            start = page.next
-
-    def compaction_state(self) -> CompactionState:
-        """The conversation's compaction state (``Ready`` when never set)."""
-        return self.execute(self.core.compaction_state())
-
-    def advance_turn(self, *, op_id: str | None = None) -> CompactionState:
-        """Move the compaction state to the next turn; call once at the start of a user turn."""
-        return self.execute(self.core.compaction_event("advance_turn", op_id=op_id))
-
-    def compaction_status(self) -> tuple[int | None, CompactionState]:
-        """:meth:`token_estimate` and :meth:`compaction_state` read together, in one round trip.
-
-        Raises:
-            CorruptHistoryError: the stored state or counters are not ones redis-history writes.
-        """
-        return self.execute(self.core.compaction_status())
-
-    def compaction_facts(self) -> CompactionFacts:
-        """What decides whether compaction is due (``CompactionPolicy.due``): the estimate, the
-        stored messages' token total, the state, the live length, and when and why
-        compaction last gave up, read in one round trip."""
-        return self.execute(self.core.compaction_facts())
-
-    def compaction_stats(self) -> CompactionStats:
-        """How many compactions this conversation has had, and the tokens they freed."""
-        return self.execute(self.core.compaction_stats())
-
-    def compaction_event(
-        self, event: Event, value: int = 0, freed: int = 0, *, op_id: str | None = None
-    ) -> CompactionState:
-        """Apply a compaction-state event atomically (``compacted`` counts ``freed`` tokens).
-
-        Raises:
-            InvalidTransitionError: the stored state does not allow ``event``; nothing changed.
-        """
-        return self.execute(self.core.compaction_event(event, value, freed, op_id=op_id))
-
-    def maybe_compact(self, schedule: Schedule, policy: CompactionPolicy | None = None) -> bool:
-        """Schedule a background compaction if one is due and none is pending.
-
-        Looks only at :meth:`token_estimate` and :meth:`compaction_state`; however
-        many pods call this at once, at most one compaction is scheduled per
-        conversation. When compaction is exhausted, one call (of all pods') logs a
-        warning on the ``redis_history`` logger.
-
-        Args:
-            schedule: runs the compaction in the background, given a
-                :class:`~redis_history.store.core.CompactionRequest`: the RQ queue that
-                :func:`redis_history.compaction.jobs.compaction_queue` returns, or any callable.
-            policy: thresholds and budgets; the defaults otherwise.
-
-        Returns:
-            Whether this call scheduled a compaction.
-
-        Raises:
-            StoreUnavailableError: the store, or the queue's Redis, could not be reached;
-                a claim taken is released.
-        """
-
-        def do(step: Step) -> object:
-            if isinstance(step, Call):
-                return self.execute(step)
-            if isinstance(step, CompactionRequest):
-                return self._schedule(schedule, step)
-            logger.warning(step)
-            return None
-
-        # Interrupts too are handed to the plan, which releases its claim.
-        plan = self.core.maybe_compact(policy or CompactionPolicy())
-        enqueued = drive(plan, do, handed=BaseException)
-        if enqueued:
-            metrics.compaction_enqueued()
-        return enqueued
-
-    def _schedule(self, schedule: Schedule, request: CompactionRequest) -> object:
-        try:
-            return schedule(request)
-        except RedisFailure as exc:
-            raise self.core.wrap(exc) from exc
-
-    def release_compaction_claim(self, job_id: str) -> bool:
-        """Drop the pending-compaction claim so the next :meth:`maybe_compact` may enqueue.
-
-        Only ``job_id``'s own claim is dropped; a newer job's claim stays.
-
-        Args:
-            job_id: the RQ job id the claim was taken for.
-
-        Returns:
-            Whether the claim was ``job_id``'s and is now released.
-        """
-        return self.execute(self.core.release_claim(job_id))
-
-    def len(self) -> int:
-        """Number of live messages."""
-        return self.execute(self.core.length())
-
-    def __len__(self) -> int:
-        return self.len()
-
-    def is_empty(self) -> bool:
-        """Whether the history has no messages."""
-        return self.len() == 0
-
-    def delete(self) -> bool:
-        """Remove the conversation (messages, archive, meta, lock); whether it existed."""
-        return self.execute(self.core.delete())
-
-
-class AsyncRedisHistory(_Base):
+class AsyncRedisHistory(_History, AsyncRunner):
     """:class:`RedisHistory` for ``redis.asyncio``: the same methods, as coroutines."""
 
     client: redis.asyncio.Redis | Any
@@ -719,145 +743,27 @@ class AsyncRedisHistory(_Base):
             await arefresh_layout(self.client)
         return reply, acknowledged
 
-    async def append(self, message: Message) -> None:
-        """See :meth:`RedisHistory.append`."""
-        started = metrics.clock()
-        try:
-            replayed = await self.execute(self.core.append([message]))
-        except HistoryError as exc:
-            metrics.refused(exc)
-            raise
-        metrics.appended(1, metrics.clock() - started, replayed)
+    async def run(self, work: Work[T]) -> T:
+        """:meth:`RedisHistory.run`, awaited."""
+        if isinstance(work, Call):
+            return await self.execute(work)
+        return await adrive(work, self._step, handed=BaseException)
 
-    async def append_many(self, messages: Sequence[Message]) -> None:
-        """See :meth:`RedisHistory.append_many`."""
-        started = metrics.clock()
-        try:
-            replayed = await self.execute(self.core.append(messages))
-        except HistoryError as exc:
-            metrics.refused(exc)
-            raise
-        metrics.appended(len(messages), metrics.clock() - started, replayed)
-
-    async def replace(
-        self,
-        messages: Sequence[Message],
-        *,
-        expected_ids: Sequence[str] | None = None,
-        op_id: str | None = None,
-    ) -> None:
-        """See :meth:`RedisHistory.replace`."""
-        started = metrics.clock()
-        await self.execute(self.core.replace(messages, expected_ids=expected_ids, op_id=op_id))
-        metrics.written("replace", metrics.clock() - started)
-
-    async def splice_prefix(
-        self,
-        drop_count: int,
-        summary: Message | Sequence[Message],
-        *,
-        expected_ids: Sequence[str] | None = None,
-        lock_token: str | None = None,
-        archive_max_messages: int | None = None,
-        archive_max_bytes: int | None = None,
-        op_id: str | None = None,
-    ) -> int:
-        """See :meth:`RedisHistory.splice_prefix`."""
-        return await self.execute(
-            self.core.splice_prefix(
-                drop_count,
-                summary,
-                expected_ids=expected_ids,
-                lock_token=lock_token,
-                archive_max_messages=archive_max_messages,
-                archive_max_bytes=archive_max_bytes,
-                op_id=op_id,
-            )
-        )
-
-    async def fork(
-        self, new_conversation_id: str, *, at: str, namespace: str | None = None
-    ) -> Self:
-        """See :meth:`RedisHistory.fork`."""
-        target = self._sibling(new_conversation_id, namespace)
-        await adrive(
-            fork_steps(self.core, target.core, at),
-            lambda step: (target if step.target else self).execute(step.call),
-            handed=BaseException,
-        )
-        return target
-
-    async def truncate(self, n: int, *, op_id: str | None = None) -> int:
-        """See :meth:`RedisHistory.truncate`."""
-        return await self.execute(self.core.truncate(n, op_id=op_id))
-
-    async def rollback(
-        self,
-        messages: Sequence[str | Message],
-        *,
-        op_id: str | None = None,
-        reopen_calls: bool = False,
-    ) -> int:
-        """See :meth:`RedisHistory.rollback`."""
-        started = metrics.clock()
-        call = self.core.rollback(messages, op_id=op_id, reopen_calls=reopen_calls)
-        removed = await self.execute(call)
-        metrics.written("rollback", metrics.clock() - started)
-        return removed
-
-    async def record_input_tokens(self, n: int, *, op_id: str | None = None) -> None:
-        """See :meth:`RedisHistory.record_input_tokens`."""
-        await self.execute(self.core.record_input_tokens(n, op_id=op_id))
-
-    async def set_ttl(self, ttl: float | timedelta | None) -> bool:
-        """See :meth:`RedisHistory.set_ttl`."""
-        return await self.execute(self.core.set_ttl(ttl))
-
-    async def ttl(self) -> float | None:
-        """See :meth:`RedisHistory.ttl`."""
-        return await self.execute(self.core.ttl())
-
-    async def token_estimate(self) -> int | None:
-        """See :meth:`RedisHistory.token_estimate`."""
-        return await self.execute(self.core.token_estimate())
-
-    async def snapshot(self) -> list[Message]:
-        """See :meth:`RedisHistory.snapshot`."""
-        started = metrics.clock()
-        messages = await self.execute(self.core.messages())
-        metrics.snapshot_read(metrics.clock() - started)
-        return messages
-
-    async def snapshot_openai(self) -> list[dict[str, Any]]:
-        """See :meth:`RedisHistory.snapshot_openai`."""
-        started = metrics.clock()
-        messages = await self.execute(self.core.openai_messages())
-        metrics.snapshot_read(metrics.clock() - started)
-        return messages
-
-    async def entries(self) -> list[Entry]:
-        """See :meth:`RedisHistory.entries`."""
-        return await self.execute(self.core.entries())
-
-    async def turns(self, *, allow_open: bool = True) -> list[Turn]:
-        """See :meth:`RedisHistory.turns`."""
-        return await self.execute(self.core.turns(allow_open=allow_open))
-
-    async def tail(self, n: int) -> list[Message]:
-        """See :meth:`RedisHistory.tail`."""
-        return await self.execute(self.core.tail(n))
-
-    async def range(self, start: int = 0, stop: int | None = None) -> list[Message]:
-        """See :meth:`RedisHistory.range`."""
-        return await self.execute(self.core.range(start, stop))
-
-    async def transcript(self) -> list[Message]:
-        """See :meth:`RedisHistory.transcript`."""
-        return [message async for message in self.iter_transcript(MAX_PAGE)]
-
-    async def transcript_page(self, start: int = 0, count: int = 500) -> TranscriptPage:
-        """See :meth:`RedisHistory.transcript_page`."""
-        return await self.execute(self.core.transcript_page(start, count))
+    async def _step(self, step: Any) -> Any:
+        """See :meth:`RedisHistory._step`; a blocking ``schedule`` runs in a thread, and one
+        that returns an awaitable is awaited."""
+        if isinstance(step, Call):
+            return await self.execute(step)
+        if isinstance(step, On):
+            return await step.front.execute(step.call)
+        if isinstance(step, Scheduled):
+            try:
+                scheduled = await asyncio.to_thread(step.schedule, step.request)
+                return await scheduled if inspect.isawaitable(scheduled) else scheduled
+            except RedisFailure as exc:
+                raise self.core.wrap(exc) from exc
+        logger.warning(step)
+        return None
 
     async def iter_transcript(self, page_size: int = 500) -> AsyncIterator[Message]:
         """See :meth:`RedisHistory.iter_transcript`."""
@@ -868,72 +774,3 @@ class AsyncRedisHistory(_Base):
             for message in pages.fresh(page):
                 yield message
             start = page.next
-
-    async def compaction_state(self) -> CompactionState:
-        """See :meth:`RedisHistory.compaction_state`."""
-        return await self.execute(self.core.compaction_state())
-
-    async def advance_turn(self, *, op_id: str | None = None) -> CompactionState:
-        """See :meth:`RedisHistory.advance_turn`."""
-        return await self.execute(self.core.compaction_event("advance_turn", op_id=op_id))
-
-    async def compaction_status(self) -> tuple[int | None, CompactionState]:
-        """See :meth:`RedisHistory.compaction_status`."""
-        return await self.execute(self.core.compaction_status())
-
-    async def compaction_facts(self) -> CompactionFacts:
-        """See :meth:`RedisHistory.compaction_facts`."""
-        return await self.execute(self.core.compaction_facts())
-
-    async def compaction_stats(self) -> CompactionStats:
-        """See :meth:`RedisHistory.compaction_stats`."""
-        return await self.execute(self.core.compaction_stats())
-
-    async def compaction_event(
-        self, event: Event, value: int = 0, freed: int = 0, *, op_id: str | None = None
-    ) -> CompactionState:
-        """See :meth:`RedisHistory.compaction_event`."""
-        return await self.execute(self.core.compaction_event(event, value, freed, op_id=op_id))
-
-    async def maybe_compact(
-        self, schedule: Schedule, policy: CompactionPolicy | None = None
-    ) -> bool:
-        """See :meth:`RedisHistory.maybe_compact`; a blocking ``schedule`` runs in a thread,
-        and one that returns an awaitable is awaited."""
-
-        async def do(step: Step) -> object:
-            if isinstance(step, Call):
-                return await self.execute(step)
-            if isinstance(step, CompactionRequest):
-                return await self._schedule(schedule, step)
-            logger.warning(step)
-            return None
-
-        plan = self.core.maybe_compact(policy or CompactionPolicy())
-        enqueued = await adrive(plan, do, handed=BaseException)
-        if enqueued:
-            metrics.compaction_enqueued()
-        return enqueued
-
-    async def _schedule(self, schedule: Schedule, request: CompactionRequest) -> object:
-        try:
-            scheduled = await asyncio.to_thread(schedule, request)
-            return await scheduled if inspect.isawaitable(scheduled) else scheduled
-        except RedisFailure as exc:
-            raise self.core.wrap(exc) from exc
-
-    async def release_compaction_claim(self, job_id: str) -> bool:
-        """See :meth:`RedisHistory.release_compaction_claim`."""
-        return await self.execute(self.core.release_claim(job_id))
-
-    async def len(self) -> int:
-        """See :meth:`RedisHistory.len`."""
-        return await self.execute(self.core.length())
-
-    async def is_empty(self) -> bool:
-        """See :meth:`RedisHistory.is_empty`."""
-        return await self.len() == 0
-
-    async def delete(self) -> bool:
-        """See :meth:`RedisHistory.delete`."""
-        return await self.execute(self.core.delete())

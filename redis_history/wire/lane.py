@@ -39,6 +39,7 @@ import os
 import threading
 import time
 import weakref
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import redis
@@ -441,27 +442,32 @@ def send(client: Any, call: Call[Any]) -> Any:
             command, staged = retry, call.staged if retry[0] == "FCALL" else None
 
 
-def pipelined(client: Any, commands: tuple[tuple[Any, ...], ...]) -> list[Any]:
+def pipelined(
+    client: Any, commands: Sequence[tuple[Any, ...]], *, raise_on_error: bool = True
+) -> list[Any]:
     """The replies to ``commands`` sent together (a pipeline, not a transaction), on the
-    lane where the client has one; the first error reply is raised."""
-    replies = execute_all(client, commands)
+    lane where the client has one; the first error reply is raised, or (``raise_on_error``
+    false) stands in the list as an exception, as redis-py's pipelines give it."""
+    replies = execute_all(client, tuple(commands))
     if replies is None:
         with client.pipeline(transaction=False) as pipe:
             for command in commands:
                 pipe.execute_command(*command)
             replies = pipe.execute(raise_on_error=False)
-    return _unfailed(replies)
+    return _unfailed(replies) if raise_on_error else replies
 
 
-async def apipelined(client: Any, commands: tuple[tuple[Any, ...], ...]) -> list[Any]:
+async def apipelined(
+    client: Any, commands: Sequence[tuple[Any, ...]], *, raise_on_error: bool = True
+) -> list[Any]:
     """:func:`pipelined` on an asyncio client."""
-    replies = await aexecute_all(client, commands)
+    replies = await aexecute_all(client, tuple(commands))
     if replies is None:
         async with client.pipeline(transaction=False) as pipe:
             for command in commands:
                 pipe.execute_command(*command)
             replies = await pipe.execute(raise_on_error=False)
-    return _unfailed(replies)
+    return _unfailed(replies) if raise_on_error else replies
 
 
 def _unfailed(replies: list[Any]) -> list[Any]:
