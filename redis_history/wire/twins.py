@@ -35,10 +35,27 @@ class On(NamedTuple):
     call: Call[Any]
 
 
+def _install(cls: type, asynchronous: bool) -> None:
+    """Put each :func:`twin` operation ``cls`` inherits in its own namespace as the plain
+    function (or coroutine function) it is on this kind of front end, so that calling it
+    costs what calling a method costs."""
+    for name in dir(cls):
+        for base in cls.__mro__:
+            if name in vars(base):
+                operation = vars(base)[name]
+                if isinstance(operation, twin):
+                    setattr(cls, name, operation._arun if asynchronous else operation._run)
+                break
+
+
 class Runner:
     """A sync front end: runs the work of its :func:`twin` operations."""
 
     __slots__ = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _install(cls, asynchronous=False)
 
     def run(self, work: Work[T]) -> T:
         """Do ``work`` and return its result: send a call, or drive a plan to its end."""
@@ -50,6 +67,10 @@ class AsyncRunner:
 
     __slots__ = ()
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _install(cls, asynchronous=True)
+
     async def run(self, work: Work[T]) -> T:
         """:meth:`Runner.run`, awaited."""
         raise NotImplementedError
@@ -57,7 +78,8 @@ class AsyncRunner:
 
 class twin(Generic[P, T]):
     """An operation written once, as the function that makes its work: a method of both
-    twins, bound per access like a function (no state of its own)."""
+    twins. A subclass of :class:`Runner` or :class:`AsyncRunner` holds it as the plain
+    function it is there; elsewhere it is bound per access (``__get__``)."""
 
     def __init__(self, make: Callable[Concatenate[Any, P], Work[T]]) -> None:
         self.make = make
