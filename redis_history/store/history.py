@@ -13,7 +13,7 @@ import inspect
 import logging
 import os
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from datetime import timedelta
 from typing import Any, Self, TypeVar, Unpack, cast
 
@@ -92,18 +92,18 @@ def _appending(core: HistoryCore, messages: Sequence[Message]) -> Plan[Call[bool
     metrics.appended(len(messages), metrics.clock() - started, replayed)
 
 
-def _written(kind: str, call: Call[T]) -> Plan[Call[T], T]:
-    """A rewrite, timed in the store's metrics."""
+def _written(kind: str, make: Callable[[], Call[T]]) -> Plan[Call[T], T]:
+    """A rewrite, built and sent, timed in the store's metrics."""
     started = metrics.clock()
-    result: T = yield call
+    result: T = yield make()
     metrics.written(kind, metrics.clock() - started)
     return result
 
 
-def _read(call: Call[T]) -> Plan[Call[T], T]:
-    """A snapshot read, timed in the store's metrics."""
+def _read(make: Callable[[], Call[T]]) -> Plan[Call[T], T]:
+    """A snapshot read, built, sent and parsed, timed in the store's metrics."""
     started = metrics.clock()
-    result: T = yield call
+    result: T = yield make()
     metrics.snapshot_read(metrics.clock() - started)
     return result
 
@@ -231,7 +231,7 @@ class _History(_Base):
             StaleSnapshotError: the conversation no longer holds ``expected_ids``.
         """
         return _written(
-            "replace", self.core.replace(messages, expected_ids=expected_ids, op_id=op_id)
+            "replace", lambda: self.core.replace(messages, expected_ids=expected_ids, op_id=op_id)
         )
 
     @twin
@@ -369,7 +369,8 @@ class _History(_Base):
             LimitExceededError: one of them is further back than a rollback reaches.
         """
         return _written(
-            "rollback", self.core.rollback(messages, op_id=op_id, reopen_calls=reopen_calls)
+            "rollback",
+            lambda: self.core.rollback(messages, op_id=op_id, reopen_calls=reopen_calls),
         )
 
     @twin
@@ -402,7 +403,7 @@ class _History(_Base):
     @twin
     def snapshot(self) -> Work[list[Message]]:
         """Every live message, in order."""
-        return _read(self.core.messages())
+        return _read(self.core.messages)
 
     @twin
     def snapshot_openai(self) -> Work[list[dict[str, Any]]]:
@@ -415,7 +416,7 @@ class _History(_Base):
         Raises:
             CorruptHistoryError: a stored envelope is not a valid message.
         """
-        return _read(self.core.openai_messages())
+        return _read(self.core.openai_messages)
 
     @twin
     def entries(self) -> Work[list[Entry]]:
