@@ -45,6 +45,8 @@ __all__ = [
     "CorruptHistoryError",
     "DumpError",
     "DumpVersionError",
+    "EmbedderMismatchError",
+    "EmbeddingError",
     "EncodingUnavailableError",
     "HistoryError",
     "InvalidMediaError",
@@ -227,6 +229,16 @@ class DumpVersionError(DumpError):
 
 class CorruptHistoryError(HistoryError):
     """Stored data is not what redis-history wrote: a bad envelope, meta field or key type."""
+
+
+class EmbedderMismatchError(HistoryError, ValueError):
+    """A memory's vectors were made by another embedder (or another dimension) than the one
+    given: they would not compare. Nothing was written."""
+
+
+class EmbeddingError(HistoryError):
+    """An embedder could not embed: its endpoint failed, or it answered with vectors that are
+    not one per text of one dimension."""
 
 
 class EncodingUnavailableError(HistoryError, RuntimeError):

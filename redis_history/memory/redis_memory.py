@@ -49,13 +49,17 @@ recall goes over at most :data:`RECALL_BUDGET` postings and scores; a filtered l
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 import hashlib
+import inspect
 import json
 import re
+import struct
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from types import MappingProxyType
 from typing import Any, NamedTuple, TypeVar, cast
 
@@ -64,6 +68,13 @@ from pydantic import ConfigDict, TypeAdapter, ValidationError
 from redis_history import limits
 from redis_history.errors import CorruptHistoryError, HistoryError
 from redis_history.memory.base import MemoryFilters, MemoryRecord, tag_tuple
+from redis_history.memory.embedders import (
+    MAX_EMBED_BATCH,
+    AsyncEmbedder,
+    Embedder,
+    normalized,
+    resolve_embedder,
+)
 from redis_history.models import JsonObject
 from redis_history.redact import Redactor, client_secrets
 from redis_history.store.keys import (
@@ -311,7 +322,20 @@ class _Pipeline(NamedTuple):
     calls: tuple[Call[Any], ...]
 
 
-_Step = _Send | _Pipeline
+class _Embed(NamedTuple):
+    """A step of a plan: the memory's embedder's vectors of ``texts`` (raw, as it returns
+    them)."""
+
+    texts: tuple[str, ...]
+
+
+_Step = _Send | _Pipeline | _Embed
+
+RRF_K = 60
+"""Reciprocal-rank fusion's constant: a memory ranked r-th (from 1) by keywords and s-th by
+meaning scores 1 / (60 + r) + 1 / (60 + s) (a list it is not in adds nothing)."""
+CANDIDATES = 50
+"""How many memories each ranking hands the fusion (at least ``top_k``)."""
 
 
 class _Memory:
@@ -325,6 +349,7 @@ class _Memory:
         namespace: str = DEFAULT_NAMESPACE,
         prefix: str = DEFAULT_PREFIX,
         clock: Callable[[], int] | None = None,
+        embedder: Embedder | AsyncEmbedder | str | None = None,
     ) -> None:
         """Keep memories through ``client``.
 
@@ -334,6 +359,10 @@ class _Memory:
             namespace: the tenant; first in every key, so ACL patterns can confine it.
             prefix: the first part of every key.
             clock: milliseconds since the epoch, for the stored times (tests inject one).
+            embedder: what makes the memories' vectors, for recall by meaning as well as by
+                keywords (an :class:`~redis_history.memory.embedders.Embedder`,
+                ``"offline"``, ``"hashing"`` or a dotted path); ``None`` recalls by
+                keywords alone.
 
         Raises:
             UnsupportedClientError: a client made with ``decode_responses=True``.
@@ -345,6 +374,12 @@ class _Memory:
         self.prefix = prefix
         self._clock = clock or (lambda: time.time_ns() // 1_000_000)
         self._redactor = Redactor.of(*client_secrets(client))
+        self.embedder = resolve_embedder(embedder)
+        """What makes the vectors, or ``None``."""
+        self._space = (
+            "" if self.embedder is None else f"{self.embedder.name}/{self.embedder.dimensions}"
+        )
+        """The embedder as the owner's stats hash records it (``emb``)."""
 
     def _error(self, exc: Exception, key: str = "a memory key") -> HistoryError:
         """The typed error for a redis-py error (a ``WRONGTYPE`` naming ``key``), the
@@ -363,15 +398,33 @@ class _Memory:
     # -- store --------------------------------------------------------------------------------
 
     def _store_plan(self, text: str, metadata: Mapping[str, Any]) -> Plan[_Step, str]:
-        call, keys = self._store_call(text, metadata)
+        make, keys = self._store_call(text, metadata)
+        (vector,) = yield from self._vectors([text])
+        call = make(vector)
         return (yield from self._stored(call, keys, (yield _Send(call))))
+
+    def _vectors(self, texts: Sequence[str]) -> Plan[_Step, builtins.list[bytes]]:
+        """Each text's vector as the scripts take it (normalized little-endian float32), or
+        ``b""`` each without an embedder; asked of the embedder a batch at a time."""
+        embedder = self.embedder
+        if embedder is None:
+            return [b""] * len(texts)
+        out: builtins.list[bytes] = []
+        for start in range(0, len(texts), MAX_EMBED_BATCH):
+            batch = tuple(texts[start : start + MAX_EMBED_BATCH])
+            raw = yield _Embed(batch)
+            rows = normalized(raw, len(batch), embedder.dimensions, embedder.name)
+            out += [struct.pack(f"<{len(row)}f", *row) for row in rows]
+        return out
 
     def _store_many_plan(
         self, items: Sequence[tuple[str, Mapping[str, Any]]]
     ) -> Plan[_Step, builtins.list[str]]:
-        stores = [self._store_call(text, metadata) for text, metadata in items]
-        if not stores:
+        made = [self._store_call(text, metadata) for text, metadata in items]
+        if not made:
             return []
+        vectors = yield from self._vectors([text for text, _ in items])
+        stores = [(make(vector), keys) for (make, keys), vector in zip(made, vectors, strict=True)]
         try:
             replies = yield _Pipeline(tuple(call for call, _ in stores))
         except RedisFailure as exc:
@@ -407,7 +460,8 @@ class _Memory:
 
     def _store_call(
         self, text: str, metadata: Mapping[str, Any]
-    ) -> tuple[Call[_Stored], MemoryKeys]:
+    ) -> tuple[Callable[[bytes], Call[_Stored]], MemoryKeys]:
+        """The store of ``text``, checked, as the call it makes given the text's vector."""
         if not isinstance(text, str):
             raise TypeError(f"a memory's text must be a str, got {type(text).__name__}")
         filters, extra = _split(metadata)
@@ -436,26 +490,29 @@ class _Memory:
         )  # fmt: skip
         sets = [keys.conversation(c) for c in conversations] + [keys.tag(t) for t in filters.tags]
         postings = [length * 1000 + min(tf, MAX_TF) for tf in counts.values()]
-        call = _memory_call(
-            lambda reply: _Stored(_text(reply[0]), int(reply[1]) == _FORGETTING),
-            "memory_store",
-            (keys.stats, keys.docs, keys.dedup, keys.recent),
-            [*sets, *map(keys.term, counts)],
-            (
-                _hash(text),
-                now,
-                record,
-                length,
-                len(conversations),
-                len(filters.tags),
-                MAX_MEMORIES,
-                MAX_TAGS,
-                MAX_CONVERSATIONS,
-                MAX_EXTRA_BYTES,
-                *postings,
-            ),
+        head = (
+            _hash(text),
+            now,
+            record,
+            length,
+            len(conversations),
+            len(filters.tags),
+            MAX_MEMORIES,
+            MAX_TAGS,
+            MAX_CONVERSATIONS,
+            MAX_EXTRA_BYTES,
         )
-        return call, keys
+
+        def make(vector: bytes) -> Call[_Stored]:
+            return _memory_call(
+                lambda reply: _Stored(_text(reply[0]), int(reply[1]) == _FORGETTING),
+                "memory_store",
+                (*keys.owned, keys.vectors, keys.vector_blobs),
+                [*sets, *map(keys.term, counts)],
+                (*head, self._space if vector else "", vector, *postings),
+            )
+
+        return make, keys
 
     # -- recall and list ----------------------------------------------------------------------
 
@@ -468,8 +525,32 @@ class _Memory:
         keys = self._owner(filters)
         sets = _filter_sets(keys, filters)
         wanted = list(dict.fromkeys(terms(query)))[:MAX_QUERY_TERMS]
-        if not wanted or top_k == 0:
+        if top_k == 0 or (not wanted and self.embedder is None):
             return []
+        if self.embedder is None:
+            return (yield from self._keywords(keys, sets, wanted, filters, top_k))
+        n = max(top_k, CANDIDATES)
+        by_words = (yield from self._keywords(keys, sets, wanted, filters, n)) if wanted else []
+        (vector,) = yield from self._vectors([query])
+        call = _memory_call(
+            lambda reply: self._nearest(reply, filters),
+            "memory_vsearch",
+            (keys.stats, keys.docs, keys.recent, keys.vectors, keys.vector_blobs),
+            sets,
+            (self._space, vector, len(vector) // 4, n, len(sets)),
+        )
+        by_meaning: builtins.list[MemoryRecord] = yield _Send(call)
+        return fused(by_words, by_meaning, top_k)
+
+    def _keywords(
+        self,
+        keys: MemoryKeys,
+        sets: builtins.list[str],
+        wanted: builtins.list[str],
+        filters: MemoryFilters,
+        top_k: int,
+    ) -> Plan[_Step, builtins.list[MemoryRecord]]:
+        """The top ``top_k`` by BM25."""
         call = _memory_call(
             lambda reply: self._records(reply, filters, scored=True),
             "memory_recall",
@@ -479,6 +560,11 @@ class _Memory:
         )
         records: builtins.list[MemoryRecord] = yield _Send(call)
         return records
+
+    def _nearest(self, reply: Any, filters: MemoryFilters) -> builtins.list[MemoryRecord]:
+        """``memory_vsearch``'s records, nearest first (its first item, the count of
+        memories without a vector, is left to the caller)."""
+        return self._records(reply[1:], filters, scored=True)
 
     def _records(
         self, reply: Any, filters: MemoryFilters, *, scored: bool
@@ -548,7 +634,7 @@ class _Memory:
         return _memory_call(
             int,
             "memory_forget",
-            (keys.stats, keys.docs, keys.dedup, keys.recent),
+            (*keys.owned, keys.vectors, keys.vector_blobs),
             [*sets, *postings],
             args,
         )
@@ -672,7 +758,10 @@ class RedisLongTermMemory(_Memory, Runner):
         return drive(cast(Plan[_Step, T], work), self._do)
 
     def _do(self, step: _Step) -> Any:
-        """One step of a plan, sent through this memory's client."""
+        """One step of a plan, sent through this memory's client (or the embedder's, for
+        vectors)."""
+        if isinstance(step, _Embed):
+            return cast(Embedder, self.embedder).embed(step.texts)
         if isinstance(step, _Pipeline):
             commands = [command_of(self.client, call) for call in step.calls]
             return pipelined(self.client, commands, raise_on_error=False)
@@ -692,7 +781,13 @@ class AsyncRedisLongTermMemory(_Memory, AsyncRunner):
         return await adrive(cast(Plan[_Step, T], work), self._do)
 
     async def _do(self, step: _Step) -> Any:
-        """One step of a plan, sent through this memory's client."""
+        """One step of a plan, sent through this memory's client (or the embedder's, for
+        vectors: a blocking ``embed`` runs in a worker thread)."""
+        if isinstance(step, _Embed):
+            embedder: Any = self.embedder
+            if inspect.iscoroutinefunction(embedder.embed):
+                return await embedder.embed(step.texts)
+            return await asyncio.to_thread(embedder.embed, step.texts)
         if isinstance(step, _Pipeline):
             commands = [command_of(self.client, call) for call in step.calls]
             return await apipelined(self.client, commands, raise_on_error=False)
@@ -773,3 +868,19 @@ def _decode(raw: Any, memory_id: str, filters: MemoryFilters) -> tuple[str, Mapp
     metadata["updated_ms"] = record.updated
     metadata["memory_id"] = memory_id
     return record.text, MappingProxyType(metadata)
+
+
+def fused(
+    by_words: Sequence[MemoryRecord], by_meaning: Sequence[MemoryRecord], top_k: int
+) -> list[MemoryRecord]:
+    """The ``top_k`` memories of two rankings fused by reciprocal rank (:data:`RRF_K`), the
+    newest first on equal scores; each record's score is its fused score."""
+    scores: dict[str, float] = {}
+    records: dict[str, MemoryRecord] = {}
+    for ranking in (by_words, by_meaning):
+        for rank, record in enumerate(ranking, start=1):
+            memory_id = record.memory_id or ""
+            scores[memory_id] = scores.get(memory_id, 0.0) + 1.0 / (RRF_K + rank)
+            records.setdefault(memory_id, record)
+    best = sorted(scores, key=lambda memory_id: (-scores[memory_id], -int(memory_id)))
+    return [replace(records[memory_id], score=scores[memory_id]) for memory_id in best[:top_k]]

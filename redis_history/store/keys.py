@@ -264,6 +264,8 @@ class MemoryKeys:
         rh:NS:mem:{A:U}:c:<conv> SET   ids of the memories stored from a conversation
         rh:NS:mem:{A:U}:g:<tag>  SET   ids of the memories carrying a tag
         rh:NS:mem:{A:U}:t:<term> HASH  id -> length * 1000 + term frequency (the postings)
+        rh:NS:mem:{A:U}:vec      VECTORSET  id -> the memory's vector (Redis 8)
+        rh:NS:mem:{A:U}:vecs     HASH  id -> the memory's vector, float32 (Redis 6.2 and 7)
 
     The agent id may not contain ``:`` (so ``{A:U}`` names one owner); the user id may.
     """
@@ -300,3 +302,18 @@ class MemoryKeys:
     def term(self, term: str) -> str:
         """The postings of ``term`` (a term of the tokenizer: word characters only)."""
         return f"{self.base}:t:{term}"
+
+    @property
+    def owned(self) -> tuple[str, str, str, str]:
+        """The stats, docs, dedup and recent keys, in the order the write scripts take them."""
+        return (self.stats, self.docs, self.dedup, self.recent)
+
+    @property
+    def vectors(self) -> str:
+        """The vector set of the owner's memories (a server with vector sets)."""
+        return f"{self.base}:vec"
+
+    @property
+    def vector_blobs(self) -> str:
+        """The hash of the owner's memories' vectors (a server without vector sets)."""
+        return f"{self.base}:vecs"

@@ -30,6 +30,7 @@ from typing import Any, NamedTuple
 
 from redis_history.errors import (
     CorruptHistoryError,
+    EmbedderMismatchError,
     HistoryError,
     InvalidTransitionError,
     LimitExceededError,
@@ -63,6 +64,7 @@ class Refusal(IntEnum):
     CORRUPT = 5
     INVALID_TRANSITION = 6
     LIMIT = 7
+    MISMATCH = 8
 
 
 ERRORS: dict[int, type[HistoryError]] = {
@@ -73,6 +75,7 @@ ERRORS: dict[int, type[HistoryError]] = {
     Refusal.CORRUPT: CorruptHistoryError,
     Refusal.INVALID_TRANSITION: InvalidTransitionError,
     Refusal.LIMIT: LimitExceededError,
+    Refusal.MISMATCH: EmbedderMismatchError,
 }
 """Refusal codes mapped to the exceptions they raise.
 
@@ -192,7 +195,7 @@ _READS = frozenset(
     {"EXISTS", "GET", "HEXISTS", "HGET", "HGETALL", "HLEN", "HMGET", "HSTRLEN", "LINDEX"}
     | {"LLEN", "LRANGE"}
     | {"PTTL", "SCARD", "SINTER", "SISMEMBER", "SMEMBERS", "TYPE", "ZCARD", "ZRANGE"}
-    | {"ZREVRANGE", "ZSCORE"}
+    | {"ZREVRANGE", "ZSCORE", "VCARD", "VSIM"}
 )
 """Commands that write nothing: a script that calls only these is a ``no-writes`` function."""
 _CALL = re.compile(r"redis\.p?call\(\s*(?:'([A-Z]+)'|\"([A-Z]+)\"|)")

@@ -9,7 +9,8 @@ part way (Redis keeps what a script wrote before an error) is never half visible
 same store run again finishes it: one HSET takes the id, counts the memory and notes it in
 the stats hash under "+hash"; then come its dedup entry, sets and postings, then its record,
 then its place in `recent` (from then on it is listed and recalled), and last the note is
-cleared. A merge adds the sets before it rewrites the record. A memory with this text that a
+cleared. Its vector, when one is given, is written with its postings (a merge writes it too,
+so that a memory stored before the owner had vectors gets one). A merge adds the sets before it rewrites the record. A memory with this text that a
 forget stopped part way is still being removed (memory_forget notes it under "-hash"): the
 store then writes nothing and replies with its id, to have that forget finished first and
 the store sent again, which keeps a new memory.
@@ -26,6 +27,8 @@ KEYS[1] stats    HASH  seq (the last id), docs (memories), len (their terms in a
 KEYS[2] docs     HASH  id -> record (JSON)
 KEYS[3] dedup    HASH  normalized-text hash -> id
 KEYS[4] recent   ZSET  id -> last stored (ms)
+KEYS[5] vset     VECTORSET  id -> vector (Redis 8; lua/includes/memory_vectors.lua)
+KEYS[6] vhash    HASH  id -> vector (float32), where the server has no vector sets
 then nc conversation sets (0 or 1), nt tag sets, and one postings HASH per distinct term
 ARGV[1] hash     the normalized text's hash
 ARGV[2] now      ms
@@ -35,15 +38,19 @@ ARGV[5] nc       conversation sets given (0 or 1)
 ARGV[6] nt       tag sets given
 ARGV[7..10] the limits: memories of an owner, then tags, conversations and bytes of extra
          metadata (keys and JSON texts) of one memory
-ARGV[11..] one posting per term key, in order: length * 1000 + the term's frequency
+ARGV[11] emb      the embedder ("<name>/<dimensions>"), or '' for no vector
+ARGV[12] vector   the memory's vector, little-endian float32, normalized ('' for none)
+ARGV[13..] one posting per term key, in order: length * 1000 + the term's frequency
 
 Returns {id, 1} for a new memory, {id, 0} for a merge; or, having written nothing, {id, 2}
 when the memory id with this text is being forgotten, {LIMIT, -1, reason} when the owner is
 full or the merged memory would pass a limit, and {CORRUPT, -1, reason} when a key, a stats
-field, the dedup entry, the note or the record merged into is not what the memory writes.
+field, the dedup entry, the note or the record merged into is not what the memory writes,
+and {MISMATCH, -1, reason} when the owner's vectors were made by another embedder.
 ]]
 --- @include "memory_types"
 --- @include "memory_counts"
+--- @include "memory_vectors"
 
 -- Why `record`, decoded from `raw`, is not a memory's record (see the header), or nil.
 local function record_problem(record, raw)
@@ -69,16 +76,36 @@ end
 
 local stats, docs, dedup, recent = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local hash, now, length = ARGV[1], ARGV[2], tonumber(ARGV[4])
-local sets = 4 + tonumber(ARGV[5]) + tonumber(ARGV[6])
+local vset, vhash, emb, vector = KEYS[5], KEYS[6], ARGV[11], ARGV[12]
+local sets = 6 + tonumber(ARGV[5]) + tonumber(ARGV[6])
 local most = {memories = tonumber(ARGV[7]), g = tonumber(ARGV[8]), c = tonumber(ARGV[9]),
   m = tonumber(ARGV[10])}
 local note = '+' .. hash
 
-local bad = check_types(1, 3, 'hash') or check_types(4, 4, 'zset') or check_types(5, sets, 'set')
+local bad = check_types(1, 3, 'hash') or check_types(4, 4, 'zset')
+  or check_types(5, 5, 'vectorset') or check_types(6, 6, 'hash') or check_types(7, sets, 'set')
   or check_types(sets + 1, #KEYS, 'hash')
 if bad then return bad end
 local counts, bad = read_counts(stats, 'seq', 'docs', 'len')
 if bad then return bad end
+local mode
+if emb ~= '' then
+  bad = other_embedder(stats, emb)
+  if bad then return bad end
+  mode, bad = vector_mode(vset)
+  if not mode then return bad end
+end
+
+-- the memory's vector, and the embedder that made it
+local function keep_vector(id)
+  if emb == '' then return end
+  if mode == 'set' then
+    redis.call('VADD', vset, 'FP32', vector, id, 'NOQUANT')
+  else
+    redis.call('HSET', vhash, id, vector)
+  end
+  redis.call('HSET', stats, 'emb', emb)
+end
 
 -- the owner's memory with this text being forgotten, or with it, or the id of an unfinished
 -- store of it
@@ -119,7 +146,8 @@ if old then
       .. ' bytes of extra metadata; the limit is ' .. most.m}
   end
   record.up = now
-  for i = 5, sets do redis.call('SADD', KEYS[i], id) end
+  for i = 7, sets do redis.call('SADD', KEYS[i], id) end
+  keep_vector(id)
   redis.call('HSET', docs, id, cjson.encode(record))
   redis.call('ZADD', recent, now, id)
   redis.call('HDEL', stats, note)
@@ -136,8 +164,9 @@ if not id then
     'len', string.format('%d', counts[3] + length), note, id)
 end
 redis.call('HSET', dedup, hash, id)
-for i = 5, sets do redis.call('SADD', KEYS[i], id) end
-for i = sets + 1, #KEYS do redis.call('HSET', KEYS[i], id, ARGV[i - sets + 10]) end
+for i = 7, sets do redis.call('SADD', KEYS[i], id) end
+for i = sets + 1, #KEYS do redis.call('HSET', KEYS[i], id, ARGV[i - sets + 12]) end
+keep_vector(id)
 redis.call('HSET', docs, id, ARGV[3])
 redis.call('ZADD', recent, now, id)
 redis.call('HDEL', stats, note)

@@ -5,7 +5,7 @@ terms, conversations and tags name the keys given).
 As in memory_store, every check comes first, and the writes are ordered so that a forget
 stopped part way is finished by running it again: one HSET takes the memory out of the counts
 and notes it in the stats hash twice, by its id and by its text's hash; then it leaves
-`recent` (it is no longer listed), its sets and postings, then its record, its dedup entry,
+`recent` (it is no longer listed), its sets, postings and vector, then its record, its dedup entry,
 and last one HDEL clears both notes. Until then a store of the same text finds the memory by
 the hash note and has this forget finished first (memory_store), and this script run again
 once the record is gone finds the hash by the id note.
@@ -15,12 +15,14 @@ KEYS[1] stats    HASH  seq, docs, len, and the notes of unfinished stores and fo
 KEYS[2] docs     HASH  id -> record (JSON)
 KEYS[3] dedup    HASH  normalized-text hash -> id
 KEYS[4] recent   ZSET  id -> last stored (ms)
+KEYS[5] vset     VECTORSET  id -> vector (lua/includes/memory_vectors.lua)
+KEYS[6] vhash    HASH  id -> vector, where the server has no vector sets
 then every set (conversations, tags) and postings HASH (terms) the record names
 ARGV[1] id       the memory
 ARGV[2] record   the record as the caller read it ('' if it found none)
 ARGV[3] hash     its normalized text's hash
 ARGV[4] length   its length in terms
-ARGV[5] ns       how many of the keys after KEYS[4] are sets (the rest are postings)
+ARGV[5] ns       how many of the keys after KEYS[6] are sets (the rest are postings)
 
 Returns 1 when it removed the memory, 0 when there was none, -1 when the record changed
 since it was read (nothing is removed; read it again), or {CORRUPT, -1, reason} having
@@ -28,10 +30,11 @@ removed nothing when a key or a stats field is not what the memory writes.
 ]]
 --- @include "memory_types"
 --- @include "memory_counts"
-local stats, docs, dedup, recent = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local stats, docs, dedup, recent, vset, vhash = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local id = ARGV[1]
-local sets = 4 + tonumber(ARGV[5])
-local bad = check_types(1, 3, 'hash') or check_types(4, 4, 'zset') or check_types(5, sets, 'set')
+local sets = 6 + tonumber(ARGV[5])
+local bad = check_types(1, 3, 'hash') or check_types(4, 4, 'zset')
+  or check_types(5, 5, 'vectorset') or check_types(6, 6, 'hash') or check_types(7, sets, 'set')
   or check_types(sets + 1, #KEYS, 'hash')
 if bad then return bad end
 local counts, bad = read_counts(stats, 'docs', 'len')
@@ -57,8 +60,10 @@ if redis.call('HEXISTS', stats, note) == 0 then
     'len', string.format('%d', counts[2] - tonumber(ARGV[4])), note, hash, '-' .. hash, id)
 end
 redis.call('ZREM', recent, id)
-for i = 5, sets do redis.call('SREM', KEYS[i], id) end
+for i = 7, sets do redis.call('SREM', KEYS[i], id) end
 for i = sets + 1, #KEYS do redis.call('HDEL', KEYS[i], id) end
+if redis.call('EXISTS', vset) == 1 then redis.call('VREM', vset, id) end
+redis.call('HDEL', vhash, id)
 redis.call('HDEL', docs, id)
 finish(hash)
 return 1

@@ -1,0 +1,239 @@
+"""Embedders: what turns memories and queries into vectors, so that recall finds meaning.
+
+An embedder has a ``name`` and a number of ``dimensions``, which the memory records beside
+the vectors it made (a memory refuses another embedder's vectors rather than mix spaces), and
+``embed(texts)``, a batch at a time, returning one vector per text. The memory normalizes the
+vectors (recall ranks by cosine), so an embedder need not.
+
+- :class:`OfflineEmbedder` runs here, with no network: WordLlama's static 256-dimension
+  embeddings (``l2_supercat``), whose weights (16 MB) ship in the ``wordllama`` wheel (the
+  ``embed`` extra). About a millisecond for a few short texts on one core, numpy only.
+- :class:`HashingEmbedder` is a dependency-free stand-in for tests: texts sharing words get
+  near vectors, and nothing else (no meaning).
+- Any object with ``name``, ``dimensions`` and ``embed`` works (an OpenAI-compatible
+  endpoint, a sentence-transformers model); its ``embed`` may be a coroutine for
+  :class:`~redis_history.memory.AsyncRedisLongTermMemory`, which runs a blocking one in a
+  worker thread.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from collections.abc import Sequence
+from functools import cache
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from redis_history.errors import EmbeddingError
+from redis_history.plugins import PluginKind
+
+__all__ = [
+    "AsyncEmbedder",
+    "Embedder",
+    "HashingEmbedder",
+    "OfflineEmbedder",
+    "normalized",
+    "resolve_embedder",
+]
+
+MAX_EMBED_BATCH = 256
+"""The most texts a memory hands an embedder in one call (a larger ``store_many`` is cut)."""
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns texts into vectors of one space."""
+
+    @property
+    def name(self) -> str:
+        """Names the space: the model and anything else that changes the vectors."""
+        ...
+
+    @property
+    def dimensions(self) -> int:
+        """The length of every vector."""
+        ...
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """One vector per text, in order."""
+        ...
+
+
+@runtime_checkable
+class AsyncEmbedder(Protocol):
+    """:class:`Embedder` whose ``embed`` is a coroutine."""
+
+    @property
+    def name(self) -> str:
+        """Names the space."""
+        ...
+
+    @property
+    def dimensions(self) -> int:
+        """The length of every vector."""
+        ...
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """One vector per text, in order."""
+        ...
+
+
+def normalized(vectors: Any, texts: int, dimensions: int, name: str) -> list[list[float]]:
+    """``vectors`` checked (one per text, each of ``dimensions`` finite numbers, not all
+    zero) and scaled to length 1.
+
+    Raises:
+        EmbeddingError: anything else.
+    """
+    try:
+        rows = [[float(x) for x in row] for row in vectors]
+    except (TypeError, ValueError) as exc:
+        raise EmbeddingError(f"embedder {name} returned something other than vectors") from exc
+    if len(rows) != texts:
+        raise EmbeddingError(f"embedder {name} returned {len(rows)} vectors for {texts} texts")
+    out: list[list[float]] = []
+    for row in rows:
+        if len(row) != dimensions:
+            raise EmbeddingError(
+                f"embedder {name} returned a vector of {len(row)} numbers; it has {dimensions}"
+            )
+        length = math.sqrt(math.fsum(x * x for x in row))
+        if not math.isfinite(length) or length == 0:
+            raise EmbeddingError(f"embedder {name} returned a zero or non-finite vector")
+        out.append([x / length for x in row])
+    return out
+
+
+class OfflineEmbedder:
+    """WordLlama's ``l2_supercat`` static embeddings, 256 dimensions, loaded from the
+    ``wordllama`` package itself (nothing is downloaded).
+
+    Chosen over the other embedders whose weights ship in a wheel: a 19 MB wheel (e5-small in
+    4 bits is 91 MB), about 1 ms for a handful of short texts where e5 takes 35 ms a call,
+    numpy only, and the same recall on this project's paraphrase set (see
+    ``docs/benchmarks.md``). Its code is MIT; its weights are trained from several LLMs'
+    token embeddings (LLaMA 2's among them): check that their terms suit your use.
+    """
+
+    def __init__(self, dimensions: int = 256) -> None:
+        """Load the weights (about 0.1 s, once per process).
+
+        Args:
+            dimensions: 64, 128 or 256 (the weights are trained to be cut, Matryoshka-style).
+
+        Raises:
+            ImportError: the ``embed`` extra is not installed.
+            ValueError: another number of dimensions.
+        """
+        if dimensions not in (64, 128, 256):
+            raise ValueError(f"dimensions must be 64, 128 or 256, got {dimensions!r}")
+        self._model = _wordllama()
+        self._dimensions = dimensions
+
+    @property
+    def name(self) -> str:
+        """``wordllama-l2_supercat``, with the dimensions."""
+        return f"wordllama-l2_supercat-{self._dimensions}"
+
+    @property
+    def dimensions(self) -> int:
+        """64, 128 or 256."""
+        return self._dimensions
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """One vector per text."""
+        if not texts:
+            return []
+        vectors = self._model.embed(list(texts), norm=False, return_np=True)
+        return [row[: self._dimensions].tolist() for row in vectors]
+
+    def __repr__(self) -> str:
+        return f"OfflineEmbedder(dimensions={self._dimensions})"
+
+
+@cache
+def _wordllama() -> Any:
+    """The WordLlama model from the files the wheel ships (its loader looks for the tokenizer
+    in another folder, and would download it)."""
+    try:
+        import wordllama  # noqa: PLC0415  (the optional ``embed`` extra)
+        from safetensors import safe_open  # noqa: PLC0415
+        from wordllama import WordLlama  # noqa: PLC0415
+        from wordllama.inference import WordLlamaInference  # noqa: PLC0415
+    except ImportError as exc:
+        raise ImportError(
+            "the offline embedder needs the embed extra: "
+            "python3 -m pip install 'redis-history[embed]'"
+        ) from exc
+    root = Path(wordllama.__file__).parent
+    tokenizer = WordLlama.load_tokenizer(
+        root / "tokenizers" / "l2_supercat_tokenizer_config.json", hf_model_id=None
+    )
+    with safe_open(str(root / "weights" / "l2_supercat_256.safetensors"), "np") as weights:
+        table = weights.get_tensor("embedding.weight")
+    return WordLlamaInference(table, tokenizer)
+
+
+class HashingEmbedder:
+    """Words hashed into a fixed number of dimensions: a dependency-free embedder for tests
+    and examples. Texts that share words are near; it knows no meaning."""
+
+    def __init__(self, dimensions: int = 64, *, name: str = "hashing") -> None:
+        if not 2 <= dimensions <= 4096:
+            raise ValueError(f"dimensions must be 2 to 4096, got {dimensions!r}")
+        self._dimensions = dimensions
+        self._name = name
+
+    @property
+    def name(self) -> str:
+        """``hashing`` (or the name given), with the dimensions."""
+        return f"{self._name}-{self._dimensions}"
+
+    @property
+    def dimensions(self) -> int:
+        """As given."""
+        return self._dimensions
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """One vector per text: each word adds 1 at the place its hash names, and a word
+        no text has leaves a small constant, so that no vector is zero."""
+        out = []
+        for text in texts:
+            row = [0.0] * self._dimensions
+            row[0] = 1e-3
+            for word in re.findall(r"\w+", text.lower()):
+                digest = hashlib.blake2b(word.encode(), digest_size=8).digest()
+                row[int.from_bytes(digest, "big") % self._dimensions] += 1.0
+            out.append(row)
+        return out
+
+    def __repr__(self) -> str:
+        return f"HashingEmbedder({self._dimensions}, name={self._name!r})"
+
+
+_KIND: PluginKind[Embedder | AsyncEmbedder] = PluginKind(
+    Embedder | AsyncEmbedder,
+    "Embedder",
+    "embedder",
+    "embed",
+    lambda: "'offline', 'hashing', or a dotted path 'package.module:attr' to an embedder",
+)
+
+
+def resolve_embedder(
+    spec: Embedder | AsyncEmbedder | str | type | None,
+) -> Embedder | AsyncEmbedder | None:
+    """The embedder ``spec`` names: ``None`` for none (keywords only), an embedder as is (a
+    class is instantiated), ``"offline"`` for :class:`OfflineEmbedder`, ``"hashing"`` for
+    :class:`HashingEmbedder`, or a dotted path ``package.module:attr`` to an embedder, its
+    class or a zero-argument factory.
+
+    Raises:
+        ValueError: a name that is no alias nor an importable path.
+        TypeError: an object (or what a path names) that is not an embedder.
+    """
+    if spec is None:
+        return None
+    return _KIND.resolve(spec, {"offline": OfflineEmbedder, "hashing": HashingEmbedder})
