@@ -54,9 +54,12 @@ end
 local function rounded(score) return math.floor(score * 1e6 + 0.5) / 1e6 end
 
 local found = {}
-local function by_score(a, b)
-  if a[2] ~= b[2] then return a[2] > b[2] end
-  return a[3] > b[3]
+-- Sort `found` ({id, score, numeric id} each) nearest first, the newest first on equal scores.
+local function rank(found)
+  table.sort(found, function(a, b)
+    if a[2] ~= b[2] then return a[2] > b[2] end
+    return a[3] > b[3]
+  end)
 end
 if mode == 'set' then
   -- the nearest 4n + 16, or, unless they hold n wanted memories the n-th of which is nearer
@@ -69,7 +72,7 @@ if mode == 'set' then
       local id = reply[i]
       if wanted(id) then found[#found + 1] = {id, rounded(tonumber(reply[i + 1])), tonumber(id)} end
     end
-    table.sort(found, by_score)
+    rank(found)
     local farthest = rounded(tonumber(reply[#reply]) or 0)
     if count >= held or (#found >= n and found[n][2] > farthest) then break end
     count = held
@@ -90,7 +93,7 @@ else
       found[#found + 1] = {id, rounded((1 + dot) / 2), tonumber(id)}
     end
   end
-  table.sort(found, by_score)
+  rank(found)
 end
 for i = 1, math.min(n, #found) do
   local id = found[i][1]

@@ -27,7 +27,7 @@ is not its own, a key of another data type) raises ``CorruptHistoryError`` namin
 scripts check before their first write, so a refused write changes nothing. Their writes are
 ordered so that a store or forget stopped part way (Redis keeps a script's writes before an
 error) never leaves a memory listed that is not recalled, and the same call again finishes
-it (``lua/memory_store-4.lua``); a store of the text of a memory whose forget stopped part way
+it (``lua/memory_store-6.lua``); a store of the text of a memory whose forget stopped part way
 finishes that forget first, and keeps the text as a new memory. A text without a term is
 refused: it could not be recalled.
 
@@ -204,7 +204,7 @@ def _text(value: Any) -> str:
 
 
 class _Record(NamedTuple):
-    """A memory's record, as ``lua/memory_store-4.lua`` describes it, checked."""
+    """A memory's record, as ``lua/memory_store-6.lua`` describes it, checked."""
 
     text: str
     conversations: list[str]
@@ -217,7 +217,7 @@ class _Record(NamedTuple):
 
 
 def _problem(record: Any) -> str | None:
-    """Why ``record`` is not a memory's record, or ``None`` (``lua/memory_store-4.lua`` checks
+    """Why ``record`` is not a memory's record, or ``None`` (``lua/memory_store-6.lua`` checks
     the same)."""
     if not isinstance(record, dict):
         return "not a JSON object"
@@ -286,7 +286,7 @@ class _Stored(NamedTuple):
 
 
 _FORGETTING = 2
-"""The second item of ``lua/memory_store-4.lua``'s reply when the memory is being forgotten."""
+"""The second item of ``lua/memory_store-6.lua``'s reply when the memory is being forgotten."""
 
 
 def _accepted(reply: Any) -> Any:
