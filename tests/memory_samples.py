@@ -111,3 +111,60 @@ def rankings(memory: RedisLongTermMemory, top_k: int) -> tuple[list[list[int]], 
         for q, _ in QUERIES
     ]
     return bm25, newest_first
+
+
+PARAPHRASE_MEMORIES: tuple[str, ...] = (
+    "Has not eaten meat or fish since 2018.",  # 0
+    "Prefers an aisle seat on long-haul flights.",
+    "Plays bass guitar in a jazz band on Thursday evenings.",
+    "Their dog, a border collie called Pixel, needs a walk at 7 am.",
+    "Mother lives in Porto and visits every August.",
+    "Is allergic to peanuts.",  # 5
+    "Works night shifts as a nurse at the city hospital.",
+    "Drives an electric hatchback and charges it at the office.",
+    "Speaks Spanish fluently and is learning Mandarin.",
+    "Rents a two-bedroom flat with a balcony downtown.",
+    "Has two teenage sons who play football.",  # 10
+    "Runs five kilometres before breakfast most mornings.",
+    "Saves twenty percent of each salary for retirement.",
+    "Hates cold weather and winters in the north.",
+    "Reads detective novels before sleeping.",
+    "Takes the tram to work every day.",  # 15
+    "Celebrates a birthday on the ninth of March.",
+    "Grows tomatoes and basil on the terrace.",
+    "Wears glasses for reading small print.",
+    "Married to Ana, an architect.",
+    "Drinks three espressos a day.",  # 20
+    "Volunteers at an animal shelter on Sundays.",
+    "Uses a Linux laptop for programming.",
+    "Had knee surgery last year and avoids stairs.",
+)
+"""One user's memories for questions that share no content word with the one they need."""
+
+PARAPHRASE_QUERIES: tuple[tuple[str, frozenset[int]], ...] = (
+    ("Should I order them a steak?", frozenset({0})),
+    ("Window or corridor on the plane?", frozenset({1})),
+    ("What instrument do they perform with?", frozenset({2})),
+    ("When must the puppy go outside?", frozenset({3})),
+    ("Where is the family home in Portugal?", frozenset({4})),
+    ("Can they eat a satay sauce?", frozenset({5})),
+    ("What is their job?", frozenset({6})),
+    ("What kind of vehicle do they own?", frozenset({7})),
+    ("Which languages can they talk?", frozenset({8})),
+    ("Where do they live?", frozenset({9})),
+    ("Do they have kids?", frozenset({10})),
+    ("Are they into jogging?", frozenset({11})),
+    ("How do they plan for their pension?", frozenset({12})),
+    ("Would they enjoy a ski holiday?", frozenset({13})),
+    ("What books do they like?", frozenset({14})),
+    ("How do they commute?", frozenset({15})),
+    ("When should I send a card with wishes?", frozenset({16})),
+    ("Do they do any gardening?", frozenset({17})),
+    ("Is their eyesight good?", frozenset({18})),
+    ("Who is their spouse?", frozenset({19})),
+    ("How much caffeine do they have?", frozenset({20})),
+    ("Do they help any charity?", frozenset({21})),
+    ("Which operating system is on their computer?", frozenset({22})),
+    ("Can they climb steps easily?", frozenset({23})),
+)
+"""Each question and the position in :data:`PARAPHRASE_MEMORIES` of its memory."""
