@@ -51,6 +51,7 @@ and {MISMATCH, -1, reason} when the owner's vectors were made by another embedde
 --- @include "memory_types"
 --- @include "memory_counts"
 --- @include "memory_vectors"
+--- @include "memory_vector_put"
 
 -- Why `record`, decoded from `raw`, is not a memory's record (see the header), or nil.
 local function record_problem(record, raw)
@@ -99,12 +100,7 @@ end
 -- the memory's vector, and the embedder that made it
 local function keep_vector(id)
   if emb == '' then return end
-  if mode == 'set' then
-    redis.call('VADD', vset, 'FP32', vector, id, 'NOQUANT')
-  else
-    redis.call('HSET', vhash, id, vector)
-  end
-  redis.call('HSET', stats, 'emb', emb)
+  put_vector(mode, stats, vset, vhash, id, vector, emb)
 end
 
 -- the owner's memory with this text being forgotten, or with it, or the id of an unfinished

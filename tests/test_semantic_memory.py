@@ -28,6 +28,7 @@ from redis_history.memory import (
 )
 from redis_history.memory.base import MemoryRecord
 from redis_history.memory.embedders import (
+    MAX_EMBED_BATCH,
     Embedder,
     HashingEmbedder,
     OfflineEmbedder,
@@ -35,6 +36,7 @@ from redis_history.memory.embedders import (
     resolve_embedder,
 )
 from redis_history.memory.redis_memory import MAX_MEMORIES, RRF_K, fused, terms
+from redis_history.store.keys import MemoryKeys
 from redis_history.wire.scripts import script
 
 pytestmark = pytest.mark.real_redis
@@ -199,15 +201,25 @@ def test_forget_takes_the_vector_with_the_memory(server: RedisServer) -> None:
     assert not client.exists(keys.vectors, keys.vector_blobs)
 
 
+def held(client: redis.Redis, keys: MemoryKeys, memory_id: str) -> bool:
+    """Whether the owner holds a vector for ``memory_id`` (in its hash or its vector set)."""
+    if client.hexists(keys.vector_blobs, memory_id):
+        return True
+    if not client.exists(keys.vectors):
+        return False
+    return bool(client.execute_command("VISMEMBER", keys.vectors, memory_id))  # type: ignore[no-untyped-call]
+
+
 def test_a_merge_gives_a_memory_stored_without_a_vector_its_vector(server: RedisServer) -> None:
-    """A memory stored before the owner had an embedder has no vector (the search counts it
-    missing); storing its text again merges into it and adds one."""
+    """A memory stored before the owner had an embedder has no vector; storing its text
+    again merges into it and adds one."""
     client = server.client()
     old = RedisLongTermMemory(client).store("aisle seat on flights", OWNER)
     memory = RedisLongTermMemory(client, embedder=HashingEmbedder())
-    assert [r.memory_id for r in memory.recall("aisle", WHO, 3)] == [old]  # by keywords
-    assert memory.recall("corridor", WHO, 3) == []
+    keys = memory.keys("a", "u")
+    assert not held(client, keys, old)
     assert memory.store("aisle seat on flights", OWNER) == old
+    assert held(client, keys, old)
     assert [r.memory_id for r in memory.recall("corridor", WHO, 3)] == [old]
 
 
@@ -422,3 +434,53 @@ def test_the_offline_embedder_needs_no_network(monkeypatch: pytest.MonkeyPatch) 
     embedders._wordllama.cache_clear()
     vectors = OfflineEmbedder().embed(["no network here"])
     assert [len(v) for v in vectors] == [256]
+
+
+def test_memories_stored_without_vectors_are_embedded_by_recall_or_reindex(
+    server: RedisServer,
+) -> None:
+    """Memories kept before the owner had an embedder: a recall embeds a batch of them
+    (``MAX_EMBED_BATCH``, the newest first) and ranks them at once; ``reindex`` embeds the
+    rest, a batch a round trip; none is left out of recall by meaning."""
+    client = server.client()
+    texts = [f"note {i} on topic {i}" for i in range(300)]
+    RedisLongTermMemory(client).store_many([(t, OWNER) for t in texts])
+    memory = RedisLongTermMemory(client, embedder=HashingEmbedder())
+    assert [r.text for r in memory.recall("topic 299", WHO, 1)] == ["note 299 on topic 299"]
+    keys = memory.keys("a", "u")
+    assert sum(held(client, keys, str(i)) for i in range(1, 301)) == MAX_EMBED_BATCH
+    assert memory.reindex("a", "u") == 300 - MAX_EMBED_BATCH
+    assert memory.reindex("a", "u") == 0
+    assert [r.text for r in memory.recall("topic 3", WHO, 1)] == ["note 3 on topic 3"]
+
+
+def test_reindex_with_rebuild_changes_the_embedder(server: RedisServer) -> None:
+    client = server.client()
+    old = RedisLongTermMemory(client, embedder=HashingEmbedder(32))
+    old.store_many([("aisle seat", OWNER), ("jazz band", OWNER)])
+    new = RedisLongTermMemory(client, embedder=HashingEmbedder(48, name="new"))
+    with pytest.raises(EmbedderMismatchError):
+        new.reindex("a", "u")
+    assert new.reindex("a", "u", rebuild=True) == 2
+    assert [r.text for r in new.recall("jazz", WHO, 1)] == ["jazz band"]
+    with pytest.raises(EmbedderMismatchError):
+        old.recall("jazz", WHO, 1)
+    with pytest.raises(ValueError, match="needs a memory made with an embedder"):
+        RedisLongTermMemory(client).reindex("a", "u")
+
+
+def test_a_memory_forgotten_while_it_is_embedded_gets_no_vector(server: RedisServer) -> None:
+    """The vectors a reindex made are kept only for records unchanged since it read them."""
+    client = server.client()
+    plain = RedisLongTermMemory(client)
+    first, second = plain.store_many([("aisle seat", OWNER), ("jazz band", OWNER)])
+
+    class Forgetting(HashingEmbedder):
+        def embed(self, texts: Sequence[str]) -> list[list[float]]:
+            plain.forget(first, WHO)  # between the read and the write
+            return super().embed(texts)
+
+    memory = RedisLongTermMemory(client, embedder=Forgetting())
+    assert memory.reindex("a", "u") == 1
+    keys = memory.keys("a", "u")
+    assert [held(client, keys, m) for m in (first, second)] == [False, True]

@@ -533,14 +533,56 @@ class _Memory:
         by_words = (yield from self._keywords(keys, sets, wanted, filters, n)) if wanted else []
         (vector,) = yield from self._vectors([query])
         call = _memory_call(
-            lambda reply: self._nearest(reply, filters),
+            lambda reply: (int(reply[0]), self._records(reply[1:], filters, scored=True)),
             "memory_vsearch",
             (keys.stats, keys.docs, keys.recent, keys.vectors, keys.vector_blobs),
             sets,
             (self._space, vector, len(vector) // 4, n, len(sets)),
         )
-        by_meaning: builtins.list[MemoryRecord] = yield _Send(call)
+        missing, by_meaning = yield _Send(call)
+        if missing and (yield from self._backfill(keys)):  # stored before it had vectors
+            missing, by_meaning = yield _Send(call)
         return fused(by_words, by_meaning, top_k)
+
+    def _backfill(self, keys: MemoryKeys) -> Plan[_Step, int]:
+        """Embed up to :data:`MAX_EMBED_BATCH` of the owner's memories that have no vector,
+        the newest first; how many vectors were kept."""
+        owned = (keys.stats, keys.docs, keys.recent, keys.vectors, keys.vector_blobs)
+        unembedded = _memory_call(
+            lambda reply: [(_text(reply[i]), reply[i + 1]) for i in range(0, len(reply), 2)],
+            "memory_unembedded",
+            owned,
+            [],
+            (self._space, MAX_EMBED_BATCH),
+        )
+        found: builtins.list[tuple[str, bytes]] = yield _Send(unembedded)
+        if not found:
+            return 0
+        texts = [_record(raw, memory_id).text for memory_id, raw in found]
+        vectors = yield from self._vectors(texts)
+        args: builtins.list[Any] = [self._space]
+        for (memory_id, raw), vector in zip(found, vectors, strict=True):
+            args += [memory_id, raw, vector]
+        embed = _memory_call(
+            int, "memory_embed", (keys.stats, keys.docs, keys.vectors, keys.vector_blobs), [], args
+        )
+        kept: int = yield _Send(embed)
+        return kept
+
+    def _reindex_plan(self, agent_id: str, user_id: str | None, rebuild: bool) -> Plan[_Step, int]:
+        if self.embedder is None:
+            raise ValueError("reindex needs a memory made with an embedder")
+        keys = self.keys(agent_id, user_id)
+        if rebuild:
+            drop = (keys.stats, keys.vectors, keys.vector_blobs)
+            yield _Send(_memory_call(int, "memory_unembed", drop, [], ()))
+        total = 0
+        for _ in range(MAX_MEMORIES // MAX_EMBED_BATCH + 2):
+            kept = yield from self._backfill(keys)
+            if not kept:
+                break
+            total += kept
+        return total
 
     def _keywords(
         self,
@@ -560,11 +602,6 @@ class _Memory:
         )
         records: builtins.list[MemoryRecord] = yield _Send(call)
         return records
-
-    def _nearest(self, reply: Any, filters: MemoryFilters) -> builtins.list[MemoryRecord]:
-        """``memory_vsearch``'s records, nearest first (its first item, the count of
-        memories without a vector, is left to the caller)."""
-        return self._records(reply[1:], filters, scored=True)
 
     def _records(
         self, reply: Any, filters: MemoryFilters, *, scored: bool
@@ -745,6 +782,24 @@ class _Memory:
             StoreUnavailableError: Redis could not be reached.
         """
         return self._list_plan(filters, limit, offset)
+
+    @twin
+    def reindex(
+        self, agent_id: str, user_id: str | None = None, *, rebuild: bool = False
+    ) -> Work[int]:
+        """Embed every memory of the owner (``agent_id``, ``user_id``) that has no vector yet
+        (stored before the owner had an embedder); with ``rebuild``, drop the owner's vectors
+        first and embed them all again, by this memory's embedder (to change embedders).
+        Returns how many it embedded. A recall embeds up to :data:`MAX_EMBED_BATCH` missing
+        ones itself; this does them all, a batch per round trip, each batch atomic.
+
+        Raises:
+            ValueError: this memory has no embedder; an unusable name.
+            EmbedderMismatchError: the owner's vectors are another embedder's (without
+                ``rebuild``).
+            EmbeddingError: the embedder failed; the batches before it are kept.
+        """
+        return self._reindex_plan(agent_id, user_id, rebuild)
 
 
 class RedisLongTermMemory(_Memory, Runner):

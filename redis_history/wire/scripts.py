@@ -195,7 +195,7 @@ _READS = frozenset(
     {"EXISTS", "GET", "HEXISTS", "HGET", "HGETALL", "HLEN", "HMGET", "HSTRLEN", "LINDEX"}
     | {"LLEN", "LRANGE"}
     | {"PTTL", "SCARD", "SINTER", "SISMEMBER", "SMEMBERS", "TYPE", "ZCARD", "ZRANGE"}
-    | {"ZREVRANGE", "ZSCORE", "VCARD", "VSIM"}
+    | {"ZREVRANGE", "ZSCORE", "VCARD", "VSIM", "VISMEMBER"}
 )
 """Commands that write nothing: a script that calls only these is a ``no-writes`` function."""
 _CALL = re.compile(r"redis\.p?call\(\s*(?:'([A-Z]+)'|\"([A-Z]+)\"|)")
