@@ -209,7 +209,8 @@ def _deployment_commands(command: Callable[..., Any]) -> None:
         default=DEFAULT_REDIS_VERSION,
         metavar="MAJOR.MINOR",
         help="the oldest Redis the rule is applied on: 6.2 (scripts by EVALSHA), 7.0 "
-        "(functions by FCALL), 7.2 (and CLIENT SETINFO) (default: 7.0)",
+        "(functions by FCALL), 7.2 (and CLIENT SETINFO), 8.0 (and the vector set commands of "
+        "recall by meaning) (default: 7.0)",
     )
     command(
         "load-scripts",

@@ -32,6 +32,7 @@ from redis_history.compaction.run import run_compaction
 from redis_history.context import into_request
 from redis_history.demo.server import LocalCluster, RedisServer
 from redis_history.memory import MemoryFilters, RedisLongTermMemory
+from redis_history.memory.embedders import HashingEmbedder
 from redis_history.store.keys import job_id_prefix
 
 pytestmark = pytest.mark.real_redis
@@ -41,10 +42,12 @@ BIG = STAGED_TEXT
 """A tool result large enough for its append to be staged (MULTI, RPUSHX, RENAME, EXEC)."""
 
 
-@pytest.fixture(params=["redis-7", "redis-6.2"])
+@pytest.fixture(params=["redis-7", "redis-6.2", "redis-8"])
 def server(request: pytest.FixtureRequest) -> RedisServer:
-    """The session's Redis 7, and the embedded Redis 6.2."""
-    name = "redis_server" if request.param == "redis-7" else "embedded_server"
+    """The session's Redis 7, the embedded Redis 6.2, and Redis 8 (vector sets)."""
+    name = {"redis-7": "redis_server", "redis-6.2": "embedded_server"}.get(
+        request.param, "vector_server"
+    )
     running: RedisServer = request.getfixturevalue(name)
     return running
 
@@ -134,6 +137,22 @@ DENIED: dict[str, Callable[[RedisHistory], Any]] = {
     "staged-append": lambda history: history.append_many([Message.assistant(BIG)]),
     "delete": lambda history: history.delete(),
 }
+
+
+def test_the_tenant_recalls_by_meaning(tenant: redis.Redis, admin: redis.Redis) -> None:
+    """Long-term memory with an embedder runs under the rule on every server: vectors kept,
+    searched and dropped in the namespace (a vector set on Redis 8, a hash before)."""
+    memory = RedisLongTermMemory(tenant, namespace="tenant-a", embedder=HashingEmbedder())
+    owner = {"agent_id": "a", "user_id": "u"}
+    first, _ = memory.store_many([("aisle seat please", owner), ("jazz band on Thursdays", owner)])
+    assert [r.text for r in memory.recall("aisle", MemoryFilters("a", "u"), 1)] == [
+        "aisle seat please"
+    ]
+    assert memory.forget(first, MemoryFilters("a", "u"))
+    assert memory.reindex("a", "u", rebuild=True) == 1
+    names = {str(key, "utf-8") for key in admin.keys("*") if isinstance(key, bytes)}
+    assert names
+    assert all(name.startswith("rh:tenant-a:") for name in names), names
 
 
 @pytest.mark.parametrize("action", DENIED)

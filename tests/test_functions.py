@@ -21,7 +21,7 @@ from redis.cluster import RedisCluster
 from samples import STAGED_TEXT
 
 from redis_history import AsyncRedisHistory, Message, RedisHistory, ToolCall
-from redis_history.admin.acl import CLUSTER_COMMANDS, CONNECTION_COMMANDS, DATA_COMMANDS
+from redis_history.admin.acl import VECTOR_COMMANDS, tenant_commands
 from redis_history.demo.server import RedisServer
 from redis_history.wire import lane as _lane
 from redis_history.wire.scripts import library, script, script_names, script_source, writes
@@ -48,15 +48,23 @@ def test_every_script_is_one_function_of_the_library() -> None:
     assert writes("redis.call('GET', k) redis.call(command, k)")  # a command named by a variable
 
 
-def test_every_command_a_script_runs_is_one_the_rule_grants(real_redis: redis.Redis) -> None:
+@pytest.mark.parametrize("major", [7, 8])
+def test_every_command_a_script_runs_is_one_the_rule_grants(
+    major: int, redis_server: RedisServer, vector_server: RedisServer
+) -> None:
     """Every Redis command a script names (in ``redis.call`` or handed to a helper that calls
-    it) is among the tenant rule's commands; Redis checks the ACL inside a function too."""
-    commands = {str(c, "utf-8") if isinstance(c, bytes) else c for c in real_redis.command_list()}
+    it) and the server knows is among the tenant rule's commands for that server (Redis 8's
+    with the vector set commands); Redis checks the ACL inside a function too."""
+    client = (redis_server if major == 7 else vector_server).client()
+    commands = {str(c, "utf-8") if isinstance(c, bytes) else c for c in client.command_list()}
     commands = {c.upper() for c in commands}
-    granted = {c.upper() for c in (*CONNECTION_COMMANDS, *CLUSTER_COMMANDS, *DATA_COMMANDS)}
+    rule = tenant_commands((major, 0))
+    granted = {c.removeprefix("+").upper() for c in rule if c.startswith("+")}
     for name in script_names():
         named = {a or b for a, b in _LITERAL.findall(script_source(name))} & commands
         assert named <= granted, (name, named - granted)
+    if major == 8:
+        assert {c.upper() for c in VECTOR_COMMANDS} <= commands & granted
 
 
 def _turn(history: Any, turn: int) -> list[Message]:

@@ -42,6 +42,7 @@ __all__ = [
     "CONNECTION_COMMANDS",
     "DATA_COMMANDS",
     "DEFAULT_REDIS_VERSION",
+    "VECTOR_COMMANDS",
     "setuser_command",
     "tenant_commands",
     "tenant_rule",
@@ -117,6 +118,9 @@ DATA_COMMANDS = (
 """What the store runs on a namespace's keys, itself and inside its scripts (a test checks
 every script's commands are here), and what a pod runs to enqueue a compaction on its queue
 (``HSET`` of its job, ``RPUSH`` of the job's id, in a ``MULTI``)."""
+VECTOR_COMMANDS = ("vadd", "vrem", "vsim", "vcard", "vismember")
+"""What long-term memory runs on a server with vector sets (Redis 8 and later), inside its
+scripts: each memory's vector, kept, dropped and searched (``lua/memory_*.lua``)."""
 DEFAULT_REDIS_VERSION = (7, 0)
 """The oldest server the rule is written for unless told otherwise."""
 
@@ -129,11 +133,21 @@ def tenant_commands(redis_version: tuple[int, int] = DEFAULT_REDIS_VERSION) -> l
 
     Redis 7.0 and later: the store's functions (``FCALL``, ``FCALL_RO``); 7.2 and later also
     redis-py's ``CLIENT SETINFO`` (an unknown command to 7.0, which refuses a rule naming
-    it; redis-py ignores the refusal). Redis 6.2: ``EVALSHA`` of the loaded scripts.
+    it; redis-py ignores the refusal); 8.0 and later also the vector set commands long-term
+    memory keeps its vectors with (:data:`VECTOR_COMMANDS`). Redis 6.2: ``EVALSHA`` of the
+    loaded scripts.
     """
     scripting = ("fcall", "fcall_ro") if redis_version >= (7, 0) else ("evalsha",)
     setinfo = ("client|setinfo",) if redis_version >= (7, 2) else ()
-    every = (*CONNECTION_COMMANDS, *setinfo, *CLUSTER_COMMANDS, *DATA_COMMANDS, *scripting)
+    vectors = VECTOR_COMMANDS if redis_version >= (8, 0) else ()
+    every = (
+        *CONNECTION_COMMANDS,
+        *setinfo,
+        *CLUSTER_COMMANDS,
+        *DATA_COMMANDS,
+        *vectors,
+        *scripting,
+    )
     return ["-@all", *(f"+{command}" for command in every)]
 
 
