@@ -31,6 +31,7 @@ from redis_history.admin.listing import (
     conversation_stats,
     list_conversations,
 )
+from redis_history.admin.memories import reindex_memories
 from redis_history.admin.scripts import load_scripts
 from redis_history.admin.target import Target
 from redis_history.context.formats import WIRE_FORMATS, render
@@ -104,6 +105,7 @@ def _parser() -> argparse.ArgumentParser:
         )
 
     _conversation_commands(command)
+    _memory_commands(command, layout)
     _deployment_commands(command)
     _demo_and_worker(commands, layout)
     return parser
@@ -172,6 +174,32 @@ def _conversation_commands(command: Callable[..., Any]) -> None:
     delete = command("delete", "delete a conversation (asks first, unless --yes)", store)
     delete.add_argument("conversation_id")
     delete.add_argument("--yes", action="store_true", help="do not ask")
+
+
+def _memory_commands(command: Callable[..., Any], layout: dict[str, Any]) -> None:
+    """``memory reindex``."""
+    store = _server()
+    store.add_argument("--namespace", help=f"the tenant (default: {DEFAULT_NAMESPACE})")
+    memory = command("memory", "long-term memory: embed the namespace's memories")
+    actions = memory.add_subparsers(dest="action", required=True, metavar="ACTION")
+    reindex = actions.add_parser(
+        "reindex",
+        help="embed every memory that has no vector yet, of every owner",
+        description="Embed every long-term memory of the namespace that has no vector yet "
+        "(stored before its owner had an embedder), owner by owner, a batch per round trip.",
+        parents=[store],
+        **layout,
+    )
+    reindex.add_argument(
+        "--embedder",
+        default="offline",
+        help="'offline', 'hashing' or a dotted path 'package.module:attr' (default: %(default)s)",
+    )
+    reindex.add_argument(
+        "--rebuild",
+        action="store_true",
+        help="drop each owner's vectors first and embed them all again (to change embedders)",
+    )
 
 
 def _deployment_commands(command: Callable[..., Any]) -> None:
@@ -592,6 +620,16 @@ def _demo(args: argparse.Namespace) -> int:
     return 0 if report.ok else _FAILED
 
 
+def _memory(args: argparse.Namespace) -> int:
+    with _target(args) as target:
+        done = reindex_memories(target, args.embedder, rebuild=args.rebuild)
+    for owner in done:
+        who = owner.agent_id if owner.user_id is None else f"{owner.agent_id}/{owner.user_id}"
+        print(f"{_shown(who)}  {owner.embedded}")
+    _say(f"{sum(o.embedded for o in done)} memories embedded, {len(done)} owners")
+    return 0
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "ls": _ls,
     "stats": _stats,
@@ -599,6 +637,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "export": _export,
     "import": _import,
     "delete": _delete,
+    "memory": _memory,
     "doctor": _doctor,
     "acl": _acl,
     "load-scripts": _load_scripts,

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import redis
+from commands import cli
 from memory_samples import MEMORIES, PARAPHRASE_MEMORIES, PARAPHRASE_QUERIES, QUERIES
 from server_cpu import LIMIT_NS, metered
 from test_redis_memory import run_cut
@@ -484,3 +485,29 @@ def test_a_memory_forgotten_while_it_is_embedded_gets_no_vector(server: RedisSer
     assert memory.reindex("a", "u") == 1
     keys = memory.keys("a", "u")
     assert [held(client, keys, m) for m in (first, second)] == [False, True]
+
+
+def test_the_command_line_reindexes_a_namespace(server: RedisServer) -> None:
+    """``redis-history memory reindex`` embeds every owner's memories of its namespace, and
+    no other namespace's; run again it has nothing to do; ``--rebuild`` changes embedders."""
+    client = server.client()
+    plain = RedisLongTermMemory(client, namespace="t")
+    plain.store_many([("aisle seat", OWNER), ("jazz band", OWNER)])
+    plain.store("walk the dog", {"agent_id": "b"})
+    RedisLongTermMemory(client, namespace="other").store("not this one", OWNER)
+    where = ("--redis-url", server.url, "--namespace", "t")
+    done = cli("memory", "reindex", *where, "--embedder", "hashing")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["a/u  2", "b  1"]
+    assert "3 memories embedded, 2 owners" in done.stderr
+    again = cli("memory", "reindex", *where, "--embedder", "hashing")
+    assert again.stdout.splitlines() == ["a/u  0", "b  0"]
+    other = RedisLongTermMemory(client, namespace="other").keys("a", "u")
+    assert not client.exists(other.vectors, other.vector_blobs)
+    refused = cli("memory", "reindex", *where, "--embedder", "tests_embedders:OTHER")
+    assert refused.returncode == 2  # EmbedderMismatchError, a ValueError
+    assert "embedded by hashing-64/64, not by other-32/32; to change, reindex" in refused.stderr
+    rebuilt = cli("memory", "reindex", *where, "--embedder", "tests_embedders:OTHER", "--rebuild")
+    assert rebuilt.stdout.splitlines() == ["a/u  2", "b  1"]
+    moved = RedisLongTermMemory(client, namespace="t", embedder=HashingEmbedder(32, name="other"))
+    assert [r.text for r in moved.recall("jazz", WHO, 1)] == ["jazz band"]

@@ -20,6 +20,6 @@ local function other_embedder(stats, emb)
   local have = redis.call('HGET', stats, 'emb')
   if have and have ~= emb then
     return {MISMATCH, -1, stats .. ': the memories were embedded by ' .. have
-      .. ', not by ' .. emb .. '; reindex them (redis-history memory reindex) to change'}
+      .. ', not by ' .. emb .. '; to change, reindex with rebuild (redis-history memory reindex --rebuild)'}
   end
 end

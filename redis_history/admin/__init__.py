@@ -6,6 +6,7 @@ return; each is usable from Python too.
 - :mod:`~redis_history.admin.target`: the store, namespace and prefix a command works on.
 - :mod:`~redis_history.admin.listing`: ``ls`` and ``stats``.
 - :mod:`~redis_history.admin.dump`: ``export`` and ``import``.
+- :mod:`~redis_history.admin.memories`: ``memory reindex``.
 - :mod:`~redis_history.admin.doctor`: ``doctor``.
 - :mod:`~redis_history.admin.acl`: ``acl``.
 - :mod:`~redis_history.admin.scripts`: ``load-scripts``.
@@ -33,6 +34,7 @@ from redis_history.admin.listing import (
     conversation_stats,
     list_conversations,
 )
+from redis_history.admin.memories import Reindexed, memory_owners, reindex_memories
 from redis_history.admin.scripts import Loaded, load_scripts
 from redis_history.admin.target import Target
 
@@ -43,6 +45,7 @@ __all__ = [
     "Dump",
     "DumpMeta",
     "Loaded",
+    "Reindexed",
     "Report",
     "Target",
     "check_dump",
@@ -55,7 +58,9 @@ __all__ = [
     "list_conversations",
     "load_dump",
     "load_scripts",
+    "memory_owners",
     "read_dump",
+    "reindex_memories",
     "restore",
     "setuser_command",
     "tenant_rule",

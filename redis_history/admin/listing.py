@@ -132,7 +132,7 @@ def _found(
     pattern = conversation_pattern(target.namespace, target.prefix, match)
     found: dict[str, None] = {}
     foreign: dict[str, ValueError] = {}
-    for key in _scan(target, pattern):
+    for key in scan(target, pattern):
         if limit is not None and len(found) + len(foreign) >= limit:
             break
         conversation = conversation_of(key, target.namespace, target.prefix)
@@ -145,7 +145,7 @@ def _found(
     return sorted(found), foreign
 
 
-def _scan(target: Target, pattern: str) -> Iterator[bytes]:
+def scan(target: Target, pattern: str) -> Iterator[bytes]:
     """Every key matching ``pattern`` on every primary (a key may come twice)."""
     for node in target.primaries():
         try:
