@@ -48,6 +48,7 @@ __all__ = [
     "EmbedderMismatchError",
     "EmbeddingError",
     "EncodingUnavailableError",
+    "EndpointError",
     "HistoryError",
     "InvalidMediaError",
     "InvalidMessageError",
@@ -236,17 +237,13 @@ class EmbedderMismatchError(HistoryError, ValueError):
     given: they would not compare. Nothing was written."""
 
 
-class EmbeddingError(HistoryError):
-    """An embedder could not embed: its endpoint failed, or it answered with vectors that are
-    not one per text of one dimension."""
-
-
 class EncodingUnavailableError(HistoryError, RuntimeError):
     """The packaged BPE ranks of an encoding are missing, corrupt or not the expected file."""
 
 
-class SummarizerError(HistoryError):
-    """A summarizer could not produce a summary: HTTP error, timeout or malformed reply.
+class EndpointError(HistoryError):
+    """An HTTP endpoint (a summarizer's, an embedder's) failed: an HTTP error, a timeout or a
+    malformed reply.
 
     The API key never appears in the message. ``status`` is the last HTTP
     status (``None`` for a timeout, a connection error or a malformed body),
@@ -267,6 +264,15 @@ class SummarizerError(HistoryError):
         self.status = status
         self.endpoint = endpoint
         self.attempts = attempts
+
+
+class EmbeddingError(EndpointError):
+    """An embedder could not embed: its endpoint failed, or it answered with vectors that are
+    not one per text of one dimension (``status`` and ``endpoint`` then ``None``)."""
+
+
+class SummarizerError(EndpointError):
+    """A summarizer could not produce a summary: HTTP error, timeout or malformed reply."""
 
 
 class CompactorError(HistoryError):

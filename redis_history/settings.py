@@ -33,6 +33,10 @@ __all__ = [
     "COMPACTOR",
     "DEFAULT_QUEUE",
     "DEFAULT_URL",
+    "EMBEDDER_API_KEY_ENV",
+    "EMBEDDER_BASE_URL",
+    "EMBEDDER_DIMENSIONS",
+    "EMBEDDER_MODEL",
     "METRICS_PORT",
     "PREFIX",
     "QUEUE",
@@ -242,6 +246,30 @@ SUMMARIZER_MAX_RETRIES: Variable[int] = Variable(
     "how often the openai summarizer retries a failed request (0: never)",
     _count,
 )
+EMBEDDER_BASE_URL: Variable[str] = Variable(
+    "REDIS_HISTORY_EMBEDDER_BASE_URL",
+    "https://api.openai.com/v1",
+    "the openai embedder's API root: any OpenAI-compatible embeddings endpoint",
+    _text,
+)
+EMBEDDER_MODEL: Variable[str] = Variable(
+    "REDIS_HISTORY_EMBEDDER_MODEL",
+    "text-embedding-3-small",
+    "the openai embedder's model",
+    _text,
+)
+EMBEDDER_DIMENSIONS: Variable[int] = Variable(
+    "REDIS_HISTORY_EMBEDDER_DIMENSIONS",
+    1536,
+    "the length of the openai embedder's vectors (asked of the model, which must give them)",
+    _count,
+)
+EMBEDDER_API_KEY_ENV: Variable[str] = Variable(
+    "REDIS_HISTORY_EMBEDDER_API_KEY_ENV",
+    "OPENAI_API_KEY",
+    "the name of the variable that holds the openai embedder's API key",
+    _text,
+)
 
 VARIABLES: tuple[Variable[Any], ...] = (
     URL,
@@ -260,6 +288,10 @@ VARIABLES: tuple[Variable[Any], ...] = (
     SUMMARIZER_API_KEY_ENV,
     SUMMARIZER_TIMEOUT,
     SUMMARIZER_MAX_RETRIES,
+    EMBEDDER_BASE_URL,
+    EMBEDDER_MODEL,
+    EMBEDDER_DIMENSIONS,
+    EMBEDDER_API_KEY_ENV,
 )
 """Every variable the package reads, in the order ``docs/operations.md`` lists them."""
 

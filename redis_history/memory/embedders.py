@@ -8,6 +8,8 @@ vectors (recall ranks by cosine), so an embedder need not.
 - :class:`OfflineEmbedder` runs here, with no network: WordLlama's static 256-dimension
   embeddings (``l2_supercat``), whose weights (16 MB) ship in the ``wordllama`` wheel (the
   ``embed`` extra). About a millisecond for a few short texts on one core, numpy only.
+- :class:`OpenAICompatibleEmbedder` asks an OpenAI-compatible ``/embeddings`` endpoint,
+  configured like the summarizer, by the embedder's variables of :mod:`redis_history.settings`.
 - :class:`HashingEmbedder` is a dependency-free stand-in for tests: texts sharing words get
   near vectors, and nothing else (no meaning).
 - Any object with ``name``, ``dimensions`` and ``embed`` works (an OpenAI-compatible
@@ -20,12 +22,16 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 import re
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from redis_history import settings
+from redis_history.endpoints import Endpoint
 from redis_history.errors import EmbeddingError
 from redis_history.plugins import PluginKind
 
@@ -34,6 +40,7 @@ __all__ = [
     "Embedder",
     "HashingEmbedder",
     "OfflineEmbedder",
+    "OpenAICompatibleEmbedder",
     "normalized",
     "resolve_embedder",
 ]
@@ -78,6 +85,139 @@ class AsyncEmbedder(Protocol):
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """One vector per text, in order."""
         ...
+
+
+class OpenAICompatibleEmbedder:
+    """Vectors from an OpenAI-compatible ``POST {base_url}/embeddings`` (OpenAI, vLLM, Ollama,
+    LiteLLM, ...): one request per batch, retried as the summarizer's are
+    (:class:`~redis_history.endpoints.Endpoint`); the API key is never shown by ``repr`` nor
+    put in an error message.
+    """
+
+    def __init__(
+        self,
+        *,
+        base_url: str = settings.EMBEDDER_BASE_URL.default,
+        model: str = settings.EMBEDDER_MODEL.default,
+        dimensions: int = settings.EMBEDDER_DIMENSIONS.default,
+        api_key: str | None = None,
+        api_key_env: str = settings.EMBEDDER_API_KEY_ENV.default,
+        timeout: float = 30.0,
+        max_retries: int = 2,
+        backoff: float = 0.5,
+        max_backoff: float = 8.0,
+        send_dimensions: bool = True,
+        sleep: Callable[[float], object] = time.sleep,
+    ) -> None:
+        """Configure the endpoint; nothing is sent yet.
+
+        Args:
+            base_url: the API root, e.g. ``http://localhost:8000/v1``.
+            model: the model name sent in each request.
+            dimensions: the length of its vectors (recorded with them).
+            api_key: the bearer token; ``None`` reads the variable ``api_key_env``,
+                ``""`` sends no ``Authorization`` header (local servers).
+            api_key_env: the environment variable holding the key.
+            timeout: seconds to wait on connecting and on each read, per attempt.
+            max_retries: retries after the first attempt (``0`` for none).
+            backoff: the first retry's delay in seconds; it doubles each retry.
+            max_backoff: the longest delay between attempts, in seconds.
+            send_dimensions: send ``dimensions`` in the request (OpenAI's
+                ``text-embedding-3`` models shorten their vectors to it; a server that
+                refuses the field wants ``False``).
+            sleep: called with each backoff delay (tests inject a recorder).
+
+        Raises:
+            ValueError: a URL that is not http(s), an empty model, dimensions below 1, a
+                non-positive timeout or a negative retry setting.
+        """
+        if not model:
+            raise ValueError("model must not be empty")
+        if dimensions < 1:
+            raise ValueError(f"dimensions must be at least 1, got {dimensions!r}")
+        self._endpoint = Endpoint(
+            base_url=base_url,
+            path="/embeddings",
+            what="embedder",
+            error=EmbeddingError,
+            api_key=api_key,
+            api_key_env=api_key_env,
+            timeout=timeout,
+            max_retries=max_retries,
+            backoff=backoff,
+            max_backoff=max_backoff,
+            sleep=sleep,
+        )
+        self.model = model
+        self._dimensions = dimensions
+        self.send_dimensions = send_dimensions
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> OpenAICompatibleEmbedder:
+        """An embedder configured by the embedder's variables
+        (:mod:`redis_history.settings`).
+
+        Raises:
+            ValueError: a bad setting; or neither an API key nor a base URL, which would fail
+                every request.
+        """
+        env = os.environ if environ is None else environ
+        key_env = settings.EMBEDDER_API_KEY_ENV.read(env)
+        base_url = settings.EMBEDDER_BASE_URL.read(env)
+        api_key = env.get(key_env, "")
+        if not api_key and base_url == settings.EMBEDDER_BASE_URL.default:
+            raise ValueError(
+                f"the openai embedder has no API key for {base_url}: set {key_env}, or "
+                f"{settings.EMBEDDER_BASE_URL.name} to a server that needs none"
+            )
+        return cls(
+            base_url=base_url,
+            model=settings.EMBEDDER_MODEL.read(env),
+            dimensions=settings.EMBEDDER_DIMENSIONS.read(env),
+            api_key=api_key,
+            api_key_env=key_env,
+        )
+
+    @property
+    def name(self) -> str:
+        """``openai:`` and the model."""
+        return f"openai:{self.model}"
+
+    @property
+    def dimensions(self) -> int:
+        """As configured."""
+        return self._dimensions
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """One request for the batch; the vectors in the order of ``texts``.
+
+        Raises:
+            EmbeddingError: an HTTP error or timeout that retries did not cure, or a reply
+                without one vector per text (``data[i].embedding``, ``data[i].index``).
+        """
+        if not texts:
+            return []
+        body: dict[str, Any] = {"model": self.model, "input": list(texts)}
+        if self.send_dimensions:
+            body["dimensions"] = self._dimensions
+        data, raw, attempts = self._endpoint.post(body)
+        try:
+            rows = sorted(data["data"], key=lambda row: int(row["index"]))
+            vectors = [row["embedding"] for row in rows]
+        except (KeyError, TypeError, ValueError) as exc:
+            error = self._endpoint.malformed("has no data[i].embedding", raw, attempts)
+            raise error from exc
+        if len(vectors) != len(texts):
+            raise self._endpoint.malformed(
+                f"has {len(vectors)} embeddings for {len(texts)} texts", raw, attempts
+            )
+        return [list(vector) for vector in vectors]
+
+    def __repr__(self) -> str:
+        return (
+            f"OpenAICompatibleEmbedder(model={self.model!r}, dimensions={self._dimensions}, "
+            f"{self._endpoint.shown()})"
+        )
 
 
 def normalized(vectors: Any, texts: int, dimensions: int, name: str) -> list[list[float]]:
@@ -218,7 +358,7 @@ _KIND: PluginKind[Embedder | AsyncEmbedder] = PluginKind(
     "Embedder",
     "embedder",
     "embed",
-    lambda: "'offline', 'hashing', or a dotted path 'package.module:attr' to an embedder",
+    lambda: "'offline', 'openai', 'hashing', or a dotted path 'package.module:attr' to one",
 )
 
 
@@ -236,4 +376,9 @@ def resolve_embedder(
     """
     if spec is None:
         return None
-    return _KIND.resolve(spec, {"offline": OfflineEmbedder, "hashing": HashingEmbedder})
+    aliases: dict[str, Callable[[], Embedder | AsyncEmbedder]] = {
+        "offline": OfflineEmbedder,
+        "hashing": HashingEmbedder,
+        "openai": OpenAICompatibleEmbedder.from_env,
+    }
+    return _KIND.resolve(spec, aliases)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from redis_history.endpoints import clip, one_line
 from redis_history.models import Message
 
 __all__ = ["NOTHING", "PREFIX", "clip", "one_line", "previous_summary"]
@@ -10,7 +11,6 @@ PREFIX = "Previously:"
 """How every built-in summary starts, so the agent model reads it as past context."""
 NOTHING = "(nothing)"
 """What follows the prefix in a summary of nothing worth keeping."""
-_ELLIPSIS = "…"
 
 
 def previous_summary(message: Message) -> str | None:
@@ -25,21 +25,3 @@ def previous_summary(message: Message) -> str | None:
     if text.startswith(PREFIX):
         text = text[len(PREFIX) :].strip()
     return "" if text == NOTHING else text
-
-
-def one_line(text: str) -> str:
-    """``text`` with every run of whitespace, newlines included, as one space."""
-    return " ".join(text.split())
-
-
-def clip(text: str, limit: int) -> str:
-    """``text`` cut to at most ``limit`` characters, at a word if one is near, with an ellipsis."""
-    if len(text) <= limit:
-        return text
-    if limit <= len(_ELLIPSIS):
-        return _ELLIPSIS[:limit]
-    cut = text[: limit - len(_ELLIPSIS)]
-    space = cut.rfind(" ")
-    if space >= len(cut) * 2 // 3:
-        cut = cut[:space]
-    return cut.rstrip() + _ELLIPSIS
