@@ -511,3 +511,16 @@ def test_the_command_line_reindexes_a_namespace(server: RedisServer) -> None:
     assert rebuilt.stdout.splitlines() == ["a/u  2", "b  1"]
     moved = RedisLongTermMemory(client, namespace="t", embedder=HashingEmbedder(32, name="other"))
     assert [r.text for r in moved.recall("jazz", WHO, 1)] == ["jazz band"]
+
+
+def test_an_owner_with_vectors_lives_in_one_slot_of_a_cluster(cluster_client: Any) -> None:
+    """On Redis Cluster every key of an owner, its vectors' included, is in one slot, and
+    recall by meaning runs as one script there."""
+    memory = RedisLongTermMemory(cluster_client, embedder=HashingEmbedder())
+    first, _ = memory.store_many([("aisle seat", OWNER), ("jazz band", OWNER)])
+    assert [r.text for r in memory.recall("jazz", WHO, 1)] == ["jazz band"]
+    assert memory.forget(first, WHO)
+    keys = memory.keys("a", "u")
+    slots = {cluster_client.keyslot(key) for key in (*keys.owned, keys.vectors, keys.vector_blobs)}
+    assert len(slots) == 1
+    assert cluster_client.hlen(keys.vector_blobs) == 1
