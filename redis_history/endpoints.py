@@ -17,13 +17,13 @@ import os
 import time
 import urllib.parse
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, ClassVar, Protocol, TypedDict
 
 from redis_history.errors import EndpointError
 from redis_history.models import parse_json
 from redis_history.redact import Redactor, redact_url, url_secrets
 
-__all__ = ["Endpoint", "clip", "one_line"]
+__all__ = ["Endpoint", "EndpointClient", "HttpSettings", "clip", "one_line"]
 
 _RETRY_STATUSES = frozenset({408, 429})
 """Besides 5xx: request timeout and rate limit are worth another try; other 4xx are not."""
@@ -224,6 +224,107 @@ class Endpoint:
             f"base_url={redact_url(self.base_url)!r}, api_key={key}, timeout={self.timeout!r}, "
             f"max_retries={self.max_retries!r}"
         )
+
+
+class Setting(Protocol):
+    """A variable of :mod:`redis_history.settings` holding text (its ``Variable``)."""
+
+    @property
+    def name(self) -> str:
+        """``REDIS_HISTORY_...``."""
+        ...
+
+    @property
+    def default(self) -> str:
+        """Its value when unset."""
+        ...
+
+    def read(self, environ: Mapping[str, str] | None = None) -> str:
+        """Its value in ``environ``, checked; the default when unset."""
+        ...
+
+
+class HttpSettings(TypedDict, total=False):
+    """How a client reaches its endpoint: the keywords every :class:`EndpointClient` takes.
+
+    ``base_url`` the API root (``http://localhost:8000/v1``); ``api_key`` the bearer token
+    (``None`` reads the variable ``api_key_env``, ``""`` sends no ``Authorization`` header);
+    ``timeout`` seconds to wait on connecting and on each read, per attempt; ``max_retries``
+    retries after the first attempt; ``backoff`` the first retry's delay in seconds,
+    doubling each retry, up to ``max_backoff``; ``sleep`` called with each delay (tests
+    inject a recorder).
+    """
+
+    base_url: str
+    api_key: str | None
+    api_key_env: str
+    timeout: float
+    max_retries: int
+    backoff: float
+    max_backoff: float
+    sleep: Callable[[float], object]
+
+
+class EndpointClient:
+    """A client of one OpenAI-compatible endpoint (a summarizer, an embedder): the HTTP
+    settings it takes (:class:`HttpSettings`) and its :class:`Endpoint`."""
+
+    PATH: ClassVar[str]
+    """The endpoint's path below the API root (``/chat/completions``)."""
+    WHAT: ClassVar[str]
+    """What the client is called in error messages (``summarizer``)."""
+    ERROR: ClassVar[type[EndpointError]]
+    """The error a failure raises."""
+
+    def __init_subclass__(cls, *, path: str, what: str, error: type[EndpointError]) -> None:
+        """A kind of client, named in its class statement: the endpoint's ``path``, ``what``
+        errors call the client, the ``error`` they raise."""
+        super().__init_subclass__()
+        cls.PATH, cls.WHAT, cls.ERROR = path, what, error
+
+    def __init__(self, **http: Any) -> None:
+        """Reach the endpoint as ``http`` says (:class:`HttpSettings`); by default the OpenAI
+        API, the key in ``OPENAI_API_KEY``, 60 s per attempt, 2 retries from 0.5 s up to 8 s
+        (the defaults of the summarizer's and the embedder's variables)."""
+        given = http
+        self._endpoint = Endpoint(
+            base_url=given.get("base_url", "https://api.openai.com/v1"),
+            path=self.PATH,
+            what=self.WHAT,
+            error=self.ERROR,
+            api_key=given.get("api_key"),
+            api_key_env=given.get("api_key_env", "OPENAI_API_KEY"),
+            timeout=given.get("timeout", 60.0),
+            max_retries=given.get("max_retries", 2),
+            backoff=given.get("backoff", 0.5),
+            max_backoff=given.get("max_backoff", 8.0),
+            sleep=given.get("sleep", time.sleep),
+        )
+        self.base_url = self._endpoint.base_url
+        self.api_key_env = self._endpoint.api_key_env
+        self.timeout = self._endpoint.timeout
+        self.max_retries = self._endpoint.max_retries
+
+    @classmethod
+    def reached(
+        cls, env: Mapping[str, str], base_url: Setting, api_key_env: Setting
+    ) -> HttpSettings:
+        """The API root and key that the variables ``base_url`` and ``api_key_env`` (the
+        name of the variable holding the key) of ``env`` give.
+
+        Raises:
+            ValueError: a bad setting; or neither an API key nor another API root than the
+                default (OpenAI's), which would fail every request.
+        """
+        key_env = api_key_env.read(env)
+        root = base_url.read(env)
+        api_key = env.get(key_env, "")
+        if not api_key and root == base_url.default:
+            raise ValueError(
+                f"the openai {cls.WHAT} has no API key for {root}: set {key_env}, or "
+                f"{base_url.name} to a server that needs none"
+            )
+        return {"base_url": root, "api_key": api_key, "api_key_env": key_env}
 
 
 def _seconds(value: str | None) -> float | None:

@@ -24,14 +24,13 @@ import hashlib
 import math
 import os
 import re
-import time
 from collections.abc import Callable, Mapping, Sequence
 from functools import cache
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, Unpack, runtime_checkable
 
 from redis_history import settings
-from redis_history.endpoints import Endpoint
+from redis_history.endpoints import EndpointClient, HttpSettings
 from redis_history.errors import EmbeddingError
 from redis_history.plugins import PluginKind
 
@@ -49,9 +48,8 @@ MAX_EMBED_BATCH = 256
 """The most texts a memory hands an embedder in one call (a larger ``store_many`` is cut)."""
 
 
-@runtime_checkable
-class Embedder(Protocol):
-    """Turns texts into vectors of one space."""
+class _Space(Protocol):
+    """What names an embedder's vectors: what a memory records beside them."""
 
     @property
     def name(self) -> str:
@@ -63,31 +61,28 @@ class Embedder(Protocol):
         """The length of every vector."""
         ...
 
+
+@runtime_checkable
+class Embedder(_Space, Protocol):
+    """Turns texts into vectors of one space."""
+
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """One vector per text, in order."""
         ...
 
 
 @runtime_checkable
-class AsyncEmbedder(Protocol):
+class AsyncEmbedder(_Space, Protocol):
     """:class:`Embedder` whose ``embed`` is a coroutine."""
-
-    @property
-    def name(self) -> str:
-        """Names the space."""
-        ...
-
-    @property
-    def dimensions(self) -> int:
-        """The length of every vector."""
-        ...
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """One vector per text, in order."""
         ...
 
 
-class OpenAICompatibleEmbedder:
+class OpenAICompatibleEmbedder(
+    EndpointClient, path="/embeddings", what="embedder", error=EmbeddingError
+):
     """Vectors from an OpenAI-compatible ``POST {base_url}/embeddings`` (OpenAI, vLLM, Ollama,
     LiteLLM, ...): one request per batch, retried as the summarizer's are
     (:class:`~redis_history.endpoints.Endpoint`); the API key is never shown by ``repr`` nor
@@ -96,36 +91,22 @@ class OpenAICompatibleEmbedder:
 
     def __init__(
         self,
-        *,
-        base_url: str = settings.EMBEDDER_BASE_URL.default,
         model: str = settings.EMBEDDER_MODEL.default,
         dimensions: int = settings.EMBEDDER_DIMENSIONS.default,
-        api_key: str | None = None,
-        api_key_env: str = settings.EMBEDDER_API_KEY_ENV.default,
-        timeout: float = 30.0,
-        max_retries: int = 2,
-        backoff: float = 0.5,
-        max_backoff: float = 8.0,
+        *,
         send_dimensions: bool = True,
-        sleep: Callable[[float], object] = time.sleep,
+        **http: Unpack[HttpSettings],
     ) -> None:
         """Configure the endpoint; nothing is sent yet.
 
         Args:
-            base_url: the API root, e.g. ``http://localhost:8000/v1``.
             model: the model name sent in each request.
             dimensions: the length of its vectors (recorded with them).
-            api_key: the bearer token; ``None`` reads the variable ``api_key_env``,
-                ``""`` sends no ``Authorization`` header (local servers).
-            api_key_env: the environment variable holding the key.
-            timeout: seconds to wait on connecting and on each read, per attempt.
-            max_retries: retries after the first attempt (``0`` for none).
-            backoff: the first retry's delay in seconds; it doubles each retry.
-            max_backoff: the longest delay between attempts, in seconds.
             send_dimensions: send ``dimensions`` in the request (OpenAI's
                 ``text-embedding-3`` models shorten their vectors to it; a server that
                 refuses the field wants ``False``).
-            sleep: called with each backoff delay (tests inject a recorder).
+            http: how the endpoint is reached (:class:`~redis_history.endpoints.HttpSettings`);
+                by default the OpenAI API, the key in ``OPENAI_API_KEY``, 60 s, 2 retries.
 
         Raises:
             ValueError: a URL that is not http(s), an empty model, dimensions below 1, a
@@ -135,21 +116,11 @@ class OpenAICompatibleEmbedder:
             raise ValueError("model must not be empty")
         if dimensions < 1:
             raise ValueError(f"dimensions must be at least 1, got {dimensions!r}")
-        self._endpoint = Endpoint(
-            base_url=base_url,
-            path="/embeddings",
-            what="embedder",
-            error=EmbeddingError,
-            api_key=api_key,
-            api_key_env=api_key_env,
-            timeout=timeout,
-            max_retries=max_retries,
-            backoff=backoff,
-            max_backoff=max_backoff,
-            sleep=sleep,
-        )
+        super().__init__(**http)
         self.model = model
-        self._dimensions = dimensions
+        self.name = f"openai:{model}"
+        """``openai:`` and the model."""
+        self.dimensions = dimensions
         self.send_dimensions = send_dimensions
 
     @classmethod
@@ -162,31 +133,9 @@ class OpenAICompatibleEmbedder:
                 every request.
         """
         env = os.environ if environ is None else environ
-        key_env = settings.EMBEDDER_API_KEY_ENV.read(env)
-        base_url = settings.EMBEDDER_BASE_URL.read(env)
-        api_key = env.get(key_env, "")
-        if not api_key and base_url == settings.EMBEDDER_BASE_URL.default:
-            raise ValueError(
-                f"the openai embedder has no API key for {base_url}: set {key_env}, or "
-                f"{settings.EMBEDDER_BASE_URL.name} to a server that needs none"
-            )
-        return cls(
-            base_url=base_url,
-            model=settings.EMBEDDER_MODEL.read(env),
-            dimensions=settings.EMBEDDER_DIMENSIONS.read(env),
-            api_key=api_key,
-            api_key_env=key_env,
-        )
-
-    @property
-    def name(self) -> str:
-        """``openai:`` and the model."""
-        return f"openai:{self.model}"
-
-    @property
-    def dimensions(self) -> int:
-        """As configured."""
-        return self._dimensions
+        http = cls.reached(env, settings.EMBEDDER_BASE_URL, settings.EMBEDDER_API_KEY_ENV)
+        model = settings.EMBEDDER_MODEL.read(env)
+        return cls(model=model, dimensions=settings.EMBEDDER_DIMENSIONS.read(env), **http)
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """One request for the batch; the vectors in the order of ``texts``.
@@ -199,7 +148,7 @@ class OpenAICompatibleEmbedder:
             return []
         body: dict[str, Any] = {"model": self.model, "input": list(texts)}
         if self.send_dimensions:
-            body["dimensions"] = self._dimensions
+            body["dimensions"] = self.dimensions
         data, raw, attempts = self._endpoint.post(body)
         try:
             rows = sorted(data["data"], key=lambda row: int(row["index"]))
@@ -215,7 +164,7 @@ class OpenAICompatibleEmbedder:
 
     def __repr__(self) -> str:
         return (
-            f"OpenAICompatibleEmbedder(model={self.model!r}, dimensions={self._dimensions}, "
+            f"OpenAICompatibleEmbedder(model={self.model!r}, dimensions={self.dimensions}, "
             f"{self._endpoint.shown()})"
         )
 
@@ -270,27 +219,19 @@ class OfflineEmbedder:
         if dimensions not in (64, 128, 256):
             raise ValueError(f"dimensions must be 64, 128 or 256, got {dimensions!r}")
         self._model = _wordllama()
-        self._dimensions = dimensions
-
-    @property
-    def name(self) -> str:
+        self.dimensions = dimensions
+        self.name = f"wordllama-l2_supercat-{dimensions}"
         """``wordllama-l2_supercat``, with the dimensions."""
-        return f"wordllama-l2_supercat-{self._dimensions}"
-
-    @property
-    def dimensions(self) -> int:
-        """64, 128 or 256."""
-        return self._dimensions
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """One vector per text."""
         if not texts:
             return []
         vectors = self._model.embed(list(texts), norm=False, return_np=True)
-        return [row[: self._dimensions].tolist() for row in vectors]
+        return [row[: self.dimensions].tolist() for row in vectors]
 
     def __repr__(self) -> str:
-        return f"OfflineEmbedder(dimensions={self._dimensions})"
+        return f"OfflineEmbedder(dimensions={self.dimensions})"
 
 
 @cache
@@ -323,34 +264,26 @@ class HashingEmbedder:
     def __init__(self, dimensions: int = 64, *, name: str = "hashing") -> None:
         if not 2 <= dimensions <= 4096:
             raise ValueError(f"dimensions must be 2 to 4096, got {dimensions!r}")
-        self._dimensions = dimensions
-        self._name = name
-
-    @property
-    def name(self) -> str:
+        self.dimensions = dimensions
+        self.name = f"{name}-{dimensions}"
         """``hashing`` (or the name given), with the dimensions."""
-        return f"{self._name}-{self._dimensions}"
-
-    @property
-    def dimensions(self) -> int:
-        """As given."""
-        return self._dimensions
+        self._name = name
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """One vector per text: each word adds 1 at the place its hash names, and a word
         no text has leaves a small constant, so that no vector is zero."""
         out = []
         for text in texts:
-            row = [0.0] * self._dimensions
+            row = [0.0] * self.dimensions
             row[0] = 1e-3
             for word in re.findall(r"\w+", text.lower()):
                 digest = hashlib.blake2b(word.encode(), digest_size=8).digest()
-                row[int.from_bytes(digest, "big") % self._dimensions] += 1.0
+                row[int.from_bytes(digest, "big") % self.dimensions] += 1.0
             out.append(row)
         return out
 
     def __repr__(self) -> str:
-        return f"HashingEmbedder({self._dimensions}, name={self._name!r})"
+        return f"HashingEmbedder({self.dimensions}, name={self._name!r})"
 
 
 _KIND: PluginKind[Embedder | AsyncEmbedder] = PluginKind(

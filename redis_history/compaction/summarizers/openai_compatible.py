@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import json
 import os
-import time
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Self
+from collections.abc import Mapping, Sequence
+from typing import Any, Self, Unpack
 
 from redis_history import settings
 from redis_history.compaction.summarizers._text import PREFIX, previous_summary
 from redis_history.compaction_policy import CompactionContext
-from redis_history.endpoints import Endpoint
+from redis_history.endpoints import EndpointClient, HttpSettings
 from redis_history.errors import SummarizerError
 from redis_history.models import Message
 from redis_history.redact import redact_url
@@ -73,7 +72,9 @@ def render_transcript(messages: Sequence[Message]) -> str:
     return "\n\n".join(blocks)
 
 
-class OpenAICompatibleSummarizer:
+class OpenAICompatibleSummarizer(
+    EndpointClient, path="/chat/completions", what="summarizer", error=SummarizerError
+):
     """Summaries from an OpenAI-compatible chat-completions endpoint (OpenAI, vLLM, Ollama, ...).
 
     One ``POST {base_url}/chat/completions`` per summary: the system
@@ -89,36 +90,24 @@ class OpenAICompatibleSummarizer:
     def __init__(
         self,
         *,
-        base_url: str = settings.SUMMARIZER_BASE_URL.default,
         model: str = settings.SUMMARIZER_MODEL.default,
-        api_key: str | None = None,
-        api_key_env: str = settings.SUMMARIZER_API_KEY_ENV.default,
-        timeout: float = settings.SUMMARIZER_TIMEOUT.default,
-        max_retries: int = settings.SUMMARIZER_MAX_RETRIES.default,
-        backoff: float = 0.5,
-        max_backoff: float = 8.0,
         prompt: str = DEFAULT_PROMPT,
         max_tokens: int | None = 1024,
         temperature: float | None = 0.0,
-        sleep: Callable[[float], object] = time.sleep,
+        **http: Unpack[HttpSettings],
     ) -> None:
         """Configure the endpoint; nothing is sent yet.
 
         Args:
-            base_url: the API root, e.g. ``http://localhost:8000/v1``.
             model: the model name sent in each request.
-            api_key: the bearer token; ``None`` reads the variable ``api_key_env``,
-                ``""`` sends no ``Authorization`` header (local servers).
-            api_key_env: the environment variable holding the key.
-            timeout: seconds to wait on connecting and on each read, per attempt.
-            max_retries: retries after the first attempt (``0`` for none).
-            backoff: the first retry's delay in seconds; it doubles each retry.
-            max_backoff: the longest delay between attempts, in seconds.
             prompt: the system instruction.
             max_tokens: the reply's token limit; ``None`` leaves it out.
             temperature: the sampling temperature; ``None`` leaves it out (some
                 reasoning models accept only their default).
-            sleep: called with each backoff delay (tests inject a recorder).
+            http: how the endpoint is reached (:class:`~redis_history.endpoints.HttpSettings`:
+                ``base_url``, ``api_key``, ``api_key_env``, ``timeout``, ``max_retries``,
+                ``backoff``, ``max_backoff``, ``sleep``); by default the OpenAI API, the
+                key in ``OPENAI_API_KEY``, 60 s, 2 retries from 0.5 s up to 8 s.
 
         Raises:
             ValueError: a URL that is not http(s), an empty model, or a
@@ -128,27 +117,9 @@ class OpenAICompatibleSummarizer:
             raise ValueError("model must not be empty")
         if max_tokens is not None and max_tokens <= 0:
             raise ValueError(f"max_tokens must be positive or None, got {max_tokens!r}")
-        self._endpoint = Endpoint(
-            base_url=base_url,
-            path="/chat/completions",
-            what="summarizer",
-            error=SummarizerError,
-            api_key=api_key,
-            api_key_env=api_key_env,
-            timeout=timeout,
-            max_retries=max_retries,
-            backoff=backoff,
-            max_backoff=max_backoff,
-            sleep=sleep,
-        )
-        self.base_url = self._endpoint.base_url
+        super().__init__(**http)
         self.endpoint = self._endpoint.url
         self.model = model
-        self.api_key_env = api_key_env
-        self.timeout = timeout
-        self.max_retries = max_retries
-        self.backoff = backoff
-        self.max_backoff = max_backoff
         self.prompt = prompt
         self.max_tokens = max_tokens
         self.temperature = temperature
@@ -176,23 +147,10 @@ class OpenAICompatibleSummarizer:
         """
         env = os.environ if environ is None else environ
         max_retries = settings.SUMMARIZER_MAX_RETRIES.read(env)
-        key_env = settings.SUMMARIZER_API_KEY_ENV.read(env)
         timeout = settings.SUMMARIZER_TIMEOUT.read(env)
-        base_url = settings.SUMMARIZER_BASE_URL.read(env)
-        api_key = env.get(key_env, "")
-        if not api_key and base_url == settings.SUMMARIZER_BASE_URL.default:
-            raise ValueError(
-                f"the openai summarizer has no API key for {base_url}: set {key_env}, or "
-                f"{settings.SUMMARIZER_BASE_URL.name} to a server that needs none"
-            )
-        return cls(
-            base_url=base_url,
-            model=settings.SUMMARIZER_MODEL.read(env),
-            api_key=api_key,
-            api_key_env=key_env,
-            timeout=timeout,
-            max_retries=max_retries,
-        )
+        http = cls.reached(env, settings.SUMMARIZER_BASE_URL, settings.SUMMARIZER_API_KEY_ENV)
+        http["timeout"], http["max_retries"] = timeout, max_retries
+        return cls(model=settings.SUMMARIZER_MODEL.read(env), **http)
 
     def request_body(self, messages: Sequence[Message]) -> dict[str, Any]:
         """The JSON body sent to summarize ``messages``."""
