@@ -145,15 +145,17 @@ LOOP = "local x = 0 for i = 1, tonumber(ARGV[1]) do x = x + i end return x"
 
 @pytest.mark.real_redis
 def test_the_meter_fails_a_call_over_250_ms(redis_server: RedisServer) -> None:
-    """The bound the tests below hold can fail: a script that loops for 300 ms of the server's
+    """The bound the tests below hold can fail: a script that loops for 400 ms of the server's
     CPU (its length found from a shorter loop's, in CPU time too) is charged over 250 ms,
     however busy the machine. The metered client keeps the store's connection lane, so the
     tests below take the paths production takes (staged transactions too)."""
     client = metered(redis_server)
     assert lane.lane_of(client.connection_pool) is None
-    client.eval(LOOP, 0, 1_000_000)
-    short, _ = client.meter.calls[-1]
-    client.eval(LOOP, 0, 1_000_000 * 300_000_000 // short)
+    shorts = []
+    for _ in range(3):  # the least: another client's command run meanwhile only adds
+        client.eval(LOOP, 0, 1_000_000)
+        shorts.append(client.meter.calls[-1][0])
+    client.eval(LOOP, 0, 1_000_000 * 400_000_000 // min(shorts))
     assert [what for _, what in client.meter.over()] == [f"EVAL {LOOP}"[:80]]
     RedisHistory(client, "c").append(Message.user("q"))
     assert lane.lane_of(client.connection_pool) is not None
