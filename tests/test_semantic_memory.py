@@ -19,7 +19,7 @@ from memory_samples import MEMORIES, PARAPHRASE_MEMORIES, PARAPHRASE_QUERIES, QU
 from server_cpu import LIMIT_NS, metered
 from test_redis_memory import run_cut
 
-from redis_history import EmbedderMismatchError, EmbeddingError, Message
+from redis_history import EmbedderMismatchError, EmbeddingError, LimitExceededError, Message
 from redis_history.context import HistoryManager, HistoryManagerConfig
 from redis_history.demo.server import RedisServer
 from redis_history.memory import (
@@ -30,10 +30,12 @@ from redis_history.memory import (
 )
 from redis_history.memory.base import MemoryRecord
 from redis_history.memory.embedders import (
+    MAX_DIMENSIONS,
     MAX_EMBED_BATCH,
     Embedder,
     HashingEmbedder,
     OfflineEmbedder,
+    checked_space,
     normalized,
     resolve_embedder,
 )
@@ -573,3 +575,25 @@ def test_the_manager_recalls_a_memory_by_meaning(
     question = Message.user("Should I order them a steak?")
     prepared = manager.prepare_messages(2_000, "You are a host.", [], [question], WHO)
     assert "Has not eaten meat or fish since 2018." in prepared.messages[0].content
+
+
+def test_longer_vectors_than_the_limit_are_refused_before_anything_is_sent(
+    redis_server: RedisServer,
+) -> None:
+    client = redis_server.client()
+    with pytest.raises(LimitExceededError, match="dimensions"):
+        RedisLongTermMemory(client, embedder=HashingEmbedder(MAX_DIMENSIONS + 1))
+    with pytest.raises(ValueError, match="without '/'"):
+        RedisLongTermMemory(client, embedder=HashingEmbedder(8, name="a/b"))
+    assert checked_space(HashingEmbedder(MAX_DIMENSIONS)) == f"hashing-768/{MAX_DIMENSIONS}"
+
+
+def test_the_longest_vectors_of_a_full_owner_are_searched_within_250_ms(
+    server: RedisServer,
+) -> None:
+    """MAX_MEMORIES vectors of MAX_DIMENSIONS numbers: the Redis 7 script's scan, the
+    costliest accepted input, stays under 250 ms of the server's CPU (and Redis 8 too)."""
+    texts = [f"memory {i} of topic {i % 101} and mood {i % 7}" for i in range(MAX_MEMORIES)]
+    times = searched(server, HashingEmbedder(MAX_DIMENSIONS), texts, "topic 3 and mood 2")
+    assert len(times) >= 3
+    assert max(times) < LIMIT_NS, times

@@ -29,23 +29,46 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Protocol, Unpack, runtime_checkable
 
-from redis_history import settings
+from redis_history import limits, settings
 from redis_history.endpoints import EndpointClient, HttpSettings
 from redis_history.errors import EmbeddingError
 from redis_history.plugins import PluginKind
 
 __all__ = [
+    "MAX_DIMENSIONS",
+    "MAX_EMBED_BATCH",
     "AsyncEmbedder",
     "Embedder",
     "HashingEmbedder",
     "OfflineEmbedder",
     "OpenAICompatibleEmbedder",
+    "checked_space",
     "normalized",
     "resolve_embedder",
 ]
 
 MAX_EMBED_BATCH = 256
 """The most texts a memory hands an embedder in one call (a larger ``store_many`` is cut)."""
+MAX_DIMENSIONS = 768
+"""The longest vectors a memory keeps: on Redis 6.2 and 7 a recall scans an owner's vectors
+in a script, and 5,000 of 768 numbers take it about 150 ms (``tests/test_semantic_memory.py``
+holds it under 250 ms of server CPU)."""
+
+
+def checked_space(embedder: Embedder | AsyncEmbedder) -> str:
+    """The embedder as an owner's stats hash records it, ``<name>/<dimensions>``.
+
+    Raises:
+        LimitExceededError: more than :data:`MAX_DIMENSIONS` dimensions.
+        ValueError, TypeError: a name that is not a short text, dimensions below 2 or not
+            an integer.
+    """
+    name, dimensions = embedder.name, embedder.dimensions
+    if not isinstance(name, str) or not 0 < len(name) <= 200 or "/" in name:
+        raise ValueError(f"an embedder's name is 1 to 200 characters without '/', got {name!r}")
+    limits.count(dimensions, "an embedder's dimensions", low=2)
+    limits.limited(dimensions, MAX_DIMENSIONS, "an embedder's dimensions")
+    return f"{name}/{dimensions}"
 
 
 class _Space(Protocol):

@@ -72,6 +72,7 @@ from redis_history.memory.embedders import (
     MAX_EMBED_BATCH,
     AsyncEmbedder,
     Embedder,
+    checked_space,
     normalized,
     resolve_embedder,
 )
@@ -361,8 +362,9 @@ class _Memory:
             clock: milliseconds since the epoch, for the stored times (tests inject one).
             embedder: what makes the memories' vectors, for recall by meaning as well as by
                 keywords (an :class:`~redis_history.memory.embedders.Embedder`,
-                ``"offline"``, ``"hashing"`` or a dotted path); ``None`` recalls by
-                keywords alone.
+                ``"offline"``, ``"openai"``, ``"hashing"`` or a dotted path), of at most
+                :data:`~redis_history.memory.embedders.MAX_DIMENSIONS` dimensions; ``None``
+                recalls by keywords alone.
 
         Raises:
             UnsupportedClientError: a client made with ``decode_responses=True``.
@@ -376,9 +378,7 @@ class _Memory:
         self._redactor = Redactor.of(*client_secrets(client))
         self.embedder = resolve_embedder(embedder)
         """What makes the vectors, or ``None``."""
-        self._space = (
-            "" if self.embedder is None else f"{self.embedder.name}/{self.embedder.dimensions}"
-        )
+        self._space = "" if self.embedder is None else checked_space(self.embedder)
         """The embedder as the owner's stats hash records it (``emb``)."""
 
     def _error(self, exc: Exception, key: str = "a memory key") -> HistoryError:
