@@ -48,18 +48,32 @@ if nf > 0 then
   allowed = {}
   for _, id in ipairs(ids) do allowed[id] = true end
 end
+local stored = {}  -- the ids in `recent`: read once, not a ZSCORE a vector
+for _, id in ipairs(redis.call('ZREVRANGE', recent, 0, -1)) do stored[id] = true end
 local function wanted(id)
-  return (not allowed or allowed[id]) and redis.call('ZSCORE', recent, id)
+  return (not allowed or allowed[id]) and stored[id]
 end
 local function rounded(score) return math.floor(score * 1e6 + 0.5) / 1e6 end
 
 local found = {}
--- Sort `found` ({id, score, numeric id} each) nearest first, the newest first on equal scores.
-local function rank(found)
-  table.sort(found, function(a, b)
-    if a[2] ~= b[2] then return a[2] > b[2] end
-    return a[3] > b[3]
-  end)
+-- Whether candidate `a` ({id, score, numeric id}) goes before `b`: nearer, or as near and newer.
+local function before(a, b)
+  if a[2] ~= b[2] then return a[2] > b[2] end
+  return a[3] > b[3]
+end
+
+-- Sort `found` in that order.
+local function rank(found) table.sort(found, before) end
+
+-- Put `candidate` in its place in `top`, kept in that order and at most `n` long.
+local function keep(top, n, candidate)
+  if #top == n and not before(candidate, top[n]) then return end
+  local i = math.min(#top, n - 1)
+  while i >= 1 and before(candidate, top[i]) do
+    top[i + 1] = top[i]
+    i = i - 1
+  end
+  top[i + 1] = candidate
 end
 if mode == 'set' then
   -- the nearest 4n + 16, or, unless they hold n wanted memories the n-th of which is nearer
@@ -78,6 +92,7 @@ if mode == 'set' then
     count = held
   end
 else
+  local top = {}
   local format = '<' .. string.rep('f', dim)
   local query = {struct.unpack(format, ARGV[2])}
   local all = redis.call('HGETALL', vhash)
@@ -90,10 +105,10 @@ else
     if wanted(id) then
       local v, dot = {struct.unpack(format, blob)}, 0
       for j = 1, dim do dot = dot + query[j] * v[j] end
-      found[#found + 1] = {id, rounded((1 + dot) / 2), tonumber(id)}
+      keep(top, n, {id, rounded((1 + dot) / 2), tonumber(id)})
     end
   end
-  rank(found)
+  found = top
 end
 for i = 1, math.min(n, #found) do
   local id = found[i][1]

