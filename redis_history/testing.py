@@ -598,12 +598,7 @@ class InMemoryHistory:
 
     def iter_transcript(self, page_size: int = 500) -> Iterator[Message]:
         """The full record, ``page_size`` entries at a time."""
-        pages = TranscriptPages()
-        start: int | None = 0
-        while start is not None:
-            page = self.transcript_page(start, page_size)
-            yield from pages.fresh(page)
-            start = page.next
+        return TranscriptPages().every(lambda start: self.transcript_page(start, page_size))
 
     def compaction_state(self) -> CompactionState:
         """The compaction state (``Ready`` when never set)."""

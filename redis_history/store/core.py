@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import uuid
-from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, NamedTuple, TypeVar, get_args
@@ -204,6 +204,14 @@ class TranscriptPages:
         fresh = [m for m in page.messages if m.id not in self._previous]
         self._previous = {m.id for m in page.messages}
         return fresh
+
+    def every(self, read: Callable[[int], TranscriptPage]) -> Iterator[Message]:
+        """The whole record, a page at a time from position 0, each page ``read(start)``."""
+        start: int | None = 0
+        while start is not None:
+            page = read(start)
+            yield from self.fresh(page)
+            start = page.next
 
 
 OP_TOKEN_BYTES = 6

@@ -617,12 +617,7 @@ class RedisHistory(_History, Runner):
 
     def iter_transcript(self, page_size: int = 500) -> Iterator[Message]:
         """The full record, read ``page_size`` entries per round trip."""
-        pages = TranscriptPages()
-        start: int | None = 0
-        while start is not None:
-            page = self.transcript_page(start, page_size)
-            yield from pages.fresh(page)
-            start = page.next
+        return TranscriptPages().every(lambda start: self.transcript_page(start, page_size))
 
     def __len__(self) -> int:
         return self.len()
