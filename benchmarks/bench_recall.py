@@ -28,6 +28,7 @@ from memory_samples import (
     PARAPHRASE_MEMORIES,
     PARAPHRASE_QUERIES,
     QUERIES,
+    top_three,
 )
 
 from redis_history.demo.server import RedisServer, vector_redis_server
@@ -56,13 +57,7 @@ def recall_at(ranked: Sequence[Sequence[int]], queries: Sequence[Question], k: i
 
 def rankings(server: RedisServer, data: Labelled, embedder: Embedder | None) -> list[list[int]]:
     """Each question's top 3, as positions in the set's memories."""
-    client = server.client()
-    client.flushall()
-    memory = RedisLongTermMemory(client, embedder=embedder)
-    memories, queries = data
-    ids = memory.store_many([(text, OWNER) for text in memories])
-    position = {memory_id: i for i, memory_id in enumerate(ids)}
-    return [[position[r.memory_id or ""] for r in memory.recall(q, WHO, 3)] for q, _ in queries]
+    return top_three(server.client(), embedder, *data)
 
 
 def query_cpu(embedder: Embedder, queries: Sequence[str], runs: int = 5) -> float:

@@ -4,6 +4,9 @@ and later memories share the questions' words, so newest-first ranking alone doe
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 from redis_history.memory import MemoryFilters
 from redis_history.memory.redis_memory import MAX_QUERY_TERMS, RedisLongTermMemory, terms
 
@@ -89,6 +92,23 @@ def recall_at_k(ranked: list[list[int]], k: int) -> float:
     for (_, relevant), got in zip(QUERIES, ranked, strict=True):
         total += len(relevant & set(got[:k])) / len(relevant)
     return total / len(QUERIES)
+
+
+def top_three(
+    client: Any,
+    embedder: Any,
+    memories: Sequence[str],
+    questions: Sequence[tuple[str, frozenset[int]]],
+) -> list[list[int]]:
+    """Each question's top 3 as positions in ``memories``, which one user holds alone on
+    ``client`` (flushed first), recalled with ``embedder`` (``None``: by keywords alone)."""
+    client.flushall()
+    memory = RedisLongTermMemory(client, embedder=embedder)
+    owner = {"agent_id": "a", "user_id": "u"}
+    ids = memory.store_many([(text, owner) for text in memories])
+    position = {memory_id: i for i, memory_id in enumerate(ids)}
+    who = MemoryFilters("a", "u")
+    return [[position[r.memory_id or ""] for r in memory.recall(q, who, 3)] for q, _ in questions]
 
 
 def rankings(memory: RedisLongTermMemory, top_k: int) -> tuple[list[list[int]], list[list[int]]]:

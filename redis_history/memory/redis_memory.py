@@ -528,9 +528,11 @@ class _Memory:
         if top_k == 0 or (not wanted and self.embedder is None):
             return []
         if self.embedder is None:
-            return (yield from self._keywords(keys, sets, wanted, filters, top_k))
+            records: builtins.list[MemoryRecord] = yield _Send(
+                self._keywords(keys, sets, wanted, filters, top_k)
+            )
+            return records
         n = max(top_k, CANDIDATES)
-        by_words = (yield from self._keywords(keys, sets, wanted, filters, n)) if wanted else []
         (vector,) = yield from self._vectors([query])
         call = _memory_call(
             lambda reply: (int(reply[0]), self._records(reply[1:], filters, scored=True)),
@@ -539,10 +541,28 @@ class _Memory:
             sets,
             (self._space, vector, len(vector) // 4, n, len(sets)),
         )
-        missing, by_meaning = yield _Send(call)
+        calls = (call, self._keywords(keys, sets, wanted, filters, n)) if wanted else (call,)
+        (missing, by_meaning), *by_words = yield from self._together(calls)
         if missing and (yield from self._backfill(keys)):  # stored before it had vectors
             missing, by_meaning = yield _Send(call)
-        return fused(by_words, by_meaning, top_k)
+        return fused(by_words[0] if by_words else [], by_meaning, top_k)
+
+    def _together(self, calls: tuple[Call[Any], ...]) -> Plan[_Step, builtins.list[Any]]:
+        """Each call's result, the calls sent in one pipeline (one round trip); a call whose
+        script the server did not know is sent again by itself."""
+        try:
+            replies = yield _Pipeline(calls)
+        except RedisFailure as exc:
+            raise self._error(exc) from exc
+        results: builtins.list[Any] = []
+        for call, reply in zip(calls, replies, strict=True):
+            if resent(reply):
+                results.append((yield _Send(call)))
+            elif isinstance(reply, RedisFailure):
+                raise self._error(reply) from reply
+            else:
+                results.append(call.parse(reply))
+        return results
 
     def _backfill(self, keys: MemoryKeys) -> Plan[_Step, int]:
         """Embed up to :data:`MAX_EMBED_BATCH` of the owner's memories that have no vector,
@@ -591,17 +611,15 @@ class _Memory:
         wanted: builtins.list[str],
         filters: MemoryFilters,
         top_k: int,
-    ) -> Plan[_Step, builtins.list[MemoryRecord]]:
-        """The top ``top_k`` by BM25."""
-        call = _memory_call(
+    ) -> Call[builtins.list[MemoryRecord]]:
+        """The call of the top ``top_k`` by BM25."""
+        return _memory_call(
             lambda reply: self._records(reply, filters, scored=True),
             "memory_recall",
             (keys.stats, keys.docs, keys.recent),
             [*sets, *map(keys.term, wanted)],
             (top_k, len(sets), RECALL_BUDGET),
         )
-        records: builtins.list[MemoryRecord] = yield _Send(call)
-        return records
 
     def _records(
         self, reply: Any, filters: MemoryFilters, *, scored: bool
