@@ -19,10 +19,14 @@ then nf filter sets (a conversation, tags), then one postings HASH per distinct 
 ARGV[1] top_k    the most memories returned (> 0)
 ARGV[2] nf       filter sets given
 ARGV[3] budget   the most postings and scores a recall goes over
+ARGV[4] scheme   how the query's terms were made (memory_unindexed)
 
 Returns {id, score, record, ...}, best first, equal scores newest first as `recent` orders
-them; the score as text. Or {CORRUPT, -1, reason} when a key, a stats field or a posting is
-not what the memory writes.
+them; the score as text. Or {UNINDEXED, -1, reason} when some of the owner's memories may
+have been indexed by other terms than the query's (the stats hash does not name its scheme
+under "terms"), for the caller to index them again first (memory_unindexed), and
+{CORRUPT, -1, reason} when a key, a stats field or a posting is not what the memory writes,
+or the stats hash names another scheme.
 ]]
 --- @include "memory_types"
 --- @include "memory_counts"
@@ -47,6 +51,13 @@ local counts, bad = read_counts(stats, 'docs', 'len')
 if bad then return bad end
 local n = counts[1]
 if n <= 0 then return {} end
+local scheme = redis.call('HGET', stats, 'terms')
+if not scheme then
+  return {UNINDEXED, -1, stats .. ': memories stored before ' .. ARGV[4] .. ' terms are not indexed again yet'}
+elseif scheme ~= ARGV[4] then
+  return {CORRUPT, -1, stats .. ': the memories are indexed by ' .. scheme .. ' terms, not '
+    .. ARGV[4] .. ' as this version makes them'}
+end
 local avg = counts[2] / n
 if avg <= 0 then avg = 1 end
 

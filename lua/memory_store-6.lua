@@ -16,12 +16,14 @@ store then writes nothing and replies with its id, to have that forget finished 
 the store sent again, which keeps a new memory.
 
 The record is a JSON object: t the text, c its conversations, g its tags, m its extra
-metadata, at and up when first and last stored (ms), n its length in terms, k its terms. It
+metadata, at and up when first and last stored (ms), n its length in terms, k its terms, s
+how they were made (a record stored before had none). It
 holds only strings (and n): each metadata value as its JSON text and the times as decimal
 text, so that cjson, which rounds numbers to 14 digits and writes an empty list as {}, never
 changes what the caller stored.
 
-KEYS[1] stats    HASH  seq (the last id), docs (memories), len (their terms in all),
+KEYS[1] stats    HASH  seq (the last id), docs (memories), len (their terms in all), terms
+                       (the scheme of every memory's terms),
                        "+" .. hash -> id while that store is unfinished,
                        "-" .. hash -> id while a forget of that memory is
 KEYS[2] docs     HASH  id -> record (JSON)
@@ -40,7 +42,9 @@ ARGV[7..10] the limits: memories of an owner, then tags, conversations and bytes
          metadata (keys and JSON texts) of one memory
 ARGV[11] emb      the embedder ("<name>/<dimensions>"), or '' for no vector
 ARGV[12] vector   the memory's vector, little-endian float32, normalized ('' for none)
-ARGV[13..] one posting per term key, in order: length * 1000 + the term's frequency
+ARGV[13] scheme   how the terms were made (memory_unindexed), recorded in the stats hash
+         ("terms") by the owner's first memory
+ARGV[14..] one posting per term key, in order: length * 1000 + the term's frequency
 
 Returns {id, 1} for a new memory, {id, 0} for a merge; or, having written nothing, {id, 2}
 when the memory id with this text is being forgotten, {LIMIT, -1, reason} when the owner is
@@ -156,12 +160,14 @@ if not id then
       .. most.memories}
   end
   id = string.format('%d', counts[1] + 1)
-  redis.call('HSET', stats, 'seq', id, 'docs', string.format('%d', counts[2] + 1),
-    'len', string.format('%d', counts[3] + length), note, id)
+  local fields = {'seq', id, 'docs', string.format('%d', counts[2] + 1),
+    'len', string.format('%d', counts[3] + length), note, id}
+  if counts[2] == 0 then fields[#fields + 1], fields[#fields + 2] = 'terms', ARGV[13] end
+  redis.call('HSET', stats, unpack(fields))
 end
 redis.call('HSET', dedup, hash, id)
 for i = 7, sets do redis.call('SADD', KEYS[i], id) end
-for i = sets + 1, #KEYS do redis.call('HSET', KEYS[i], id, ARGV[i - sets + 12]) end
+for i = sets + 1, #KEYS do redis.call('HSET', KEYS[i], id, ARGV[i - sets + 13]) end
 keep_vector(id)
 redis.call('HSET', docs, id, ARGV[3])
 redis.call('ZADD', recent, now, id)

@@ -17,9 +17,17 @@ ARGV[2] query    the query's vector, little-endian float32, normalized
 ARGV[3] dim      its dimensions
 ARGV[4] n        the most memories returned (> 0)
 ARGV[5] nf       filter sets given
+ARGV[6] cursor   where this call's scan of the vectors' hash starts ('0': at the start)
+ARGV[7] budget   the most vectors one call reads from the hash
 
-Returns {missing, id, score, record, ...}, nearest first, `missing` (text) the owner's
-memories that have no vector yet; or {MISMATCH, -1, reason} when the owner's vectors were made
+Where the server has no vector sets the hash is read a part per call, by HSCAN from
+`cursor`, `budget` vectors at most (so no call runs long however long the vectors are); the
+caller calls again from the cursor returned until it is '0', and keeps the n nearest of all
+the parts (HSCAN returns every vector held throughout at least once).
+
+Returns {missing, cursor, id, score, record, ...}, nearest first, `missing` (text) the
+owner's memories that have no vector yet, `cursor` where the next part starts ('0': none),
+each record '' unless this call read every vector (then the n are the owner's nearest); or {MISMATCH, -1, reason} when the owner's vectors were made
 by another embedder, {CORRUPT, -1, reason} when a key, a count or a vector is not what the
 memory writes.
 ]]
@@ -39,8 +47,9 @@ local mode, refused = vector_mode(vset)
 if not mode then return refused end
 local held
 if mode == 'set' then held = redis.call('VCARD', vset) else held = redis.call('HLEN', vhash) end
-local out = {string.format('%d', math.max(counts[1] - held, 0))}
+local out = {string.format('%d', math.max(counts[1] - held, 0)), '0'}
 if held == 0 then return out end
+local whole_scan = true
 
 local allowed
 if nf > 0 then
@@ -48,10 +57,11 @@ if nf > 0 then
   allowed = {}
   for _, id in ipairs(ids) do allowed[id] = true end
 end
-local stored = {}  -- the ids in `recent`: read once, not a ZSCORE a vector
-for _, id in ipairs(redis.call('ZREVRANGE', recent, 0, -1)) do stored[id] = true end
+-- whether memory id passes the filters and is in `recent` (stored whole, not being
+-- forgotten); looked up only for the ids that would rank
 local function wanted(id)
-  return (not allowed or allowed[id]) and stored[id]
+  if allowed and not allowed[id] then return false end
+  return redis.call('ZSCORE', recent, id) ~= false
 end
 local function rounded(score) return math.floor(score * 1e6 + 0.5) / 1e6 end
 
@@ -92,27 +102,53 @@ if mode == 'set' then
     count = held
   end
 else
-  local top = {}
-  local format = '<' .. string.rep('f', dim)
-  local query = {struct.unpack(format, ARGV[2])}
-  local all = redis.call('HGETALL', vhash)
-  for i = 1, #all, 2 do
-    local id, blob = all[i], all[i + 1]
-    if #blob ~= 4 * dim then
-      return {CORRUPT, -1, 'the vector of memory ' .. id .. ' in ' .. vhash .. ' has ' .. #blob
-        .. ' bytes, not ' .. 4 * dim}
+  -- the dot product read 16 numbers at a time, straight from the bytes (no table a vector):
+  -- this loop is the scan's cost
+  local top, unpack4 = {}, struct.unpack
+  local q = {unpack4('<' .. string.rep('f', dim), ARGV[2])}
+  local f16, whole = '<' .. string.rep('f', 16), dim - dim % 16
+  local cursor, budget, read, seen = ARGV[6], tonumber(ARGV[7]), 0, {}
+  repeat
+    local page = redis.call('HSCAN', vhash, cursor, 'COUNT', 100)
+    cursor = page[1]
+    local all = page[2]
+    for i = 1, #all, 2 do
+      local id, blob = all[i], all[i + 1]
+      if #blob ~= 4 * dim then
+        return {CORRUPT, -1, 'the vector of memory ' .. id .. ' in ' .. vhash .. ' has ' .. #blob
+          .. ' bytes, not ' .. 4 * dim}
+      end
+      local dot, pos = 0, 1
+      for j = 1, whole, 16 do
+        local a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, nxt =
+          unpack4(f16, blob, pos)
+        dot = dot + q[j] * a1 + q[j + 1] * a2 + q[j + 2] * a3 + q[j + 3] * a4 + q[j + 4] * a5
+          + q[j + 5] * a6 + q[j + 6] * a7 + q[j + 7] * a8 + q[j + 8] * a9 + q[j + 9] * a10
+          + q[j + 10] * a11 + q[j + 11] * a12 + q[j + 12] * a13 + q[j + 13] * a14
+          + q[j + 14] * a15 + q[j + 15] * a16
+        pos = nxt
+      end
+      for j = whole + 1, dim do
+        local a, nxt = unpack4('<f', blob, pos)
+        dot, pos = dot + q[j] * a, nxt
+      end
+      local score, last = rounded((1 + dot) / 2), top[n]
+      if (not last or score > last[2] or (score == last[2] and tonumber(id) > last[3]))
+          and not seen[id] and wanted(id) then
+        seen[id] = true  -- HSCAN may return a vector twice
+        keep(top, n, {id, score, tonumber(id)})
+      end
     end
-    if wanted(id) then
-      local v, dot = {struct.unpack(format, blob)}, 0
-      for j = 1, dim do dot = dot + query[j] * v[j] end
-      keep(top, n, {id, rounded((1 + dot) / 2), tonumber(id)})
-    end
-  end
+    read = read + #all / 2
+  until cursor == '0' or read >= budget
+  out[2] = cursor
+  whole_scan = ARGV[6] == '0' and cursor == '0'
   found = top
 end
 for i = 1, math.min(n, #found) do
   local id = found[i][1]
-  local record = redis.call('HGET', docs, id)
+  local record = ''
+  if whole_scan then record = redis.call('HGET', docs, id) end
   if record then
     out[#out + 1] = id
     out[#out + 1] = string.format('%.6f', found[i][2])

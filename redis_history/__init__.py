@@ -51,6 +51,7 @@ from redis_history.errors import (
     StoreUnavailableError,
     SummarizerError,
     ToolPairingError,
+    UnindexedMemoryError,
     UnsupportedClientError,
     UnsupportedPartError,
 )
@@ -134,6 +135,7 @@ __all__ = [
     "ToolStep",
     "TranscriptPage",
     "Turn",
+    "UnindexedMemoryError",
     "UnsupportedClientError",
     "UnsupportedPartError",
     "from_turns",

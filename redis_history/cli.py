@@ -180,20 +180,22 @@ def _memory_commands(command: Callable[..., Any], layout: dict[str, Any]) -> Non
     """``memory reindex``."""
     store = _server()
     store.add_argument("--namespace", help=f"the tenant (default: {DEFAULT_NAMESPACE})")
-    memory = command("memory", "long-term memory: embed the namespace's memories")
+    memory = command("memory", "long-term memory: index and embed the namespace's memories")
     actions = memory.add_subparsers(dest="action", required=True, metavar="ACTION")
     reindex = actions.add_parser(
         "reindex",
-        help="embed every memory that has no vector yet, of every owner",
-        description="Embed every long-term memory of the namespace that has no vector yet "
-        "(stored before its owner had an embedder), owner by owner, a batch per round trip.",
+        help="index and embed every memory an earlier version left behind, of every owner",
+        description="Index again every long-term memory of the namespace that an earlier "
+        "version indexed by other terms, and embed every one that has no vector yet (stored "
+        "before its owner had an embedder), owner by owner, a batch per round trip.",
         parents=[store],
         **layout,
     )
     reindex.add_argument(
         "--embedder",
         default="offline",
-        help="'offline', 'hashing' or a dotted path 'package.module:attr' (default: %(default)s)",
+        help="'offline', 'hashing', a dotted path 'package.module:attr', or 'none' to index "
+        "keywords only (default: %(default)s)",
     )
     reindex.add_argument(
         "--rebuild",
@@ -622,11 +624,13 @@ def _demo(args: argparse.Namespace) -> int:
 
 def _memory(args: argparse.Namespace) -> int:
     with _target(args) as target:
-        done = reindex_memories(target, args.embedder, rebuild=args.rebuild)
+        embedder = None if args.embedder == "none" else args.embedder
+        done = reindex_memories(target, embedder, rebuild=args.rebuild)
     for owner in done:
         who = owner.agent_id if owner.user_id is None else f"{owner.agent_id}/{owner.user_id}"
-        print(f"{_shown(who)}  {owner.embedded}")
-    _say(f"{sum(o.embedded for o in done)} memories embedded, {len(done)} owners")
+        print(f"{_shown(who)}  {owner.indexed}  {owner.embedded}")
+    indexed, embedded = sum(o.indexed for o in done), sum(o.embedded for o in done)
+    _say(f"{indexed} memories indexed again, {embedded} embedded, {len(done)} owners")
     return 0
 
 

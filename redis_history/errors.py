@@ -65,6 +65,7 @@ __all__ = [
     "StoreUnavailableError",
     "SummarizerError",
     "ToolPairingError",
+    "UnindexedMemoryError",
     "UnsupportedClientError",
     "UnsupportedPartError",
 ]
@@ -235,6 +236,13 @@ class CorruptHistoryError(HistoryError):
 class EmbedderMismatchError(HistoryError, ValueError):
     """A memory's vectors were made by another embedder (or another dimension) than the one
     given: they would not compare. Nothing was written."""
+
+
+class UnindexedMemoryError(HistoryError):
+    """Some of an owner's long-term memories were indexed by other terms than this version
+    makes (stored by an earlier one). A recall indexes them again and retries by itself; this
+    is raised only when that kept failing (``redis-history memory reindex`` does it for a whole
+    namespace). Nothing was returned."""
 
 
 class EncodingUnavailableError(HistoryError, RuntimeError):

@@ -260,7 +260,7 @@ EMBEDDER_MODEL: Variable[str] = Variable(
 )
 EMBEDDER_DIMENSIONS: Variable[int] = Variable(
     "REDIS_HISTORY_EMBEDDER_DIMENSIONS",
-    384,
+    256,
     "the length of the openai embedder's vectors (asked of the model, which must give them)",
     _count,
 )

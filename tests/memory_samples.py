@@ -4,11 +4,21 @@ and later memories share the questions' words, so newest-first ranking alone doe
 
 from __future__ import annotations
 
+import math
+import re
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+import snowballstemmer
+
 from redis_history.memory import MemoryFilters
-from redis_history.memory.redis_memory import MAX_QUERY_TERMS, RedisLongTermMemory, terms
+from redis_history.memory.redis_memory import (
+    MAX_QUERY_TERMS,
+    STOPWORDS,
+    RedisLongTermMemory,
+    terms,
+)
 
 MEMORIES: tuple[str, ...] = (
     "Prefers an aisle seat on long-haul flights.",  # 0
@@ -61,6 +71,16 @@ MEMORIES: tuple[str, ...] = (
     "Asked about aisle or window seats on trains.",
     "Asked whether the code review can wait until Monday.",
     "Asked for a half-price deal on a weekend trip.",
+    "Cooks dinner for the family on Sundays, usually a slow-roasted chicken.",  # 50
+    "Saving for a house deposit; puts 600 euros into a savings account every month.",
+    "Swims twice a week at the municipal pool to help with back pain.",
+    "Has been renovating the kitchen since October; the new cabinets arrive in January.",
+    "Wrote the billing service in Rust and maintains its integration tests.",
+    "Photographs birds on weekends with a 400 mm lens.",  # 55
+    "Asked for a photography course on weekends.",
+    "Asked whether the swimming pool near the office is open on Sundays.",
+    "Asked for a cooking class for beginners.",
+    "Asked how much a monthly savings plan costs at the bank.",
 )
 
 QUERIES: tuple[tuple[str, frozenset[int]], ...] = (
@@ -82,6 +102,16 @@ QUERIES: tuple[tuple[str, frozenset[int]], ...] = (
     ("What does the user take for hay fever?", frozenset({15})),
     ("What is the budget for the Japan trip?", frozenset({16})),
     ("Which band does the user play in?", frozenset({17})),
+    ("Who does the cooking for the family on Sunday?", frozenset({50})),
+    ("How much does the user save each month?", frozenset({51})),
+    ("Where does the user go swimming?", frozenset({52})),
+    ("When will the kitchen renovation be finished?", frozenset({53})),
+    ("Which language is the billing service written in?", frozenset({54})),
+    ("What does the user like photographing?", frozenset({55})),
+    ("What allergies does the user have?", frozenset({1})),
+    ("How are the services deployed?", frozenset({13})),
+    ("Which exams has the user passed?", frozenset({8})),
+    ("What time does the dog go out in the morning?", frozenset({9})),
 )
 """Each question and the positions in :data:`MEMORIES` of the memories that answer it."""
 
@@ -188,3 +218,38 @@ PARAPHRASE_QUERIES: tuple[tuple[str, frozenset[int]], ...] = (
     ("Can they climb steps easily?", frozenset({23})),
 )
 """Each question and the position in :data:`PARAPHRASE_MEMORIES` of its memory."""
+
+
+def textbook_top(
+    memories: Sequence[str], questions: Sequence[tuple[str, frozenset[int]]], k: int
+) -> list[list[int]]:
+    """Each question's top ``k`` by a textbook Okapi BM25 (k1 1.2, b 0.75, Lucene's idf) over
+    lower-cased words less the stop list and single letters, stemmed by Snowball's English
+    stemmer, computed here on the texts alone: the ranking the memory's keyword recall is
+    held to. Equal scores go to the later memory, as the memory's newest-first order does."""
+    stem = snowballstemmer.stemmer("english")
+
+    def words(text: str) -> list[str]:
+        found = [w for w in re.findall(r"\w+", text.lower()) if w not in STOPWORDS]
+        kept = [w for w in found if w.strip("_") and not (len(w) == 1 and w.isalpha())]
+        return [stem.stemWord(w) if w.isascii() else w for w in kept]
+
+    docs = [Counter(words(text)) for text in memories]
+    lengths = [sum(doc.values()) for doc in docs]
+    mean = sum(lengths) / len(docs)
+    df = Counter(term for doc in docs for term in doc)
+    out = []
+    for question, _ in questions:
+        wanted = set(words(question))
+        scores = []
+        for i, doc in enumerate(docs):
+            score = 0.0
+            for term in wanted & doc.keys():
+                idf = math.log(1 + (len(docs) - df[term] + 0.5) / (df[term] + 0.5))
+                tf = doc[term]
+                score += idf * tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * lengths[i] / mean))
+            if score > 0:
+                scores.append((score, i))
+        scores.sort(key=lambda pair: (-round(pair[0], 9), -pair[1]))
+        out.append([i for _, i in scores[:k]])
+    return out

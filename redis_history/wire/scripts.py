@@ -38,6 +38,7 @@ from redis_history.errors import (
     RoleOrderError,
     StaleSnapshotError,
     ToolPairingError,
+    UnindexedMemoryError,
 )
 
 __all__ = [
@@ -65,6 +66,7 @@ class Refusal(IntEnum):
     INVALID_TRANSITION = 6
     LIMIT = 7
     MISMATCH = 8
+    UNINDEXED = 9
 
 
 ERRORS: dict[int, type[HistoryError]] = {
@@ -76,6 +78,7 @@ ERRORS: dict[int, type[HistoryError]] = {
     Refusal.INVALID_TRANSITION: InvalidTransitionError,
     Refusal.LIMIT: LimitExceededError,
     Refusal.MISMATCH: EmbedderMismatchError,
+    Refusal.UNINDEXED: UnindexedMemoryError,
 }
 """Refusal codes mapped to the exceptions they raise.
 
