@@ -31,7 +31,7 @@ from redis_history.admin.listing import (
     conversation_stats,
     list_conversations,
 )
-from redis_history.admin.memories import reindex_memories
+from redis_history.admin.memories import forget_user, reindex_memories
 from redis_history.admin.scripts import load_scripts
 from redis_history.admin.target import Target
 from redis_history.context.formats import WIRE_FORMATS, render
@@ -177,10 +177,10 @@ def _conversation_commands(command: Callable[..., Any]) -> None:
 
 
 def _memory_commands(command: Callable[..., Any], layout: dict[str, Any]) -> None:
-    """``memory reindex``."""
+    """``memory reindex`` and ``memory forget``."""
     store = _server()
     store.add_argument("--namespace", help=f"the tenant (default: {DEFAULT_NAMESPACE})")
-    memory = command("memory", "long-term memory: index and embed the namespace's memories")
+    memory = command("memory", "long-term memory: index, embed or forget the namespace's memories")
     actions = memory.add_subparsers(dest="action", required=True, metavar="ACTION")
     reindex = actions.add_parser(
         "reindex",
@@ -202,6 +202,20 @@ def _memory_commands(command: Callable[..., Any], layout: dict[str, Any]) -> Non
         action="store_true",
         help="drop each owner's vectors first and embed them all again (to change embedders)",
     )
+
+    forget = actions.add_parser(
+        "forget",
+        help="remove every memory of a user, and every key naming them",
+        description="Remove every long-term memory of a user in the namespace (under one agent "
+        "with --agent), with every key that names them: records, postings, tag and "
+        "conversation sets, vectors. Afterwards no key of the namespace names the user as an "
+        "owner (the right to be forgotten).",
+        parents=[store],
+        **layout,
+    )
+    forget.add_argument("--user", required=True, help="the user whose memories go")
+    forget.add_argument("--agent", help="only this agent's memories of the user")
+    forget.add_argument("--yes", action="store_true", help="do not ask")
 
 
 def _deployment_commands(command: Callable[..., Any]) -> None:
@@ -623,6 +637,8 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _memory(args: argparse.Namespace) -> int:
+    if args.action == "forget":
+        return _forget(args)
     with _target(args) as target:
         embedder = None if args.embedder == "none" else args.embedder
         done = reindex_memories(target, embedder, rebuild=args.rebuild)
@@ -631,6 +647,25 @@ def _memory(args: argparse.Namespace) -> int:
         print(f"{_shown(who)}  {owner.indexed}  {owner.embedded}")
     indexed, embedded = sum(o.indexed for o in done), sum(o.embedded for o in done)
     _say(f"{indexed} memories indexed again, {embedded} embedded, {len(done)} owners")
+    return 0
+
+
+def _forget(args: argparse.Namespace) -> int:
+    who = args.user if args.agent is None else f"{args.agent}/{args.user}"
+    if not args.yes:
+        if not sys.stdin.isatty():
+            raise ValueError(f"not forgetting {who}: pass --yes (stdin is not a terminal)")
+        print(f"forget every memory of {_shown(who)}? [y/N] ", end="", file=sys.stderr)
+        sys.stderr.flush()
+        if sys.stdin.readline().strip().lower() not in ("y", "yes"):
+            _say(f"{_shown(who)} was not forgotten")
+            return _FAILED
+    with _target(args) as target:
+        done = forget_user(target, args.user, args.agent)
+    for owner in done:
+        print(f"{_shown(owner.agent_id + '/' + owner.user_id)}  {owner.memories}  {owner.swept}")
+    memories = sum(o.memories for o in done)
+    _say(f"{memories} memories forgotten, {len(done)} owners")
     return 0
 
 

@@ -153,6 +153,8 @@ def test_the_tenant_recalls_by_meaning(tenant: redis.Redis, admin: redis.Redis) 
     names = {str(key, "utf-8") for key in admin.keys("*") if isinstance(key, bytes)}
     assert names
     assert all(name.startswith("rh:tenant-a:") for name in names), names
+    assert memory.forget_owner("a", "u") == 1  # the tenant forgets a user by itself
+    assert not admin.keys("rh:tenant-a:mem:{a:u}:*")
 
 
 @pytest.mark.parametrize("action", DENIED)

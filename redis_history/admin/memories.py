@@ -1,4 +1,5 @@
-"""``redis-history memory reindex``: bring the long-term memories of a namespace up to date.
+"""``redis-history memory``: bring the long-term memories of a namespace up to date
+(``reindex``), and forget every memory of a user (``forget``).
 
 Memories an earlier version indexed by other terms (``TERMS`` in redis_history.memory.redis_memory)
 are indexed again before their owner's next recall, or by this; memories stored before their
@@ -19,7 +20,7 @@ from redis_history.memory.embedders import AsyncEmbedder, Embedder, resolve_embe
 from redis_history.memory.redis_memory import RedisLongTermMemory
 from redis_history.store.keys import glob_escape
 
-__all__ = ["Reindexed", "memory_owners", "reindex_memories"]
+__all__ = ["Forgotten", "Reindexed", "forget_user", "memory_owners", "reindex_memories"]
 
 
 @dataclass(frozen=True)
@@ -64,3 +65,52 @@ def reindex_memories(
         Reindexed(agent, user, *memory.reindex(agent, user, rebuild=rebuild))
         for agent, user in memory_owners(target)
     ]
+
+
+@dataclass(frozen=True)
+class Forgotten:
+    """One owner forgotten by :func:`forget_user`: the memories removed, and the keys left
+    behind (by a store that ran meanwhile) that the sweep of the owner's key pattern found."""
+
+    agent_id: str
+    user_id: str
+    memories: int
+    swept: int
+
+
+def forget_user(target: Target, user_id: str, agent_id: str | None = None) -> list[Forgotten]:
+    """Remove every memory of ``user_id`` (under ``agent_id`` only, if given) in the target's
+    namespace, and every key that names them: each owner is forgotten by
+    :meth:`~redis_history.memory.RedisLongTermMemory.forget_owner`, then its key pattern is
+    swept on every primary (``SCAN``), so a key a store left meanwhile goes too. Afterwards no
+    key of the namespace names the user as an owner.
+
+    Raises:
+        ValueError: an unusable name.
+        CorruptHistoryError: a record is not what the memory writes.
+    """
+    memory = RedisLongTermMemory(target.client, namespace=target.namespace, prefix=target.prefix)
+    memory.keys(agent_id or "agent", user_id)  # the names checked before anything is read
+    agent = "*" if agent_id is None else glob_escape(agent_id)
+    base = f"{glob_escape(target.prefix)}:{glob_escape(target.namespace)}:mem:"
+    pattern = f"{base}{{{agent}:{glob_escape(user_id)}}}:*"
+
+    def owned() -> dict[str, list[bytes]]:
+        """The user's keys by agent (a pattern may match another user's whose id ends so)."""
+        found: dict[str, list[bytes]] = {}
+        for key in scan(target, pattern):
+            text = key.decode("utf-8", "surrogateescape")
+            owner = text[text.index("{") + 1 : text.index("}")]
+            agent_of, _, user = owner.partition(":")
+            if user == user_id and agent_id in (None, agent_of):
+                found.setdefault(agent_of, []).append(key)
+        return found
+
+    done: list[Forgotten] = []
+    for agent_of in sorted(owned()):
+        forgotten = memory.forget_owner(agent_of, user_id)
+        left = sorted(set(owned().get(agent_of, [])))
+        for start in range(0, len(left), 500):
+            target.client.unlink(*left[start : start + 500])
+        done.append(Forgotten(agent_of, user_id, forgotten, len(left)))
+    return done

@@ -145,6 +145,8 @@ MAX_TERM_LENGTH = 64
 MAX_TF = 999
 """A term's count in one memory is capped here (BM25 saturates long before)."""
 FORGET_ATTEMPTS = 5
+FORGET_PAGE = 500
+"""Records read per ``HSCAN`` and keys removed per ``UNLINK`` when an owner is forgotten."""
 
 RESERVED = frozenset(
     {"agent_id", "user_id", "conversation_id", "conversation_ids", "tags", "created_ms",
@@ -367,6 +369,25 @@ def _reterm_calls(keys: MemoryKeys, found: Sequence[tuple[str, bytes]]) -> list[
         args += [length * 1000 + min(tf, MAX_TF) for tf in counts.values()]
     flush()
     return calls
+
+
+def _scanned(reply: Any) -> tuple[str, list[tuple[str, Any]]]:
+    """An ``HSCAN`` reply: the next cursor and the page's (field, value) pairs."""
+    cursor, flat = reply
+    if isinstance(flat, dict):  # RESP3
+        return _text(cursor), [(_text(k), v) for k, v in flat.items()]
+    return _text(cursor), [(_text(flat[i]), flat[i + 1]) for i in range(0, len(flat), 2)]
+
+
+def _owned_keys(keys: MemoryKeys, memory_id: str, raw: Any) -> set[str]:
+    """The keys memory ``memory_id``'s record ``raw`` names: its postings and sets."""
+    record = _record(raw, memory_id)
+    try:
+        named = {keys.conversation(c) for c in record.conversations}
+        named |= {keys.tag(t) for t in record.tags}
+    except ValueError as exc:
+        raise CorruptHistoryError(f"memory {memory_id} is not a record: {exc}") from exc
+    return named | {keys.term(t) for t in record.terms}
 
 
 class _Nearest(NamedTuple):
@@ -861,6 +882,32 @@ class _Memory:
             args,
         )
 
+    def _forget_owner_plan(self, agent_id: str, user_id: str | None) -> Plan[_Step, int]:
+        keys = self.keys(agent_id, user_id)
+        forgotten = 0
+        for _ in range(FORGET_ATTEMPTS):
+            # `recent` first: from then on none of the owner's memories is listed or recalled
+            yield _Send(Call(int, ("UNLINK", keys.recent)), keys.recent)
+            named: set[str] = set()
+            cursor = "0"
+            while True:
+                page = Call(_scanned, ("HSCAN", keys.docs, cursor, "COUNT", FORGET_PAGE))
+                cursor, records = yield _Send(page, keys.docs)
+                for memory_id, raw in records:
+                    named.update(_owned_keys(keys, memory_id, raw))
+                    forgotten += 1
+                if cursor == "0":
+                    break
+            ordered = sorted(named)
+            for start in range(0, len(ordered), FORGET_PAGE):
+                yield _Send(Call(int, ("UNLINK", *ordered[start : start + FORGET_PAGE])))
+            last = (keys.docs, keys.dedup, keys.vectors, keys.vector_blobs, keys.stats)
+            yield _Send(Call(int, ("UNLINK", *last)))
+            left = yield _Send(Call(int, ("EXISTS", keys.recent, keys.docs, keys.stats)))
+            if not left:
+                return forgotten
+        raise HistoryError(f"{keys.base}: memories kept being stored while it was forgotten")
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.namespace!r})"
 
@@ -948,6 +995,28 @@ class _Memory:
             StoreUnavailableError: Redis could not be reached.
         """
         return self._forget_plan(memory_id, filters)
+
+    @twin
+    def forget_owner(self, agent_id: str, user_id: str | None = None) -> Work[int]:
+        """Remove every memory of the owner (``agent_id``, ``user_id``) and every key that
+        names it: records, postings, conversation and tag sets, vectors, counts. Returns how
+        many memories it removed (0 for an owner with none; calling again is harmless).
+
+        The recency index goes first, so no memory of the owner is listed or recalled once
+        the call has begun; the records are then read a page at a time (``HSCAN``) for the
+        keys they name, which are removed a page of keys per ``UNLINK``. A call cut short
+        leaves the records it had not reached: calling again finishes. A memory stored for
+        the owner while this runs may leave keys behind (stop the agent storing for the
+        user first); ``redis-history memory forget`` also sweeps the owner's key pattern.
+
+        Raises:
+            ValueError: an unusable name.
+            CorruptHistoryError: a record is not what the memory writes (nothing more is
+                removed).
+            HistoryError: memories kept being stored while it ran.
+            StoreUnavailableError: Redis could not be reached.
+        """
+        return self._forget_owner_plan(agent_id, user_id)
 
     @twin
     def list(
