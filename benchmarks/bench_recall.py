@@ -27,9 +27,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from memory_samples import (
     MEMORIES,
+    OTHER_FACT_PAIRS,
     PARAPHRASE_MEMORIES,
     PARAPHRASE_QUERIES,
     QUERIES,
+    SAME_FACT_PAIRS,
+    merge_decisions,
     textbook_top,
     top_three,
 )
@@ -144,6 +147,11 @@ def main() -> None:
         )
     print()
     print(f"Embedding a query: {per_query:.2f} ms of CPU (one at a time, least of 5 runs).")
+    precision, recall = merge_decisions(embedder)
+    print(
+        f"Merging a restatement (merge_similar), {len(SAME_FACT_PAIRS)} pairs of one fact and "
+        f"{len(OTHER_FACT_PAIRS)} of two: precision {precision:.2f}, recall {recall:.2f}."
+    )
     for version, (whole, dearest) in zip(versions, searches, strict=True):
         print(
             f"Redis {version}, a recall in an owner of 5,000 memories: its scripts {whole:.1f} ms "

@@ -2,7 +2,8 @@
 memory_store: keep one memory of an owner (redis_history/memory/redis_memory.py), or merge it
 into the owner's memory with the same normalized text: the stored time moves to now, the
 conversation and tags are added, the extra metadata is updated. A retried store merges into
-what the first one stored, so it is applied once.
+what the first one stored, so it is applied once. A text the caller found to restate another
+memory of the owner (`into`) merges into that one the same way, which keeps its own text.
 
 Every check is made before the first write. The writes are ordered so that a store stopped
 part way (Redis keeps what a script wrote before an error) is never half visible, and the
@@ -44,7 +45,9 @@ ARGV[11] emb      the embedder ("<name>/<dimensions>"), or '' for no vector
 ARGV[12] vector   the memory's vector, little-endian float32, normalized ('' for none)
 ARGV[13] scheme   how the terms were made (memory_unindexed), recorded in the stats hash
          ("terms") by the owner's first memory
-ARGV[14..] one posting per term key, in order: length * 1000 + the term's frequency
+ARGV[14] into     the id of a memory of the owner this one restates (found by meaning), to
+         merge into if it is still there and this text is no other memory's; or ''
+ARGV[15..] one posting per term key, in order: length * 1000 + the term's frequency
 
 Returns {id, 1} for a new memory, {id, 0} for a merge; or, having written nothing, {id, 2}
 when the memory id with this text is being forgotten, {LIMIT, -1, reason} when the owner is
@@ -117,6 +120,10 @@ if id and not string.find(id, '^%d+$') then
   return {CORRUPT, -1, 'the memory id of ' .. hash .. ' in ' .. where .. ' is not a memory id: ' .. id}
 end
 if forgetting then return {id, 2} end
+local restated = false
+if not id and ARGV[14] ~= '' and redis.call('ZSCORE', recent, ARGV[14]) then
+  id, restated = ARGV[14], true
+end
 local old = id and redis.call('HGET', docs, id)
 if old then
   local ok, record = pcall(cjson.decode, old)
@@ -147,7 +154,7 @@ if old then
   end
   record.up = now
   for i = 7, sets do redis.call('SADD', KEYS[i], id) end
-  keep_vector(id)
+  if not restated then keep_vector(id) end  -- a restated memory keeps its text and vector
   redis.call('HSET', docs, id, cjson.encode(record))
   redis.call('ZADD', recent, now, id)
   redis.call('HDEL', stats, note)
@@ -167,7 +174,7 @@ if not id then
 end
 redis.call('HSET', dedup, hash, id)
 for i = 7, sets do redis.call('SADD', KEYS[i], id) end
-for i = sets + 1, #KEYS do redis.call('HSET', KEYS[i], id, ARGV[i - sets + 13]) end
+for i = sets + 1, #KEYS do redis.call('HSET', KEYS[i], id, ARGV[i - sets + 14]) end
 keep_vector(id)
 redis.call('HSET', docs, id, ARGV[3])
 redis.call('ZADD', recent, now, id)

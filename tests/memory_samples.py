@@ -12,7 +12,7 @@ from typing import Any
 
 import snowballstemmer
 
-from redis_history.memory import MemoryFilters
+from redis_history.memory import MemoryFilters, merging
 from redis_history.memory.redis_memory import (
     MAX_QUERY_TERMS,
     STOPWORDS,
@@ -253,3 +253,93 @@ def textbook_top(
         scores.sort(key=lambda pair: (-round(pair[0], 9), -pair[1]))
         out.append([i for _, i in scores[:k]])
     return out
+
+
+SAME_FACT_PAIRS: tuple[tuple[str, str], ...] = (
+    ("Prefers an aisle seat on long flights.", "Likes sitting on the aisle when flying long-haul."),
+    ("Is allergic to peanuts.", "Has a peanut allergy."),
+    ("Lives in Porto.", "Their home is in Porto."),
+    ("Works as a backend engineer.", "Is a backend software engineer by profession."),
+    ("Has a daughter named Mia.", "Mia is their daughter."),
+    ("Runs a half marathon every spring.", "Every spring they run a half marathon."),
+    ("Uses Neovim as their code editor.", "Their editor of choice is Neovim."),
+    ("Is vegetarian.", "Does not eat meat; vegetarian diet."),
+    ("Is learning Japanese.", "Currently studying the Japanese language."),
+    ("Has a border collie called Pixel.", "Their dog Pixel is a border collie."),
+    ("Prefers meetings in the morning.", "Likes to schedule meetings before noon."),
+    ("Favourite food is Georgian cuisine.", "Loves Georgian food more than any other."),
+    ("Passport expires in March 2027.", "Their passport is valid until March 2027."),
+    ("Deploys services on Kubernetes.", "Runs their services on Kubernetes clusters."),
+    ("Mother lives in Lisbon.", "Their mum lives in Lisbon."),
+    ("Takes cetirizine for hay fever.", "Uses cetirizine against hay fever."),
+    (
+        "Budget for the Japan trip is 4,000 euros.",
+        "Plans to spend 4,000 euros on the trip to Japan.",
+    ),
+    ("Plays bass guitar in a jazz band.", "Is the bass player of a jazz band."),
+    ("Drinks coffee without sugar.", "Takes their coffee with no sugar."),
+    ("Wakes up at 6 am every day.", "Gets up at six in the morning daily."),
+    ("Is afraid of flying.", "Has a fear of flying."),
+    ("Owns an electric car.", "Drives an electric car they own."),
+    ("Speaks fluent German.", "Is fluent in German."),
+    ("Prefers tea over coffee.", "Would rather drink tea than coffee."),
+    ("Has two cats.", "Owns two cats."),
+    ("Works from home on Fridays.", "On Fridays they work remotely from home."),
+    ("Is saving for a house.", "Puts money aside to buy a house."),
+    ("Dislikes spicy food.", "Does not like spicy dishes."),
+    ("Goes to the gym three times a week.", "Works out at the gym three times weekly."),
+    ("Their birthday is on 12 May.", "Was born on the 12th of May."),
+)
+"""Two wordings of one fact each: a memory with ``merge_similar`` should merge the second
+into the first."""
+
+OTHER_FACT_PAIRS: tuple[tuple[str, str], ...] = (
+    ("Prefers an aisle seat on long flights.", "Prefers a window seat on trains."),
+    ("Is allergic to peanuts.", "Is allergic to cats."),
+    ("Lives in Porto.", "Lives in Lisbon."),
+    ("Works as a backend engineer.", "Works as a frontend designer."),
+    ("Has a daughter named Mia.", "Has a son named Leo."),
+    ("Runs a half marathon every spring.", "Swims in the sea every summer."),
+    ("Uses Neovim as their code editor.", "Uses VS Code as their code editor."),
+    ("Is vegetarian.", "Eats fish twice a week."),
+    ("Is learning Japanese.", "Is learning the piano."),
+    ("Has a border collie called Pixel.", "Has a cat called Miso."),
+    ("Prefers meetings in the morning.", "Blocks Friday afternoons for deep work."),
+    ("Favourite food is Georgian cuisine.", "Favourite drink is Georgian wine."),
+    ("Passport expires in March 2027.", "Driving licence expires in June 2030."),
+    ("Deploys services on Kubernetes.", "Monitors services with Prometheus."),
+    ("Mother lives in Lisbon.", "Brother lives in Berlin."),
+    ("Takes cetirizine for hay fever.", "Takes vitamin D in winter."),
+    ("Budget for the Japan trip is 4,000 euros.", "Budget for the new laptop is 1,500 euros."),
+    ("Plays bass guitar in a jazz band.", "Sings in a choir on Sundays."),
+    ("Drinks coffee without sugar.", "Drinks green tea in the afternoon."),
+    ("Wakes up at 6 am every day.", "Goes to bed at 11 pm."),
+    ("Is afraid of flying.", "Is afraid of spiders."),
+    ("Owns an electric car.", "Rides a bike to work."),
+    ("Speaks fluent German.", "Speaks a little Spanish."),
+    ("Prefers tea over coffee.", "Prefers beer over wine."),
+    ("Has two cats.", "Has two children."),
+    ("Works from home on Fridays.", "Works in the office on Mondays."),
+    ("Is saving for a house.", "Is paying off a car loan."),
+    ("Dislikes spicy food.", "Dislikes loud music."),
+    ("Goes to the gym three times a week.", "Goes hiking once a month."),
+    ("Their birthday is on 12 May.", "Their wedding anniversary is on 3 June."),
+)
+"""Two facts of one topic each, often in the same words: both should be kept."""
+
+
+def merge_decisions(embedder: Any) -> tuple[float, float]:
+    """Precision and recall of :func:`merging.same_fact` on the labelled pairs: a merge is
+    right for a pair of one fact's wordings, wrong for a pair of two facts."""
+
+    def merged(pairs: Sequence[tuple[str, str]]) -> int:
+        count = 0
+        for first, second in pairs:
+            a, b = embedder.embed([first, second])
+            cosine = sum(x * y for x, y in zip(a, b, strict=True))
+            cosine /= (sum(x * x for x in a) * sum(y * y for y in b)) ** 0.5
+            count += merging.same_fact(second, first, cosine)
+        return count
+
+    right, wrong = merged(SAME_FACT_PAIRS), merged(OTHER_FACT_PAIRS)
+    return right / max(right + wrong, 1), right / len(SAME_FACT_PAIRS)

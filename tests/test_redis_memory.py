@@ -988,7 +988,7 @@ def test_a_store_cut_after_any_write_is_never_half_visible(
         if merge:
             memory.store(text, WHO)
         make, _ = memory._store_call(text, {**TAGGED, "tags": ["x", "y"], "kind": "fact"})
-        call = make(b"")
+        call = make(b"", "")
         if not run_cut(real_redis, call, cut):
             break
         assert_whole(memory)

@@ -15,7 +15,14 @@ from typing import Any
 import pytest
 import redis
 from commands import cli
-from memory_samples import MEMORIES, PARAPHRASE_MEMORIES, PARAPHRASE_QUERIES, QUERIES, top_three
+from memory_samples import (
+    MEMORIES,
+    PARAPHRASE_MEMORIES,
+    PARAPHRASE_QUERIES,
+    QUERIES,
+    merge_decisions,
+    top_three,
+)
 from server_cpu import LIMIT_NS, metered
 from test_redis_memory import run_cut
 
@@ -27,6 +34,7 @@ from redis_history.memory import (
     MemoryFilters,
     RedisLongTermMemory,
     embedders,
+    merging,
     redis_memory,
 )
 from redis_history.memory.base import MemoryRecord
@@ -253,7 +261,7 @@ def test_a_store_with_a_vector_cut_after_any_write_is_never_half_visible(
         make, _ = memory._store_call(text, {**OWNER, "tags": ["x"]})
         (vector,) = embedder.embed([text])
         row = normalized([vector], 1, 64, "hashing")[0]
-        if not run_cut(client, make(struct.pack("<64f", *row)), cut):
+        if not run_cut(client, make(struct.pack("<64f", *row), ""), cut):
             break
         for record in memory.list(WHO, limit=10):
             hits = memory.recall(record.text, WHO, 10)
@@ -643,3 +651,51 @@ def test_a_scan_in_parts_finds_what_one_scan_finds(
     assert parts == whole
     assert all(len(ranked) == 20 for ranked in whole)
     assert ids[-1] not in {memory_id for ranked in whole for memory_id, _ in ranked}
+
+
+def test_the_offline_decision_merges_restatements_and_keeps_other_facts(
+    offline: Embedder,
+) -> None:
+    precision, recall = merge_decisions(offline)
+    assert precision >= 0.95, precision
+    assert recall >= 0.85, recall
+    assert merging.names("Moved from Lisbon to Porto in 2024.") == {"lisbon", "porto", "2024"}
+    assert not merging.same_fact("Lives in Porto.", "Lives in Lisbon.", 0.99)
+    assert merging.same_fact("Lives in Porto.", "Their home is in Porto.", 0.6)
+
+
+@pytest.mark.parametrize("server", ["7", "8"], indirect=True)
+def test_a_restatement_is_merged_into_the_memory_it_restates(
+    server: RedisServer, offline: Embedder
+) -> None:
+    """With ``merge_similar``, a text that restates a memory of the owner merges into it
+    (its conversations and tags united, its own text kept), in ``store`` and ``store_many``;
+    a fact naming another place is kept apart; another owner's memory is never merged into;
+    a memory merged into and then forgotten leaves counts that a new store keeps right."""
+    client = server.client()
+    client.flushall()
+    memory = RedisLongTermMemory(client, embedder=offline, merge_similar=True)
+    first = memory.store("Is allergic to peanuts.", {**OWNER, "conversation_id": "c1"})
+    again = memory.store("Has a peanut allergy.", {**OWNER, "conversation_id": "c2", "tags": ["x"]})
+    assert again == first
+    (kept,) = memory.list(WHO)
+    assert kept.text == "Is allergic to peanuts."
+    assert (kept.metadata["conversation_ids"], kept.metadata["tags"]) == (["c1", "c2"], ["x"])
+    porto, lisbon, restated = memory.store_many(
+        [
+            ("Lives in Porto.", OWNER),
+            ("Lives in Lisbon.", OWNER),
+            ("Their home is in Porto.", OWNER),
+        ]
+    )
+    assert len({porto, lisbon}) == 2
+    assert restated == porto
+    memory.store("Has a peanut allergy.", {"agent_id": "a", "user_id": "v"})
+    assert [r.text for r in memory.list(MemoryFilters("a", "v"))] == ["Has a peanut allergy."]
+    assert len(memory.list(WHO)) == 3
+    assert memory.forget(first, WHO)
+    assert memory.store("Has a peanut allergy.", OWNER) not in (first, porto, lisbon)
+    stats = client.hgetall(memory.keys("a", "u").stats)
+    assert int(stats[b"docs"]) == len(memory.list(WHO)) == 3
+    with pytest.raises(ValueError, match="merge_similar needs an embedder"):
+        RedisLongTermMemory(client, merge_similar=True)

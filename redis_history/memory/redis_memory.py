@@ -70,6 +70,7 @@ from snowballstemmer.english_stemmer import EnglishStemmer
 
 from redis_history import limits
 from redis_history.errors import CorruptHistoryError, HistoryError, UnindexedMemoryError
+from redis_history.memory import merging
 from redis_history.memory.base import MemoryFilters, MemoryRecord, tag_tuple
 from redis_history.memory.embedders import (
     MAX_EMBED_BATCH,
@@ -459,6 +460,7 @@ class _Memory:
         prefix: str = DEFAULT_PREFIX,
         clock: Callable[[], int] | None = None,
         embedder: Embedder | AsyncEmbedder | str | None = None,
+        merge_similar: bool = False,
     ) -> None:
         """Keep memories through ``client``.
 
@@ -473,6 +475,9 @@ class _Memory:
                 ``"offline"``, ``"openai"``, ``"hashing"`` or a dotted path), of at most
                 :data:`~redis_history.memory.embedders.MAX_DIMENSIONS` dimensions; ``None``
                 recalls by keywords alone.
+            merge_similar: merge a memory into the owner's nearest by meaning when it
+                restates it (:func:`~redis_history.memory.merging.same_fact`) rather than
+                keep both; needs an ``embedder``.
 
         Raises:
             UnsupportedClientError: a client made with ``decode_responses=True``.
@@ -487,6 +492,10 @@ class _Memory:
         self.embedder = resolve_embedder(embedder)
         """What makes the vectors, or ``None``."""
         self._space = "" if self.embedder is None else checked_space(self.embedder)
+        if merge_similar and self.embedder is None:
+            raise ValueError("merge_similar needs an embedder: it finds restatements by meaning")
+        self.merge_similar = merge_similar
+        """Whether a store merges into the memory it restates."""
         """The embedder as the owner's stats hash records it (``emb``)."""
 
     def _error(self, exc: Exception, key: str = "a memory key") -> HistoryError:
@@ -508,8 +517,22 @@ class _Memory:
     def _store_plan(self, text: str, metadata: Mapping[str, Any]) -> Plan[_Step, str]:
         make, keys = self._store_call(text, metadata)
         (vector,) = yield from self._vectors([text])
-        call = make(vector)
+        owner = MemoryFilters(metadata["agent_id"], metadata.get("user_id"))
+        into = (yield from self._restated(keys, owner, text, vector)) if self.merge_similar else ""
+        call = make(vector, into)
         return (yield from self._stored(call, keys, (yield _Send(call))))
+
+    def _restated(
+        self, keys: MemoryKeys, owner: MemoryFilters, text: str, vector: bytes
+    ) -> Plan[_Step, str]:
+        """The id of the owner's memory ``text`` restates (:func:`merging.same_fact` with its
+        nearest by meaning), or ``""``."""
+        search = functools.partial(self._vsearch, keys, [], vector, 1)
+        nearest = yield from self._nearest(search, (yield _Send(search("0"))), owner, 1)
+        for hit in nearest:
+            if merging.same_fact(text, hit.text, 2 * hit.score - 1):
+                return hit.memory_id or ""
+        return ""
 
     def _vectors(self, texts: Sequence[str]) -> Plan[_Step, builtins.list[bytes]]:
         """Each text's vector as the scripts take it (normalized little-endian float32), or
@@ -532,7 +555,25 @@ class _Memory:
         if not made:
             return []
         vectors = yield from self._vectors([text for text, _ in items])
-        stores = [(make(vector), keys) for (make, keys), vector in zip(made, vectors, strict=True)]
+        if self.merge_similar:  # each against what the ones before it kept: one at a time
+            kept: builtins.list[str] = []
+            failed: HistoryError | None = None
+            for index, ((make, keys), vector, (text, metadata)) in enumerate(
+                zip(made, vectors, items, strict=True)
+            ):
+                owner = MemoryFilters(metadata["agent_id"], metadata.get("user_id"))
+                try:
+                    call = make(vector, (yield from self._restated(keys, owner, text, vector)))
+                    kept.append((yield from self._stored(call, keys, (yield _Send(call)))))
+                except HistoryError as exc:  # the items after it are stored all the same
+                    exc.index = index
+                    failed = failed or exc
+            if failed is not None:
+                raise failed
+            return kept
+        stores = [
+            (make(vector, ""), keys) for (make, keys), vector in zip(made, vectors, strict=True)
+        ]
         try:
             replies = yield _Pipeline(tuple(call for call, _ in stores))
         except RedisFailure as exc:
@@ -568,7 +609,7 @@ class _Memory:
 
     def _store_call(
         self, text: str, metadata: Mapping[str, Any]
-    ) -> tuple[Callable[[bytes], Call[_Stored]], MemoryKeys]:
+    ) -> tuple[Callable[[bytes, str], Call[_Stored]], MemoryKeys]:
         """The store of ``text``, checked, as the call it makes given the text's vector."""
         if not isinstance(text, str):
             raise TypeError(f"a memory's text must be a str, got {type(text).__name__}")
@@ -611,13 +652,13 @@ class _Memory:
             MAX_EXTRA_BYTES,
         )
 
-        def make(vector: bytes) -> Call[_Stored]:
+        def make(vector: bytes, into: str = "") -> Call[_Stored]:
             return _memory_call(
                 lambda reply: _Stored(_text(reply[0]), int(reply[1]) == _FORGETTING),
                 "memory_store",
                 (*keys.owned, keys.vectors, keys.vector_blobs),
                 [*sets, *map(keys.term, counts)],
-                (*head, self._space if vector else "", vector, TERMS, *postings),
+                (*head, self._space if vector else "", vector, TERMS, into, *postings),
             )
 
         return make, keys
