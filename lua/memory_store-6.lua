@@ -18,7 +18,8 @@ the store sent again, which keeps a new memory.
 
 The record is a JSON object: t the text, c its conversations, g its tags, m its extra
 metadata, at and up when first and last stored (ms), n its length in terms, k its terms, s
-how they were made (a record stored before had none). It
+how they were made (a record stored before had none), x the ids of the messages it came from
+(its provenance, united by merges up to 64; a record stored before had none). It
 holds only strings (and n): each metadata value as its JSON text and the times as decimal
 text, so that cjson, which rounds numbers to 14 digits and writes an empty list as {}, never
 changes what the caller stored.
@@ -70,6 +71,12 @@ local function record_problem(record, raw)
       if type(k) ~= 'number' or type(v) ~= 'string' then return field .. ' is not a list of strings' end
     end
   end
+  if record.x ~= nil then
+    if type(record.x) ~= 'table' then return 'x is not a list' end
+    for k, v in pairs(record.x) do
+      if type(k) ~= 'number' or type(v) ~= 'string' then return 'x is not a list of strings' end
+    end
+  end
   if type(record.m) ~= 'table' then return 'm is not an object' end
   for k, v in pairs(record.m) do
     if type(k) ~= 'string' or type(v) ~= 'string' then return 'm is not an object of JSON texts' end
@@ -86,8 +93,9 @@ local stats, docs, dedup, recent = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local hash, now, length = ARGV[1], ARGV[2], tonumber(ARGV[4])
 local vset, vhash, emb, vector = KEYS[5], KEYS[6], ARGV[11], ARGV[12]
 local sets = 6 + tonumber(ARGV[5]) + tonumber(ARGV[6])
+local MAX_MESSAGE_IDS = 64  -- redis_history.memory.redis_memory's (a test keeps them equal)
 local most = {memories = tonumber(ARGV[7]), g = tonumber(ARGV[8]), c = tonumber(ARGV[9]),
-  m = tonumber(ARGV[10])}
+  m = tonumber(ARGV[10]), x = MAX_MESSAGE_IDS}
 local note = '+' .. hash
 
 local bad = check_types(1, 3, 'hash') or check_types(4, 4, 'zset')
@@ -139,6 +147,14 @@ if old then
     end
   end
   for k, v in pairs(new.m) do record.m[k] = v end  -- each value is its JSON text, copied
+  if new.x and next(new.x) then  -- the messages it came from: the first MAX_MESSAGE_IDS kept
+    local have, list = {}, record.x or {}
+    for _, v in ipairs(list) do have[v] = true end
+    for _, v in ipairs(new.x) do
+      if not have[v] and #list < most.x then list[#list + 1] = v; have[v] = true end
+    end
+    record.x = list
+  end
   local names = {c = 'conversations', g = 'tags'}
   for field, name in pairs(names) do
     if #record[field] > most[field] then

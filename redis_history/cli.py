@@ -18,6 +18,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import IO, Any
@@ -31,7 +32,7 @@ from redis_history.admin.listing import (
     conversation_stats,
     list_conversations,
 )
-from redis_history.admin.memories import forget_user, reindex_memories
+from redis_history.admin.memories import forget_user, list_memories, reindex_memories
 from redis_history.admin.scripts import load_scripts
 from redis_history.admin.target import Target
 from redis_history.context.formats import WIRE_FORMATS, render
@@ -177,7 +178,7 @@ def _conversation_commands(command: Callable[..., Any]) -> None:
 
 
 def _memory_commands(command: Callable[..., Any], layout: dict[str, Any]) -> None:
-    """``memory reindex`` and ``memory forget``."""
+    """``memory reindex``, ``memory ls`` and ``memory forget``."""
     store = _server()
     store.add_argument("--namespace", help=f"the tenant (default: {DEFAULT_NAMESPACE})")
     memory = command("memory", "long-term memory: index, embed or forget the namespace's memories")
@@ -203,6 +204,18 @@ def _memory_commands(command: Callable[..., Any], layout: dict[str, Any]) -> Non
         help="drop each owner's vectors first and embed them all again (to change embedders)",
     )
 
+    listing = actions.add_parser(
+        "ls",
+        help="list an owner's memories, newest first, with where they came from",
+        description="List the long-term memories of an agent (and user), newest first: id, "
+        "when stored, the conversations and the ids of the messages each came from, its text.",
+        parents=[store],
+        **layout,
+    )
+    listing.add_argument("--agent", required=True, help="the agent whose memories to list")
+    listing.add_argument("--user", help="the user (default: the agent's own memories)")
+    listing.add_argument("--limit", type=int, default=20, help="at most this many (1-100)")
+    listing.add_argument("--offset", type=int, default=0, help="skip this many first")
     forget = actions.add_parser(
         "forget",
         help="remove every memory of a user, and every key naming them",
@@ -639,6 +652,8 @@ def _demo(args: argparse.Namespace) -> int:
 def _memory(args: argparse.Namespace) -> int:
     if args.action == "forget":
         return _forget(args)
+    if args.action == "ls":
+        return _memory_ls(args)
     with _target(args) as target:
         embedder = None if args.embedder == "none" else args.embedder
         done = reindex_memories(target, embedder, rebuild=args.rebuild)
@@ -647,6 +662,24 @@ def _memory(args: argparse.Namespace) -> int:
         print(f"{_shown(who)}  {owner.indexed}  {owner.embedded}")
     indexed, embedded = sum(o.indexed for o in done), sum(o.embedded for o in done)
     _say(f"{indexed} memories indexed again, {embedded} embedded, {len(done)} owners")
+    return 0
+
+
+def _memory_ls(args: argparse.Namespace) -> int:
+    with _target(args) as target:
+        records = list_memories(target, args.agent, args.user, args.limit, args.offset)
+    for record in records:
+        meta = record.metadata
+        stored = datetime.fromtimestamp(meta["created_ms"] / 1000, UTC).isoformat(
+            timespec="seconds"
+        )
+        conversations = ",".join(meta["conversation_ids"]) or "-"
+        messages = ",".join(meta["message_ids"]) or "-"
+        print(
+            f"{record.memory_id}  {stored}  {_shown(conversations)}  {_shown(messages)}  "
+            f"{_shown(record.text, backslash=False)}"
+        )
+    _say(f"{len(records)} memories")
     return 0
 
 

@@ -113,3 +113,23 @@ def test_the_command_forgets_a_user_under_every_agent_and_sweeps_what_is_left(
     one = cli("memory", "forget", *where, "--user", "v", "--agent", "a", "--yes")
     assert one.stdout.splitlines() == ["a/v  30  0"]
     assert naming(client, "a", "v") == []
+
+
+def test_the_command_lists_an_owners_memories_with_their_provenance(
+    redis_server: RedisServer,
+) -> None:
+    client = redis_server.client()
+    client.flushall()
+    memory = RedisLongTermMemory(client, namespace="t", clock=lambda: 1_764_000_000_000)
+    owner = {"agent_id": "a", "user_id": "u"}
+    memory.store("Prefers green tea", {**owner, "conversation_id": "c1", "message_ids": ["m1"]})
+    memory.store("Lives in\x1b[2J Porto", owner)
+    where = ("--redis-url", redis_server.url, "--namespace", "t")
+    done = cli("memory", "ls", *where, "--agent", "a", "--user", "u")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "2  2025-11-24T16:00:00+00:00  -  -  Lives in\\x1b[2J Porto",
+        "1  2025-11-24T16:00:00+00:00  c1  m1  Prefers green tea",
+    ]
+    assert "2 memories" in done.stderr
+    assert cli("memory", "ls", *where, "--agent", "a", "--limit", "0").returncode == 2

@@ -83,7 +83,7 @@ def owner_data(client: redis.Redis, memory: RedisLongTermMemory) -> dict[str, ob
         out[name] = client.hgetall(key) if kind == b"hash" else client.zrange(key, 0, -1)
     records = {k: json.loads(v) for k, v in client.hgetall(f"{base}:docs").items()}
     for record in records.values():  # cjson, which a merge writes with, writes [] as {}
-        record.update({k: v or [] for k, v in record.items() if k in "cgk"})
+        record.update({k: v or [] for k, v in record.items() if k in "cgkx"})
     out[":docs"] = records
     return out
 

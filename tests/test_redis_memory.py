@@ -51,6 +51,7 @@ from redis_history.memory.redis_memory import (
     MAX_EXTRA_BYTES,
     MAX_LIST,
     MAX_MEMORIES,
+    MAX_MESSAGE_IDS,
     MAX_QUERY_TERMS,
     MAX_TAGS,
     MAX_TERMS,
@@ -1249,3 +1250,29 @@ def test_no_call_runs_over_250_ms_at_the_limits(server_cpu: MeteredClient) -> No
     assert memory.forget(str(newest), OWNER)
     memory.store(f"{words} new", big)
     assert server_cpu.hget(keys.stats, "docs") == str(MAX_MEMORIES).encode()
+
+
+def test_a_memory_records_the_messages_it_came_from(memory: RedisLongTermMemory) -> None:
+    """``message_ids`` in the metadata: kept with the memory, united by merges (the first
+    MAX_MESSAGE_IDS kept), read back by ``list`` and ``recall``; a malformed list is refused
+    with nothing written."""
+    who = {"agent_id": "a", "user_id": "u"}
+    first = memory.store("Prefers green tea", {**who, "message_ids": ["m1", "m2"]})
+    assert memory.store("prefers GREEN tea", {**who, "message_ids": ["m2", "m3"]}) == first
+    (record,) = memory.list(MemoryFilters("a", "u"))
+    assert record.metadata["message_ids"] == ["m1", "m2", "m3"]
+    (hit,) = memory.recall("tea", MemoryFilters("a", "u"), 1)
+    assert hit.metadata["message_ids"] == ["m1", "m2", "m3"]
+    many = [f"n{i}" for i in range(MAX_MESSAGE_IDS)]
+    memory.store("Prefers green tea", {**who, "message_ids": many})
+    (record,) = memory.list(MemoryFilters("a", "u"))
+    assert record.metadata["message_ids"] == ["m1", "m2", "m3", *many][:MAX_MESSAGE_IDS]
+    bad: list[Any] = ["m1", [f"x{i}" for i in range(MAX_MESSAGE_IDS + 1)], [""], [1], ["z" * 129]]
+    errors = (TypeError, ValueError, ValueError, ValueError, ValueError)
+    for ids, error in zip(bad, errors, strict=True):
+        with pytest.raises(error):
+            memory.store("Takes the train", {**who, "message_ids": ids})
+    assert [r.text for r in memory.list(MemoryFilters("a", "u"))] == ["Prefers green tea"]
+    plain = memory.store("Takes the train", who)
+    (train,) = [r for r in memory.list(MemoryFilters("a", "u")) if r.memory_id == plain]
+    assert train.metadata["message_ids"] == []

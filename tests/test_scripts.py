@@ -17,6 +17,7 @@ import redis.asyncio
 
 from redis_history import AsyncRedisHistory, Message, RedisHistory
 from redis_history.limits import MAX_BATCH_MESSAGES
+from redis_history.memory.redis_memory import MAX_MESSAGE_IDS
 from redis_history.store.core import (
     APPENDS_DROPPED,
     OP_TOKEN_BYTES,
@@ -183,3 +184,10 @@ def test_wheel_contains_every_script(tmp_path: Path) -> None:
     assert "redis_history/py.typed" in names
     for module in (ROOT / "redis_history").rglob("*.py"):
         assert module.relative_to(ROOT).as_posix() in names
+
+
+def test_the_store_script_keeps_as_many_message_ids_as_the_memory_allows() -> None:
+    source = (ROOT / "lua" / "memory_store-6.lua").read_text()
+    found = re.search(r"^local MAX_MESSAGE_IDS = (\d+)", source, re.MULTILINE)
+    assert found is not None
+    assert int(found.group(1)) == MAX_MESSAGE_IDS

@@ -1,5 +1,6 @@
 """``redis-history memory``: bring the long-term memories of a namespace up to date
-(``reindex``), and forget every memory of a user (``forget``).
+(``reindex``), list an owner's with their provenance (``ls``), and forget every memory of a
+user (``forget``).
 
 Memories an earlier version indexed by other terms (``TERMS`` in redis_history.memory.redis_memory)
 are indexed again before their owner's next recall, or by this; memories stored before their
@@ -16,11 +17,19 @@ from dataclasses import dataclass
 
 from redis_history.admin.listing import scan
 from redis_history.admin.target import Target
+from redis_history.memory.base import MemoryFilters, MemoryRecord
 from redis_history.memory.embedders import AsyncEmbedder, Embedder, resolve_embedder
 from redis_history.memory.redis_memory import RedisLongTermMemory
 from redis_history.store.keys import glob_escape
 
-__all__ = ["Forgotten", "Reindexed", "forget_user", "memory_owners", "reindex_memories"]
+__all__ = [
+    "Forgotten",
+    "Reindexed",
+    "forget_user",
+    "list_memories",
+    "memory_owners",
+    "reindex_memories",
+]
 
 
 @dataclass(frozen=True)
@@ -114,3 +123,12 @@ def forget_user(target: Target, user_id: str, agent_id: str | None = None) -> li
             target.client.unlink(*left[start : start + 500])
         done.append(Forgotten(agent_of, user_id, forgotten, len(left)))
     return done
+
+
+def list_memories(
+    target: Target, agent_id: str, user_id: str | None, limit: int, offset: int = 0
+) -> list[MemoryRecord]:
+    """The owner's memories, newest first (:meth:`RedisLongTermMemory.list`), each with its
+    provenance in its metadata: ``conversation_ids`` and ``message_ids``."""
+    memory = RedisLongTermMemory(target.client, namespace=target.namespace, prefix=target.prefix)
+    return memory.list(MemoryFilters(agent_id, user_id), limit=limit, offset=offset)

@@ -133,6 +133,10 @@ MAX_MEMORIES = 5_000
 Every call then stays well under 250 ms of server time, whatever the owner holds."""
 MAX_CONVERSATIONS = 64
 """The most conversations one memory is filed under (merges add them)."""
+MAX_MESSAGE_IDS = 64
+"""The most message ids one memory records as its provenance (a merge keeps the first)."""
+MAX_MESSAGE_ID = 128
+"""The longest message id, in characters."""
 MAX_TOP_K = 100
 """The most memories one recall returns."""
 MAX_LIST = 100
@@ -150,8 +154,8 @@ FORGET_PAGE = 500
 """Records read per ``HSCAN`` and keys removed per ``UNLINK`` when an owner is forgotten."""
 
 RESERVED = frozenset(
-    {"agent_id", "user_id", "conversation_id", "conversation_ids", "tags", "created_ms",
-     "updated_ms", "memory_id"}
+    {"agent_id", "user_id", "conversation_id", "conversation_ids", "message_ids", "tags",
+     "created_ms", "updated_ms", "memory_id"}
 )  # fmt: skip
 """Metadata keys the memory sets itself; other keys are kept as given (JSON)."""
 
@@ -241,6 +245,7 @@ class _Record(NamedTuple):
     updated: int
     length: int
     terms: list[str]
+    messages: list[str]
 
 
 def _problem(record: Any) -> str | None:
@@ -250,8 +255,8 @@ def _problem(record: Any) -> str | None:
         return "not a JSON object"
     if not isinstance(record.get("t"), str):
         return "no text"
-    for field in ("c", "g", "k"):
-        value = record.get(field)
+    for field in ("c", "g", "k", "x"):
+        value = record.get(field, [])  # x (message ids): records stored before it have none
         if value != {} and not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
             return f"{field} is not a list of strings"
     stored = record.get("m")
@@ -301,6 +306,7 @@ def _record(raw: Any, memory_id: str) -> _Record:
         int(record["up"]),
         record["n"],
         _strings(record["k"]),
+        _strings(record.get("x", [])),
     )
 
 
@@ -635,7 +641,8 @@ class _Memory:
         record = _json(
             {"t": text, "c": conversations, "g": list(filters.tags),
              "m": extra, "at": str(now),
-             "up": str(now), "n": length, "k": list(counts), "s": TERMS}
+             "up": str(now), "n": length, "k": list(counts), "s": TERMS,
+             "x": _message_ids(metadata)}
         )  # fmt: skip
         sets = [keys.conversation(c) for c in conversations] + [keys.tag(t) for t in filters.tags]
         postings = [length * 1000 + min(tf, MAX_TF) for tf in counts.values()]
@@ -1187,6 +1194,19 @@ def _split(metadata: Mapping[str, Any]) -> tuple[MemoryFilters, dict[str, str]]:
     return filters, texts
 
 
+def _message_ids(metadata: Mapping[str, Any]) -> list[str]:
+    """The ids of the messages a memory came from (``message_ids``), checked."""
+    ids = metadata.get("message_ids", [])
+    if isinstance(ids, str) or not isinstance(ids, list | tuple):
+        raise TypeError(f"message_ids must be a list of str, got {type(ids).__name__}")
+    limits.limited(len(ids), MAX_MESSAGE_IDS, "a memory's message ids")
+    for message_id in ids:
+        if not isinstance(message_id, str) or not message_id:
+            raise ValueError(f"a message id must be a non-empty str, got {message_id!r}")
+        limits.limited(len(message_id), MAX_MESSAGE_ID, "a message id's characters")
+    return list(dict.fromkeys(ids))
+
+
 def _check_tags(tags: Sequence[str]) -> None:
     limits.limited(len(tags), MAX_TAGS, "tags")
     for tag in tags:
@@ -1215,6 +1235,7 @@ def _decode(raw: Any, memory_id: str, filters: MemoryFilters) -> tuple[str, Mapp
     elif conversations:
         metadata["conversation_id"] = conversations[0]
     metadata["conversation_ids"] = conversations
+    metadata["message_ids"] = record.messages
     metadata["tags"] = record.tags
     metadata["created_ms"] = record.created
     metadata["updated_ms"] = record.updated
