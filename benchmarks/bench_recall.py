@@ -1,6 +1,7 @@
 """Recall by meaning: how often long-term memory finds the memory a question needs.
 
-Run: ``python benchmarks/bench_recall.py [--markdown]``.
+Run: ``python benchmarks/bench_recall.py [--markdown] [--quick]`` (``--quick``: owners of 500
+memories and one run for the timings, for the tests).
 
 Two labelled sets (``tests/memory_samples.py``): 60 memories and 28 questions that share
 words with their answers and with decoys, and 24 memories with 24 questions that share no
@@ -77,7 +78,9 @@ def query_cpu(embedder: Embedder, queries: Sequence[str], runs: int = 5) -> floa
     return best * 1000
 
 
-def search_time(server: RedisServer, embedder: Embedder, runs: int = 5) -> tuple[float, float]:
+def search_time(
+    server: RedisServer, embedder: Embedder, runs: int = 5, size: int = MAX_MEMORIES
+) -> tuple[float, float]:
     """The server's time for the scripts of a whole recall by meaning and keywords in an
     owner of 5,000 memories, and for its dearest call (``SLOWLOG``, every call logged; the
     least of ``runs``), in ms."""
@@ -86,8 +89,8 @@ def search_time(server: RedisServer, embedder: Embedder, runs: int = 5) -> tuple
     memory = RedisLongTermMemory(client, embedder=embedder)
     rng = random.Random(7)
     words = " ".join(PARAPHRASE_MEMORIES).lower().replace(".", "").split()
-    texts = [f"{i}: " + " ".join(rng.sample(words, 8)) for i in range(MAX_MEMORIES)]
-    for start in range(0, MAX_MEMORIES, 500):
+    texts = [f"{i}: " + " ".join(rng.sample(words, 8)) for i in range(size)]
+    for start in range(0, size, 500):
         memory.store_many([(t, OWNER) for t in texts[start : start + 500]])
     memory.recall("warm up", WHO, 10)
     client.config_set("slowlog-log-slower-than", 0)
@@ -105,7 +108,9 @@ def search_time(server: RedisServer, embedder: Embedder, runs: int = 5) -> tuple
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--markdown", action="store_true", help="print the table as docs show it")
+    parser.add_argument("--quick", action="store_true", help="500 memories, one timing run")
     args = parser.parse_args()
+    size, runs = (500, 1) if args.quick else (MAX_MEMORIES, 5)
     embedder = OfflineEmbedder()
     executable = vector_redis_server()
     if executable is None:
@@ -130,8 +135,8 @@ def main() -> None:
                 )
             )
         every_query = [q for _, data in SETS.items() for q, _ in data[1]]
-        per_query = query_cpu(embedder, every_query)
-        searches = [search_time(server, embedder) for server in (seven, eight)]
+        per_query = query_cpu(embedder, every_query, runs)
+        searches = [search_time(server, embedder, runs, size) for server in (seven, eight)]
     head = (
         "| set | keywords @1 | keywords @3 | textbook BM25 @3 | hybrid @1 | hybrid @3 "
         "| same top-3 on 7 and 8 |"
@@ -146,7 +151,7 @@ def main() -> None:
             f"| {'yes' if same else 'NO'} |"
         )
     print()
-    print(f"Embedding a query: {per_query:.2f} ms of CPU (one at a time, least of 5 runs).")
+    print(f"Embedding a query: {per_query:.2f} ms of CPU (one at a time, least of {runs} runs).")
     precision, recall = merge_decisions(embedder)
     print(
         f"Merging a restatement (merge_similar), {len(SAME_FACT_PAIRS)} pairs of one fact and "
@@ -154,8 +159,9 @@ def main() -> None:
     )
     for version, (whole, dearest) in zip(versions, searches, strict=True):
         print(
-            f"Redis {version}, a recall in an owner of 5,000 memories: its scripts {whole:.1f} ms "
-            f"of server time in all, the dearest {dearest:.1f} ms (SLOWLOG, least of 5 runs)."
+            f"Redis {version}, a recall in an owner of {size:,} memories: its scripts "
+            f"{whole:.1f} ms of server time in all, the dearest {dearest:.1f} ms (SLOWLOG, "
+            f"least of {runs} runs)."
         )
 
 
