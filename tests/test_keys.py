@@ -26,6 +26,8 @@ def test_keys_share_the_conversation_hash_tag() -> None:
         "rh:tenant-a:{conv-1}:lock",
         "rh:tenant-a:{conv-1}:stage",
         "rh:tenant-a:{conv-1}:summaries",
+        "rh:tenant-a:{conv-1}:extraction",
+        "rh:tenant-a:{conv-1}:xclaim",
     )
     assert keys.lock not in keys.data
     assert keys.summaries not in keys.data

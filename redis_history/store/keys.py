@@ -206,6 +206,10 @@ class ConversationKeys:
     """What ``msgs`` is renamed to while a staged append's envelopes land (``lua/append-5.lua``)."""
     summaries: str
     """A ``HistoryManager``'s shared summaries (``redis_history/store/summaries.py``)."""
+    extraction: str
+    """Where memory extraction has reached (``redis_history/memory/extraction.py``)."""
+    extract_claim: str
+    """The token of the memory extraction run under way."""
 
     @classmethod
     def build(
@@ -225,6 +229,8 @@ class ConversationKeys:
             lock=f"{base}:lock",
             stage=f"{base}:stage",
             summaries=f"{base}:summaries",
+            extraction=f"{base}:extraction",
+            extract_claim=f"{base}:xclaim",
         )
 
     @property
@@ -242,10 +248,19 @@ class ConversationKeys:
         return f"{staged}:msgs", f"{staged}:meta", f"{staged}:archive"
 
     @property
-    def all(self) -> tuple[str, str, str, str, str, str]:
+    def all(self) -> tuple[str, ...]:
         """Every key, for ``delete()`` (``stage`` never outlives a transaction, but a
         conversation deleted is deleted whole)."""
-        return (self.msgs, self.meta, self.archive, self.lock, self.stage, self.summaries)
+        return (
+            self.msgs,
+            self.meta,
+            self.archive,
+            self.lock,
+            self.stage,
+            self.summaries,
+            self.extraction,
+            self.extract_claim,
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,243 @@
+"""Memories that write themselves: durable facts extracted from a conversation's messages,
+each message extracted once across any number of pods and workers.
+
+An :class:`Extractor` turns messages into :class:`Fact` s (the offline
+:class:`RuleExtractor` takes a user's first-person statements: "I moved to Porto" becomes
+"Moved to Porto"). :class:`MemoryExtraction` runs one over the messages of a conversation
+not extracted yet and stores what it finds in a long-term memory, with its provenance (the
+conversation, the ids of the messages, the extractor, when).
+
+A run holds the conversation's extraction claim (``SET NX PX``, a token of its own) while it
+reads, extracts and stores; it then moves the conversation's cursor (the id of the last
+message extracted) past what it read, in one script that checks it still holds the claim.
+Two runs at once: the second finds the claim taken and returns at once. A run that dies
+before it moves the cursor leaves the claim to expire; the next run extracts the same
+messages again, and its facts merge into the memories the first stored (a memory's text
+is stored once per owner), so no fact is kept twice. Compaction removes the oldest messages:
+a cursor it removed means every message left is newer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar, runtime_checkable
+
+from redis_history.memory.redis_memory import RedisLongTermMemory
+from redis_history.models import Message
+from redis_history.store.history import RedisHistory
+from redis_history.store.keys import ConversationKeys
+from redis_history.wire.call import Call
+from redis_history.wire.lane import send
+from redis_history.wire.scripts import script
+
+__all__ = [
+    "EXTRACTION_LEASE_MS",
+    "Extracted",
+    "Extractor",
+    "Fact",
+    "MemoryExtraction",
+    "RuleExtractor",
+]
+
+T = TypeVar("T")
+
+EXTRACTION_LEASE_MS = 120_000
+"""How long a run holds a conversation's extraction claim: a run that dies is taken over
+after this (a live run finishes well within it: one extractor call and one store)."""
+
+
+@dataclass(frozen=True)
+class Fact:
+    """A durable fact, and the ids of the messages it was found in."""
+
+    text: str
+    message_ids: tuple[str, ...]
+
+
+@runtime_checkable
+class Extractor(Protocol):
+    """Turns a conversation's new messages into facts worth remembering."""
+
+    name: str
+    """Recorded with each memory it makes (``extractor`` in the metadata)."""
+
+    def extract(self, messages: Sequence[Message]) -> list[Fact]:
+        """The durable facts stated in ``messages`` (preferences, facts about the user,
+        decisions, commitments), each with the ids of the messages it came from."""
+        ...
+
+
+_SENTENCE = re.compile(r"(?<=[.!])\s+|\n+")
+_OPENINGS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(rf"^{pattern}\b\s*", re.IGNORECASE), replacement)
+    for pattern, replacement in (
+        (r"i am|i'm", "Is "),
+        (r"i have|i've", "Has "),
+        (r"i don't|i do not", "Does not "),
+        (r"i can't|i cannot", "Cannot "),
+        (r"i will|i'll", "Will "),
+        (r"my", "Their "),
+        (r"i (never|always|usually|often|just|recently)", r"\1 "),
+        (r"i (moved|started|stopped|switched|quit|bought|sold|married|joined|left)", r"\1 "),
+        (r"i (live|work|prefer|like|love|hate|own|drive|speak|play|use|eat|drink|need)", r"\1s "),
+        (r"i (study)", "Studies "),
+    )
+)
+_PERSON = (("my", "their"), ("me", "them"), ("myself", "themselves"), ("mine", "theirs"))
+
+
+class RuleExtractor:
+    """The offline extractor: each sentence of a user message that states something about
+    the speaker ("I am", "I have", "I live", "I prefer", "My ... is", "I moved", ...) becomes a
+    fact in the third person; questions and sentences of fewer than three words are left."""
+
+    name = "rules"
+
+    def extract(self, messages: Sequence[Message]) -> list[Fact]:
+        facts: dict[str, Fact] = {}
+        for message in messages:
+            if message.role != "user":
+                continue
+            for sentence in _SENTENCE.split(message.text):
+                fact = _third_person(sentence.strip())
+                if fact and fact.casefold() not in facts:
+                    facts[fact.casefold()] = Fact(fact, (message.id,))
+        return list(facts.values())
+
+
+def _third_person(sentence: str) -> str | None:
+    """``sentence`` about the speaker, in the third person; ``None`` for any other."""
+    if sentence.endswith("?") or len(sentence.split()) < 3:
+        return None
+    for opening, replacement in _OPENINGS:
+        found = opening.match(sentence)
+        if found:
+            head = found.expand(replacement)
+            rest = " ".join(_PERSONS.get(w.casefold(), w) for w in sentence[found.end() :].split())
+            text = (head + rest).strip().rstrip(".!") + "."
+            return text[:1].upper() + text[1:]
+    return None
+
+
+_PERSONS = dict(_PERSON)
+
+
+@dataclass(frozen=True)
+class Extracted:
+    """What one :meth:`MemoryExtraction.extract` did."""
+
+    messages: int
+    """Messages it extracted from (0: nothing new, or another run holds the claim)."""
+    facts: int
+    """Facts the extractor found in them."""
+    memory_ids: tuple[str, ...]
+    """The memories they were stored as (a fact the owner had already merges into it)."""
+    busy: bool = False
+    """Another run held the conversation's claim: nothing was done."""
+    lost: bool = False
+    """The claim ran out before the cursor moved: the facts are stored, the messages will be
+    extracted again (and merge into the same memories)."""
+
+
+class MemoryExtraction:
+    """Extracts the facts of conversations into one long-term memory, for one agent."""
+
+    def __init__(
+        self,
+        memory: RedisLongTermMemory,
+        extractor: Extractor,
+        agent_id: str,
+        *,
+        lease_ms: int = EXTRACTION_LEASE_MS,
+        clock: Callable[[], int] | None = None,
+    ) -> None:
+        """Store into ``memory`` what ``extractor`` finds, as memories of ``agent_id`` and
+        the user each call names; a run holds a conversation's claim for ``lease_ms``."""
+        if lease_ms < 1:
+            raise ValueError(f"lease_ms must be at least 1, got {lease_ms!r}")
+        self.memory = memory
+        self.extractor = extractor
+        self.agent_id = agent_id
+        self.lease_ms = lease_ms
+        self._clock = clock or (lambda: time.time_ns() // 1_000_000)
+
+    def extract(self, history: RedisHistory, user_id: str | None = None) -> Extracted:
+        """Extract the messages of ``history`` not extracted yet (by any pod or worker) into
+        memories of (``agent_id``, ``user_id``); see the module's docstring.
+
+        Raises:
+            EndpointError: the extractor failed (nothing stored, the claim released).
+            HistoryError: a store was refused (the facts before it are kept).
+        """
+        keys = history.keys
+        client = history.client
+        token = uuid.uuid4().hex
+        claimed = Call(bool, ("SET", keys.extract_claim, token, "NX", "PX", self.lease_ms))
+        if not _sent(client, claimed):
+            return Extracted(0, 0, (), busy=True)
+        moved = False
+        try:
+            last = _sent(client, Call(_text_or_none, ("HGET", keys.extraction, "last")))
+            new = _after(history.snapshot(), last)
+            if not new:
+                return Extracted(0, 0, ())
+            facts = self.extractor.extract(new)
+            now = self._clock()
+            items = [
+                (
+                    fact.text,
+                    {
+                        "agent_id": self.agent_id,
+                        "user_id": user_id,
+                        "conversation_id": history.conversation_id,
+                        "message_ids": list(fact.message_ids),
+                        "extractor": self.extractor.name,
+                        "extracted_ms": now,
+                    },
+                )
+                for fact in facts
+            ]
+            stored = tuple(self.memory.store_many(items)) if items else ()
+            commit = _commit(keys, token, new[-1].id, len(new))
+            moved = True
+            held = bool(_sent(client, commit))
+            return Extracted(len(new), len(facts), stored, lost=not held)
+        finally:
+            if not moved:  # nothing to move, or a failure: the claim is released
+                release = _commit(keys, token, "", 0)
+                with contextlib.suppress(Exception):  # else it runs out by itself
+                    _sent(client, release)
+
+
+def _sent(client: Any, call: Call[T]) -> T:
+    """``call`` sent through ``client``, its reply parsed."""
+    return call.parse(send(client, call))
+
+
+def _text_or_none(raw: Any) -> str | None:
+    return None if raw is None else raw.decode() if isinstance(raw, bytes) else str(raw)
+
+
+def _after(messages: list[Message], last: str | None) -> list[Message]:
+    """The messages after the one with id ``last``, summaries left out; all of them when
+    ``last`` is ``None`` or gone (compaction removed it: every message left is newer)."""
+    start = 0
+    if last is not None:
+        for index, message in enumerate(messages):
+            if message.id == last:
+                start = index + 1
+                break
+    return [m for m in messages[start:] if m.metadata.get("summary") is not True]
+
+
+def _commit(keys: ConversationKeys, token: str, last: str, count: int) -> Call[int]:
+    """The script moving the cursor to ``last`` (``""``: only release) if ``token`` still
+    holds the claim."""
+    lua = script("extract_commit")
+    command = ("EVALSHA", lua.sha, 3, keys.extract_claim, keys.extraction, keys.meta)
+    return Call(int, (*command, token, last, count), lua)

@@ -1,0 +1,188 @@
+"""Memory extraction: the offline extractor's rules, and runs over a conversation on real
+Redis that extract each message once across concurrent pods, take over a run that died, and
+keep each fact once."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import redis
+
+from redis_history import Message, RedisHistory
+from redis_history.memory import MemoryFilters, RedisLongTermMemory, extraction
+from redis_history.memory.extraction import Fact, MemoryExtraction, RuleExtractor
+
+pytestmark = pytest.mark.real_redis
+WHO = MemoryFilters("assistant", "u")
+
+
+def turns(*said: str) -> list[Message]:
+    """A user message saying each text, each answered."""
+    out: list[Message] = []
+    for text in said:
+        out += [Message.user(text), Message.assistant("Noted.")]
+    return out
+
+
+def test_the_rules_turn_first_person_statements_into_facts() -> None:
+    messages = turns(
+        "Hi! I moved from Lisbon to Porto last year. Where should I eat tonight?",
+        "I'm allergic to peanuts and my sister lives in Berlin.",
+        "I prefer window seats. ok",
+    )
+    facts = RuleExtractor().extract([*messages, Message.assistant("I am an assistant.")])
+    assert [f.text for f in facts] == [
+        "Moved from Lisbon to Porto last year.",
+        "Is allergic to peanuts and their sister lives in Berlin.",
+        "Prefers window seats.",
+    ]
+    assert [f.message_ids for f in facts] == [
+        (messages[0].id,),
+        (messages[2].id,),
+        (messages[4].id,),
+    ]
+    assert RuleExtractor().extract(turns("What do I like?", "I am", "Thanks a lot!")) == []
+
+
+class Counting(RuleExtractor):
+    """The rules, counting each message it is handed."""
+
+    def __init__(self) -> None:
+        self.seen: Counter[str] = Counter()
+        self.lock = threading.Lock()
+
+    def extract(self, messages: Sequence[Message]) -> list[Fact]:
+        with self.lock:
+            self.seen.update(m.id for m in messages)
+        return super().extract(messages)
+
+
+def test_each_message_is_extracted_once_into_memories_with_their_provenance(
+    real_redis: redis.Redis,
+) -> None:
+    """Runs extract what is new since the last; the memories name the conversation, the
+    messages, the extractor and when."""
+    history = RedisHistory(real_redis, "conv-1")
+    memory = RedisLongTermMemory(real_redis)
+    extractor = Counting()
+    run = MemoryExtraction(memory, extractor, "assistant", clock=lambda: 1_000)
+    history.append_many(turns("I live in Porto.", "I have two cats."))
+    done = run.extract(history, "u")
+    assert (done.messages, done.facts, len(done.memory_ids)) == (4, 2, 2)
+    assert run.extract(history, "u").messages == 0
+    history.append_many(turns("I work as a nurse."))
+    assert run.extract(history, "u").facts == 1
+    assert set(extractor.seen.values()) == {1}
+    assert len(extractor.seen) == 6
+    records = {r.text: r.metadata for r in memory.list(WHO)}
+    assert set(records) == {"Lives in Porto.", "Has two cats.", "Works as a nurse."}
+    porto = records["Lives in Porto."]
+    assert porto["conversation_ids"] == ["conv-1"]
+    assert porto["message_ids"] == [history.snapshot()[0].id]
+    assert (porto["extractor"], porto["extracted_ms"]) == ("rules", 1_000)
+    assert int(real_redis.hget(history.keys.extraction, "count") or 0) == 6
+
+
+def test_pods_extracting_at_once_hand_each_message_to_the_extractor_once(
+    real_redis: redis.Redis,
+) -> None:
+    """Six pods run extraction on one conversation while it grows: every message reaches
+    the extractor exactly once, and no fact is kept twice."""
+    history = RedisHistory(real_redis, "conv-2")
+    memory = RedisLongTermMemory(real_redis)
+    extractor = Counting()
+    said = [f"I have visited city number {i}." for i in range(24)]
+
+    def pod(index: int) -> None:
+        run = MemoryExtraction(memory, extractor, "assistant")
+        for round_ in range(4):
+            if index == 0:
+                history.append_many(turns(*said[round_ * 6 : round_ * 6 + 6]))
+            run.extract(RedisHistory(real_redis, "conv-2"), "u")
+
+    with ThreadPoolExecutor(6) as pool:
+        list(pool.map(pod, range(6)))
+    MemoryExtraction(memory, extractor, "assistant").extract(history, "u")
+    assert len(extractor.seen) == len(history.snapshot()) == 48
+    assert set(extractor.seen.values()) == {1}
+    texts = [r.text for r in memory.list(WHO, limit=100)]
+    assert len(texts) == len(set(texts)) == 24
+
+
+def test_a_run_that_died_is_taken_over_and_its_facts_kept_once(
+    real_redis: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run that stored its facts and died before it moved the cursor: once its claim ran
+    out, the next run extracts the same messages, and their facts merge into the same
+    memories."""
+    history = RedisHistory(real_redis, "conv-3")
+    history.append_many(turns("I live in Porto.", "I prefer tea."))
+    memory = RedisLongTermMemory(real_redis)
+    extractor = Counting()
+    run = MemoryExtraction(memory, extractor, "assistant", lease_ms=50)
+    def died(*_: object) -> None:
+        raise SystemExit("killed")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(extraction, "_commit", died)
+        with pytest.raises(SystemExit):
+            run.extract(history, "u")
+    first = sorted(r.memory_id or "" for r in memory.list(WHO))
+    assert run.extract(history, "u").busy  # its claim still holds
+    real_redis.pexpire(history.keys.extract_claim, 1)
+    while real_redis.exists(history.keys.extract_claim):
+        pass
+    again = run.extract(history, "u")
+    assert sorted(again.memory_ids) == first
+    assert sorted(r.memory_id or "" for r in memory.list(WHO)) == first
+    assert set(extractor.seen.values()) == {2}
+    assert run.extract(history, "u").messages == 0
+
+
+def test_a_failing_extractor_releases_the_claim_and_moves_nothing(
+    real_redis: redis.Redis,
+) -> None:
+    history = RedisHistory(real_redis, "conv-4")
+    history.append_many(turns("I live in Porto."))
+    memory = RedisLongTermMemory(real_redis)
+
+    class Failing(RuleExtractor):
+        def extract(self, messages: Sequence[Message]) -> list[Fact]:
+            raise RuntimeError("the model is down")
+
+    with pytest.raises(RuntimeError):
+        MemoryExtraction(memory, Failing(), "assistant").extract(history, "u")
+    assert not real_redis.exists(history.keys.extract_claim, history.keys.extraction)
+    assert MemoryExtraction(memory, RuleExtractor(), "assistant").extract(history, "u").facts == 1
+
+
+def test_messages_compaction_removed_past_the_cursor_leave_the_rest_to_extract(
+    real_redis: redis.Redis,
+) -> None:
+    """The cursor's message summarized away: every message left is newer, and extracted."""
+    history = RedisHistory(real_redis, "conv-5")
+    history.append_many(turns("I live in Porto.", "I prefer tea."))
+    memory = RedisLongTermMemory(real_redis)
+    run = MemoryExtraction(memory, RuleExtractor(), "assistant")
+    run.extract(history, "u")
+    history.append_many(turns("I drive an electric car."))
+    real_redis.hset(history.keys.extraction, "last", "a-message-compaction-removed")
+    assert run.extract(history, "u").messages == 6
+    assert "Drives an electric car." in [r.text for r in memory.list(WHO)]
+
+
+def test_the_extraction_state_goes_with_a_conversation_that_expires(
+    real_redis: redis.Redis,
+) -> None:
+    history = RedisHistory(real_redis, "conv-6", ttl=3600)
+    history.append_many(turns("I live in Porto."))
+    MemoryExtraction(RedisLongTermMemory(real_redis), RuleExtractor(), "assistant").extract(
+        history, "u"
+    )
+    assert 0 < real_redis.pttl(history.keys.extraction) <= 3_600_000
+    history.delete()
+    assert not real_redis.exists(history.keys.extraction)
