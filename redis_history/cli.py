@@ -534,18 +534,28 @@ def _import(args: argparse.Namespace) -> int:
     return 0
 
 
+def _confirmed(args: argparse.Namespace, question: str, doing: str, declined: str) -> bool:
+    """Whether to go on: ``--yes``, or a yes to ``question`` on a terminal (else, says
+    ``declined``); with no terminal and no ``--yes``, a ``ValueError`` on ``doing``."""
+    if args.yes:
+        return True
+    if not sys.stdin.isatty():
+        raise ValueError(f"not {doing}: pass --yes (stdin is not a terminal)")
+    print(f"{question} [y/N] ", end="", file=sys.stderr)
+    sys.stderr.flush()
+    if sys.stdin.readline().strip().lower() in ("y", "yes"):
+        return True
+    _say(declined)
+    return False
+
+
 def _delete(args: argparse.Namespace) -> int:
     with _target(args) as target:
         history = target.existing(args.conversation_id)
         name = f"{history.namespace}/{history.conversation_id}"
-        if not args.yes:
-            if not sys.stdin.isatty():
-                raise ValueError(f"not deleting {name}: pass --yes (stdin is not a terminal)")
-            print(f"delete {name}, {history.len()} messages? [y/N] ", end="", file=sys.stderr)
-            sys.stderr.flush()
-            if sys.stdin.readline().strip().lower() not in ("y", "yes"):
-                _say(f"{name} was not deleted")
-                return _FAILED
+        question = f"delete {name}, {history.len()} messages?"
+        if not _confirmed(args, question, f"deleting {name}", f"{name} was not deleted"):
+            return _FAILED
         history.delete()
     _say(f"deleted {name}")
     return 0
@@ -685,14 +695,9 @@ def _memory_ls(args: argparse.Namespace) -> int:
 
 def _forget(args: argparse.Namespace) -> int:
     who = args.user if args.agent is None else f"{args.agent}/{args.user}"
-    if not args.yes:
-        if not sys.stdin.isatty():
-            raise ValueError(f"not forgetting {who}: pass --yes (stdin is not a terminal)")
-        print(f"forget every memory of {_shown(who)}? [y/N] ", end="", file=sys.stderr)
-        sys.stderr.flush()
-        if sys.stdin.readline().strip().lower() not in ("y", "yes"):
-            _say(f"{_shown(who)} was not forgotten")
-            return _FAILED
+    question = f"forget every memory of {_shown(who)}?"
+    if not _confirmed(args, question, f"forgetting {who}", f"{_shown(who)} was not forgotten"):
+        return _FAILED
     with _target(args) as target:
         done = forget_user(target, args.user, args.agent)
     for owner in done:

@@ -124,6 +124,7 @@ def test_a_run_that_died_is_taken_over_and_its_facts_kept_once(
     memory = RedisLongTermMemory(real_redis)
     extractor = Counting()
     run = MemoryExtraction(memory, extractor, "assistant", lease_ms=50)
+
     def died(*_: object) -> None:
         raise SystemExit("killed")
 

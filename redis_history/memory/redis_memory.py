@@ -60,7 +60,7 @@ import struct
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from types import MappingProxyType
 from typing import Any, NamedTuple, TypeVar, cast
@@ -397,6 +397,22 @@ def _owned_keys(keys: MemoryKeys, memory_id: str, raw: Any) -> set[str]:
     return named | {keys.term(t) for t in record.terms}
 
 
+def _each(stores: Iterable[Callable[[], Plan[_Step, str]]]) -> Plan[_Step, list[str]]:
+    """The ids ``store_many``'s stores return; one refused is raised, with its index, once
+    the items after it are stored all the same."""
+    out: list[str] = []
+    refused: HistoryError | None = None
+    for index, store in enumerate(stores):
+        try:
+            out.append((yield from store()))
+        except HistoryError as exc:
+            exc.index = index
+            refused = refused or exc
+    if refused is not None:
+        raise refused
+    return out
+
+
 class _Nearest(NamedTuple):
     """A vector search's reply (``lua/memory_vsearch-5.lua``): the memories with no vector
     yet, where the next part of the scan starts (``"0"``: none), and its hits (id, score,
@@ -562,21 +578,14 @@ class _Memory:
             return []
         vectors = yield from self._vectors([text for text, _ in items])
         if self.merge_similar:  # each against what the ones before it kept: one at a time
-            kept: builtins.list[str] = []
-            failed: HistoryError | None = None
-            for index, ((make, keys), vector, (text, metadata)) in enumerate(
-                zip(made, vectors, items, strict=True)
-            ):
-                owner = MemoryFilters(metadata["agent_id"], metadata.get("user_id"))
-                try:
-                    call = make(vector, (yield from self._restated(keys, owner, text, vector)))
-                    kept.append((yield from self._stored(call, keys, (yield _Send(call)))))
-                except HistoryError as exc:  # the items after it are stored all the same
-                    exc.index = index
-                    failed = failed or exc
-            if failed is not None:
-                raise failed
-            return kept
+            return (
+                yield from _each(
+                    functools.partial(self._store_restated, make, keys, text, metadata, vector)
+                    for (make, keys), vector, (text, metadata) in zip(
+                        made, vectors, items, strict=True
+                    )
+                )
+            )
         stores = [
             (make(vector, ""), keys) for (make, keys), vector in zip(made, vectors, strict=True)
         ]
@@ -584,23 +593,35 @@ class _Memory:
             replies = yield _Pipeline(tuple(call for call, _ in stores))
         except RedisFailure as exc:
             raise self._error(exc) from exc
-        out: builtins.list[str] = []
-        refused: HistoryError | None = None
-        for index, ((call, keys), reply) in enumerate(zip(stores, replies, strict=True)):
-            try:
-                if resent(reply):  # the first EVAL loads it for the rest
-                    stored = yield _Send(call)
-                elif isinstance(reply, RedisFailure):
-                    raise self._error(reply) from reply
-                else:
-                    stored = call.parse(reply)
-                out.append((yield from self._stored(call, keys, stored)))
-            except HistoryError as exc:  # the items after it are stored all the same
-                exc.index = index
-                refused = refused or exc
-        if refused is not None:
-            raise refused
-        return out
+        return (
+            yield from _each(
+                functools.partial(self._replied, call, keys, reply)
+                for (call, keys), reply in zip(stores, replies, strict=True)
+            )
+        )
+
+    def _store_restated(
+        self,
+        make: Callable[[bytes, str], Call[_Stored]],
+        keys: MemoryKeys,
+        text: str,
+        metadata: Mapping[str, Any],
+        vector: bytes,
+    ) -> Plan[_Step, str]:
+        """One store of ``store_many`` with ``merge_similar``: into what it restates, if any."""
+        owner = MemoryFilters(metadata["agent_id"], metadata.get("user_id"))
+        call = make(vector, (yield from self._restated(keys, owner, text, vector)))
+        return (yield from self._stored(call, keys, (yield _Send(call))))
+
+    def _replied(self, call: Call[_Stored], keys: MemoryKeys, reply: Any) -> Plan[_Step, str]:
+        """One store of ``store_many``'s pipeline, from its ``reply``."""
+        if resent(reply):  # the first EVAL loads it for the rest
+            stored = yield _Send(call)
+        elif isinstance(reply, RedisFailure):
+            raise self._error(reply) from reply
+        else:
+            stored = call.parse(reply)
+        return (yield from self._stored(call, keys, stored))
 
     def _stored(self, call: Call[_Stored], keys: MemoryKeys, stored: _Stored) -> Plan[_Step, str]:
         """The id of the memory a store ``call`` replied ``stored`` for. A memory with its
