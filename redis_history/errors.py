@@ -49,6 +49,7 @@ __all__ = [
     "EmbeddingError",
     "EncodingUnavailableError",
     "EndpointError",
+    "ExtractionError",
     "HistoryError",
     "InvalidMediaError",
     "InvalidMessageError",
@@ -277,6 +278,11 @@ class EndpointError(HistoryError):
 class EmbeddingError(EndpointError):
     """An embedder could not embed: its endpoint failed, or it answered with vectors that are
     not one per text of one dimension (``status`` and ``endpoint`` then ``None``)."""
+
+
+class ExtractionError(EndpointError):
+    """An extractor could not extract: its endpoint failed, or it answered with something
+    that is not the facts' JSON (``status`` and ``endpoint`` then ``None``)."""
 
 
 class SummarizerError(EndpointError):

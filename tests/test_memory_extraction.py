@@ -4,6 +4,7 @@ keep each fact once."""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import Counter
 from collections.abc import Sequence
@@ -11,12 +12,18 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import redis
+from chat_server import ChatServer, Reply
 
-from redis_history import Message, RedisHistory
+from redis_history import ExtractionError, Message, RedisHistory
 from redis_history.memory import MemoryFilters, RedisLongTermMemory, extraction
-from redis_history.memory.extraction import Fact, MemoryExtraction, RuleExtractor
+from redis_history.memory.extraction import (
+    Fact,
+    MemoryExtraction,
+    OpenAICompatibleExtractor,
+    RuleExtractor,
+)
 
-pytestmark = pytest.mark.real_redis
+KEY = "sk-secret-extraction-key"
 WHO = MemoryFilters("assistant", "u")
 
 
@@ -61,6 +68,7 @@ class Counting(RuleExtractor):
         return super().extract(messages)
 
 
+@pytest.mark.real_redis
 def test_each_message_is_extracted_once_into_memories_with_their_provenance(
     real_redis: redis.Redis,
 ) -> None:
@@ -87,6 +95,7 @@ def test_each_message_is_extracted_once_into_memories_with_their_provenance(
     assert int(real_redis.hget(history.keys.extraction, "count") or 0) == 6
 
 
+@pytest.mark.real_redis
 def test_pods_extracting_at_once_hand_each_message_to_the_extractor_once(
     real_redis: redis.Redis,
 ) -> None:
@@ -113,6 +122,7 @@ def test_pods_extracting_at_once_hand_each_message_to_the_extractor_once(
     assert len(texts) == len(set(texts)) == 24
 
 
+@pytest.mark.real_redis
 def test_a_run_that_died_is_taken_over_and_its_facts_kept_once(
     real_redis: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -144,6 +154,7 @@ def test_a_run_that_died_is_taken_over_and_its_facts_kept_once(
     assert run.extract(history, "u").messages == 0
 
 
+@pytest.mark.real_redis
 def test_a_failing_extractor_releases_the_claim_and_moves_nothing(
     real_redis: redis.Redis,
 ) -> None:
@@ -161,6 +172,7 @@ def test_a_failing_extractor_releases_the_claim_and_moves_nothing(
     assert MemoryExtraction(memory, RuleExtractor(), "assistant").extract(history, "u").facts == 1
 
 
+@pytest.mark.real_redis
 def test_messages_compaction_removed_past_the_cursor_leave_the_rest_to_extract(
     real_redis: redis.Redis,
 ) -> None:
@@ -176,6 +188,7 @@ def test_messages_compaction_removed_past_the_cursor_leave_the_rest_to_extract(
     assert "Drives an electric car." in [r.text for r in memory.list(WHO)]
 
 
+@pytest.mark.real_redis
 def test_the_extraction_state_goes_with_a_conversation_that_expires(
     real_redis: redis.Redis,
 ) -> None:
@@ -187,3 +200,70 @@ def test_the_extraction_state_goes_with_a_conversation_that_expires(
     assert 0 < real_redis.pttl(history.keys.extraction) <= 3_600_000
     history.delete()
     assert not real_redis.exists(history.keys.extraction)
+
+
+def chat(content: object) -> Reply:
+    """A chat-completions reply whose message is ``content`` (as JSON unless a str)."""
+    text = content if isinstance(content, str) else json.dumps(content)
+    return Reply(body={"choices": [{"message": {"role": "assistant", "content": text}}]})
+
+
+@pytest.mark.real_redis
+def test_the_llm_extractor_asks_for_structured_facts_and_credits_their_messages(
+    chat_server: ChatServer, real_redis: redis.Redis
+) -> None:
+    """One request with the messages and their ids and a JSON schema; the facts come back
+    with the messages they name (unknown ids dropped; none left: the user's messages), and
+    run through an extraction into memories."""
+    messages = turns("I moved to Porto in May.", "Also, no more coffee for me.")
+    chat_server.default = chat(
+        {
+            "facts": [
+                {"text": "Moved to Porto in May.", "message_ids": [messages[0].id, "made-up"]},
+                {"text": "Stopped drinking coffee.", "message_ids": []},
+                {"text": "  ", "message_ids": [messages[2].id]},
+            ]
+        }
+    )
+    extractor = OpenAICompatibleExtractor(base_url=chat_server.url, model="m", api_key=KEY)
+    facts = extractor.extract(messages)
+    assert facts == [
+        Fact("Moved to Porto in May.", (messages[0].id,)),
+        Fact("Stopped drinking coffee.", (messages[0].id, messages[2].id)),
+    ]
+    (seen,) = chat_server.requests
+    assert seen.path.endswith("/chat/completions")
+    assert seen.body["response_format"]["json_schema"]["strict"] is True
+    assert (
+        f"[{messages[2].id}] user: Also, no more coffee for me."
+        in seen.body["messages"][1]["content"]
+    )
+    assert seen.headers["Authorization"] == f"Bearer {KEY}"
+    history = RedisHistory(real_redis, "conv-llm")
+    history.append_many(messages)
+    run = MemoryExtraction(RedisLongTermMemory(real_redis), extractor, "assistant")
+    assert run.extract(history, "u").facts == 2
+    records = RedisLongTermMemory(real_redis).list(WHO)
+    assert {r.metadata["extractor"] for r in records} == {"openai:m"}
+
+
+def test_a_reply_that_is_not_the_facts_is_an_extraction_error_without_the_key(
+    chat_server: ChatServer,
+) -> None:
+    extractor = OpenAICompatibleExtractor(base_url=chat_server.url, model="m", api_key=KEY)
+    for reply in (
+        chat("not json"),
+        chat({"facts": [{"text": "x"}]}),
+        Reply(status=400, body={"error": KEY}),
+    ):
+        chat_server.replies = [reply]
+        with pytest.raises(ExtractionError) as info:
+            extractor.extract(turns("I live in Porto."))
+        assert KEY not in str(info.value)
+    assert KEY not in repr(extractor)
+    assert extractor.extract([]) == []
+    env = {
+        "REDIS_HISTORY_SUMMARIZER_BASE_URL": chat_server.url,
+        "REDIS_HISTORY_SUMMARIZER_MODEL": "x",
+    }
+    assert OpenAICompatibleExtractor.from_env(env).name == "openai:x"

@@ -1,11 +1,12 @@
 """Memories that write themselves: durable facts extracted from a conversation's messages,
 each message extracted once across any number of pods and workers.
 
-An :class:`Extractor` turns messages into :class:`Fact` s (the offline
-:class:`RuleExtractor` takes a user's first-person statements: "I moved to Porto" becomes
-"Moved to Porto"). :class:`MemoryExtraction` runs one over the messages of a conversation
-not extracted yet and stores what it finds in a long-term memory, with its provenance (the
-conversation, the ids of the messages, the extractor, when).
+An :class:`Extractor` turns messages into :class:`Fact` s: the offline
+:class:`RuleExtractor` takes a user's first-person statements ("I moved to Porto" becomes
+"Moved to Porto"), :class:`OpenAICompatibleExtractor` asks an LLM for structured output.
+:class:`MemoryExtraction` runs one over the messages of a conversation not extracted yet and
+stores what it finds in a long-term memory, with its provenance (the conversation, the ids of
+the messages, the extractor, when).
 
 A run holds the conversation's extraction claim (``SET NX PX``, a token of its own) while it
 reads, extracts and stores; it then moves the conversation's cursor (the id of the last
@@ -20,13 +21,18 @@ a cursor it removed means every message left is newer.
 from __future__ import annotations
 
 import contextlib
+import json
+import os
 import re
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import Any, Protocol, TypeVar, Unpack, runtime_checkable
 
+from redis_history import settings
+from redis_history.endpoints import EndpointClient, HttpSettings
+from redis_history.errors import ExtractionError
 from redis_history.memory.redis_memory import RedisLongTermMemory
 from redis_history.models import Message
 from redis_history.store.history import RedisHistory
@@ -37,10 +43,12 @@ from redis_history.wire.scripts import script
 
 __all__ = [
     "EXTRACTION_LEASE_MS",
+    "EXTRACTION_PROMPT",
     "Extracted",
     "Extractor",
     "Fact",
     "MemoryExtraction",
+    "OpenAICompatibleExtractor",
     "RuleExtractor",
 ]
 
@@ -70,6 +78,120 @@ class Extractor(Protocol):
         """The durable facts stated in ``messages`` (preferences, facts about the user,
         decisions, commitments), each with the ids of the messages it came from."""
         ...
+
+
+EXTRACTION_PROMPT = """You read a conversation between a user and an assistant and list the
+durable facts worth remembering about the user for later conversations: preferences, facts
+about them and the people and things in their life, decisions, commitments. Leave out small
+talk, questions, what the assistant said of itself, and anything true only for this moment.
+Write each fact as one short sentence in the third person without a subject ("Lives in
+Porto.", "Is allergic to peanuts."), and give the ids of the messages it comes from. Answer
+with JSON only: {"facts": [{"text": "...", "message_ids": ["..."]}]}; no facts: {"facts": []}."""
+"""The system instruction of :class:`OpenAICompatibleExtractor`."""
+
+_FACTS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "facts": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "text": {"type": "string"},
+                    "message_ids": {"type": "array", "items": {"type": "string"}},
+                },
+                "required": ["text", "message_ids"],
+                "additionalProperties": False,
+            },
+        }
+    },
+    "required": ["facts"],
+    "additionalProperties": False,
+}
+
+
+class OpenAICompatibleExtractor(
+    EndpointClient, path="/chat/completions", what="extractor", error=ExtractionError
+):
+    """Facts from an OpenAI-compatible chat-completions endpoint, asked for as structured
+    output (a JSON schema): one request per run, the messages given with their ids, retried
+    as the summarizer's are; the API key is never shown by ``repr`` nor in an error. A fact
+    naming no message it was given is credited to all the user's messages it was given."""
+
+    def __init__(
+        self,
+        *,
+        model: str = settings.SUMMARIZER_MODEL.default,
+        prompt: str = EXTRACTION_PROMPT,
+        **http: Unpack[HttpSettings],
+    ) -> None:
+        """Configure the endpoint (:class:`~redis_history.endpoints.HttpSettings`); nothing is
+        sent yet.
+
+        Raises:
+            ValueError: an empty model, a URL that is not http(s), a bad timeout or retry
+                setting.
+        """
+        if not model:
+            raise ValueError("model must not be empty")
+        super().__init__(**http)
+        self.model = model
+        self.prompt = prompt
+        self.name = f"openai:{model}"
+        """``openai:`` and the model, recorded with each memory it makes."""
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> OpenAICompatibleExtractor:
+        """An extractor on the summarizer's endpoint and model (the
+        ``REDIS_HISTORY_SUMMARIZER_*`` variables of :mod:`redis_history.settings`)."""
+        env = os.environ if environ is None else environ
+        http = cls.reached(env, settings.SUMMARIZER_BASE_URL, settings.SUMMARIZER_API_KEY_ENV)
+        http["timeout"] = settings.SUMMARIZER_TIMEOUT.read(env)
+        http["max_retries"] = settings.SUMMARIZER_MAX_RETRIES.read(env)
+        return cls(model=settings.SUMMARIZER_MODEL.read(env), **http)
+
+    def request_body(self, messages: Sequence[Message]) -> dict[str, Any]:
+        """The JSON body sent to extract from ``messages``."""
+        lines = [f"[{m.id}] {m.role}: {m.readable}" for m in messages]
+        return {
+            "model": self.model,
+            "temperature": 0.0,
+            "messages": [
+                {"role": "system", "content": self.prompt},
+                {"role": "user", "content": "Conversation:\n\n" + "\n".join(lines)},
+            ],
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {"name": "facts", "schema": _FACTS_SCHEMA, "strict": True},
+            },
+        }
+
+    def extract(self, messages: Sequence[Message]) -> list[Fact]:
+        """Ask the endpoint for the facts of ``messages``.
+
+        Raises:
+            ExtractionError: an HTTP error or timeout that retries did not cure, or a reply
+                whose ``choices[0].message.content`` is not the facts' JSON.
+        """
+        if not messages:
+            return []
+        data, raw, attempts = self._endpoint.post(self.request_body(messages))
+        try:
+            content = json.loads(data["choices"][0]["message"]["content"])
+            found = [(str(f["text"]).strip(), list(f["message_ids"])) for f in content["facts"]]
+        except (KeyError, IndexError, TypeError, ValueError) as exc:
+            bad = self._endpoint.malformed(
+                "has no facts JSON in choices[0].message.content", raw, attempts
+            )
+            raise bad from exc
+        given = {m.id for m in messages}
+        said = tuple(m.id for m in messages if m.role == "user")
+        facts: list[Fact] = []
+        for text, ids in found:
+            named = tuple(dict.fromkeys(i for i in ids if i in given))
+            if text:
+                facts.append(Fact(text, named or said))
+        return facts
 
 
 _SENTENCE = re.compile(r"(?<=[.!])\s+|\n+")
