@@ -9,6 +9,7 @@ import threading
 from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import pytest
 import redis
@@ -267,3 +268,24 @@ def test_a_reply_that_is_not_the_facts_is_an_extraction_error_without_the_key(
         "REDIS_HISTORY_SUMMARIZER_MODEL": "x",
     }
     assert OpenAICompatibleExtractor.from_env(env).name == "openai:x"
+
+
+@pytest.mark.real_redis
+def test_extraction_and_forgetting_run_on_a_cluster(cluster_client: Any) -> None:
+    """On Redis Cluster a conversation's extraction keys share its slot, an owner's memories
+    theirs; extraction, then forgetting the user, leave no key of the owner on any node."""
+    history = RedisHistory(cluster_client, "conv-cluster")
+    history.append_many(turns("I live in Porto.", "I have two cats."))
+    keys = history.keys
+    assert {cluster_client.keyslot(k) for k in keys.all} == {cluster_client.keyslot(keys.msgs)}
+    memory = RedisLongTermMemory(cluster_client)
+    run = MemoryExtraction(memory, RuleExtractor(), "assistant")
+    assert run.extract(history, "u").facts == 2
+    assert run.extract(history, "u").messages == 0
+    assert memory.forget_owner("assistant", "u") == 2
+    left = [
+        key
+        for node in cluster_client.get_primaries()
+        for key in cluster_client.get_redis_connection(node).scan_iter(match="*{assistant:u}*")
+    ]
+    assert left == []
