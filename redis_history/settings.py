@@ -37,6 +37,7 @@ __all__ = [
     "EMBEDDER_BASE_URL",
     "EMBEDDER_DIMENSIONS",
     "EMBEDDER_MODEL",
+    "EXTRACTOR",
     "METRICS_PORT",
     "PREFIX",
     "QUEUE",
@@ -199,6 +200,12 @@ SUMMARIZER: Variable[str] = Variable(
     "the workers' summarizer: extractive, openai, or a dotted path 'package.module:attr'",
     _text,
 )
+EXTRACTOR: Variable[str] = Variable(
+    "REDIS_HISTORY_EXTRACTOR",
+    "rules",
+    "the workers' memory extractor: rules, openai, or a dotted path 'package.module:attr'",
+    _text,
+)
 COMPACTOR: Variable[str] = Variable(
     "REDIS_HISTORY_COMPACTOR",
     "summarize",
@@ -280,6 +287,7 @@ VARIABLES: tuple[Variable[Any], ...] = (
     TENANT_POLICY,
     PREFIX,
     SUMMARIZER,
+    EXTRACTOR,
     COMPACTOR,
     TOKEN_COUNTER,
     METRICS_PORT,
@@ -321,6 +329,9 @@ class WorkerSettings:
     """The key prefix of the tenants' conversations."""
     summarizer: str = SUMMARIZER.default
     """An alias or dotted path for :func:`~redis_history.resolve_summarizer`."""
+    extractor: str = EXTRACTOR.default
+    """An alias or dotted path for the memory extraction jobs' extractor
+    (:func:`~redis_history.memory.extraction.resolve_extractor`)."""
     compactor: str = COMPACTOR.default
     """An alias or dotted path for :func:`~redis_history.resolve_compactor`."""
     token_counter: str | None = TOKEN_COUNTER.default
@@ -372,6 +383,7 @@ class WorkerSettings:
             tenant_policy=TENANT_POLICY.read(env),
             prefix=PREFIX.read(env),
             summarizer=SUMMARIZER.read(env),
+            extractor=EXTRACTOR.read(env),
             compactor=COMPACTOR.read(env),
             token_counter=TOKEN_COUNTER.read(env),
             metrics_port=METRICS_PORT.read(env),

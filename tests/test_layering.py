@@ -177,7 +177,7 @@ LAYERS: dict[str, set[str]] = {
     "wire": {SHARED},
     "store": {SHARED, "wire"},
     "settings": {SHARED, "wire", "store"},
-    "compaction": {SHARED, "wire", "store", "settings"},
+    "compaction": {SHARED, "wire", "store", "settings", "memory"},
     "memory": {SHARED, "wire", "store", "settings"},
     "context": {SHARED, "wire", "store", "compaction", "memory"},
     "integrations": {SHARED, "wire", "store", "context"},

@@ -14,8 +14,15 @@ from typing import Any
 import pytest
 import redis
 from chat_server import ChatServer, Reply
+from commands import clean_env, run_cli
 
-from redis_history import ExtractionError, Message, RedisHistory
+from redis_history import ExtractionError, JobRefusedError, Message, RedisHistory
+from redis_history.compaction.jobs import (
+    EXTRACTION_FUNCTION,
+    CompactionOnlyJob,
+    compaction_queue,
+)
+from redis_history.compaction.metrics import WorkerMetrics
 from redis_history.memory import MemoryFilters, RedisLongTermMemory, extraction
 from redis_history.memory.extraction import (
     Fact,
@@ -23,6 +30,7 @@ from redis_history.memory.extraction import (
     OpenAICompatibleExtractor,
     RuleExtractor,
 )
+from redis_history.store.keys import job_id_prefix
 
 KEY = "sk-secret-extraction-key"
 WHO = MemoryFilters("assistant", "u")
@@ -289,3 +297,57 @@ def test_extraction_and_forgetting_run_on_a_cluster(cluster_client: Any) -> None
         for key in cluster_client.get_redis_connection(node).scan_iter(match="*{assistant:u}*")
     ]
     assert left == []
+
+
+@pytest.mark.real_redis
+def test_a_worker_extracts_what_a_pod_enqueued_without_the_turn_waiting(
+    redis_url: str, real_redis: redis.Redis
+) -> None:
+    """``queue.extract(history, agent, user)`` enqueues a job (one id per conversation and
+    owner) and returns; ``redis-history worker --burst`` in its own process runs it with the
+    worker's extractor, and a second job finds nothing new."""
+    queue = compaction_queue(real_redis, "redis-history")
+    history = RedisHistory(real_redis, "conv-job")
+    history.append_many(turns("I live in Porto.", "I have two cats."))
+    job = queue.extract(history, "assistant", "u")
+    assert job.func_name == EXTRACTION_FUNCTION
+    assert queue.extract(history, "assistant", "u").id == job.id
+    assert RedisLongTermMemory(real_redis).list(WHO) == []  # nothing ran in the pod
+    env = clean_env(REDIS_HISTORY_EXTRACTOR="rules")
+    result = run_cli("worker", "--burst", "--redis-url", redis_url, env=env)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    assert "extraction job=" in output
+    assert "status=extracted messages=4 facts=2" in output
+    assert "status=nothing" in output  # the same id queued twice: the second finds nothing
+    texts = {r.text for r in RedisLongTermMemory(real_redis).list(WHO)}
+    assert texts == {"Lives in Porto.", "Has two cats."}
+    assert queue.failed_job_registry.count == 0
+
+
+@pytest.mark.real_redis
+def test_a_tenants_queue_takes_only_its_own_extractions(real_redis: redis.Redis) -> None:
+    queue = compaction_queue(real_redis, "redis-history", namespace="tenant-a")
+    history = RedisHistory(real_redis, "conv-1", namespace="tenant-b")
+    with pytest.raises(JobRefusedError, match="takes jobs of namespace 'tenant-a' only"):
+        queue.extract(history, "assistant", "u")
+    with pytest.raises(ValueError, match="agent id"):
+        queue.extract(RedisHistory(real_redis, "c", namespace="tenant-a"), "a:b", "u")
+    job = queue.extract(RedisHistory(real_redis, "c", namespace="tenant-a"), "assistant")
+    assert job.id.startswith(job_id_prefix("tenant-a"))
+    assert EXTRACTION_FUNCTION in CompactionOnlyJob.allowed_functions
+
+
+def test_the_worker_counts_extractions_by_outcome() -> None:
+    metrics = WorkerMetrics("q", lambda: (0, 0))
+    metrics.extraction_done("extracted", {"status": "extracted", "facts": 3})
+    metrics.extraction_done("failed")
+    samples = {
+        (s.name, s.labels.get("outcome")): s.value
+        for family in metrics.registry.collect()
+        for s in family.samples
+    }
+    assert samples["redis_history_extractions_total", "extracted"] == 1
+    assert samples["redis_history_extractions_total", "failed"] == 1
+    assert samples["redis_history_extractions_total", "busy"] == 0
+    assert samples["redis_history_facts_extracted_total", None] == 3

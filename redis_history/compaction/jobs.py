@@ -16,16 +16,17 @@ password, an ACL) with :class:`AccessDeniedError`, as does a job the store refus
 
 A queue that anyone can write lets them enqueue any importable function with
 JSON arguments. :class:`CompactionWorker` therefore runs :class:`CompactionOnlyJob`,
-which refuses every function but :data:`COMPACTION_FUNCTION`
-before importing it, never imports a callback a job names, sends no webhooks,
-and the worker refuses to start with any serializer but ``JSONSerializer``
-(pickle would run code while merely fetching a job).
+which refuses every function but :data:`COMPACTION_FUNCTION` and :data:`EXTRACTION_FUNCTION`
+(memory extraction, which the same workers run) before importing it, never imports a
+callback a job names, sends no webhooks, and the worker refuses to start with any
+serializer but ``JSONSerializer`` (pickle would run code while merely fetching a job).
 """
 
 from __future__ import annotations
 
 import contextlib
 import gc
+import hashlib
 import logging
 import os
 import pkgutil
@@ -51,6 +52,8 @@ from redis_history.compaction.run import CompactionResult, run_compaction
 from redis_history.compaction.summarizers import Summarizer, resolve_summarizer
 from redis_history.compaction_policy import CompactionPolicy
 from redis_history.errors import HistoryError, JobRefusedError
+from redis_history.memory.extraction import Extractor, MemoryExtraction, resolve_extractor
+from redis_history.memory.redis_memory import RedisLongTermMemory
 from redis_history.redact import NOTHING, Redactor, client_secrets, redact_url
 from redis_history.settings import (
     DEFAULT_QUEUE,
@@ -61,7 +64,13 @@ from redis_history.settings import (
 )
 from redis_history.store.core import CompactionRequest
 from redis_history.store.history import RedisHistory
-from redis_history.store.keys import DEFAULT_PREFIX, job_id_prefix, tenant_queue, validate_scope
+from redis_history.store.keys import (
+    DEFAULT_PREFIX,
+    MemoryKeys,
+    job_id_prefix,
+    tenant_queue,
+    validate_scope,
+)
 from redis_history.tokens import DEFAULT_ENCODING, TokenCounter, resolve_counter
 from redis_history.wire import RedisFailure, bytes_client, redis_error
 from redis_history.wire.scripts import script, script_names
@@ -76,6 +85,7 @@ __all__ = [
     "COMPACTION_FUNCTION",
     "DEFAULT_QUEUE",
     "DEFAULT_URL",
+    "EXTRACTION_FUNCTION",
     "FAILURE_TTL",
     "RESULT_TTL",
     "CompactionOnlyJob",
@@ -87,6 +97,7 @@ __all__ = [
     "compact_conversation",
     "compaction_queue",
     "configure_worker",
+    "extract_memories",
     "run_worker",
 ]
 
@@ -94,7 +105,9 @@ logger = logging.getLogger(__name__)
 
 
 COMPACTION_FUNCTION = "redis_history.compaction.jobs.compact_conversation"
-"""The one function compaction workers run."""
+"""The function compaction jobs run."""
+EXTRACTION_FUNCTION = "redis_history.compaction.jobs.extract_memories"
+"""The function memory extraction jobs run (:mod:`redis_history.memory.extraction`)."""
 RESULT_TTL = 60
 """Seconds RQ keeps a finished job (its hash, its small JSON result: status, dropped, tokens
 freed). The store reads none of it; the worker's metrics read the result as the job ends,
@@ -127,33 +140,76 @@ class CompactionQueue(rq.Queue):
         """Compactions queued or running: 0 once the workers have drained the queue."""
         return int(self.count + StartedJobRegistry(queue=self).count)
 
-    def __call__(self, request: CompactionRequest) -> Job:
-        """Enqueue ``request`` as a job of ``COMPACTION_FUNCTION`` under the request's id.
+    def extract(self, history: RedisHistory, agent_id: str, user_id: str | None = None) -> Job:
+        """Enqueue the extraction of ``history``'s messages not extracted yet into the
+        memories of (``agent_id``, ``user_id``), in the history's namespace, a job of
+        :data:`EXTRACTION_FUNCTION`: the pod's turn does not wait for it.
 
         Raises:
-            JobRefusedError: a tenant's queue handed another namespace's compaction.
+            JobRefusedError: a tenant's queue handed another namespace's conversation.
+            ValueError: an unusable agent or user id.
         """
+        MemoryKeys.build(agent_id, user_id, history.namespace, history.options.prefix)
+        payload = {
+            "namespace": history.namespace,
+            "conversation_id": history.conversation_id,
+            "prefix": history.options.prefix,
+            "agent_id": agent_id,
+            "user_id": user_id,
+        }
+        job_id = extraction_job_id(
+            history.namespace, history.conversation_id, agent_id, user_id, history.options.prefix
+        )
+        return self._enqueue(EXTRACTION_FUNCTION, payload, job_id, history.namespace, 300)
+
+    def _enqueue(
+        self, function: str, payload: dict[str, Any], job_id: str, namespace: str, timeout: int
+    ) -> Job:
+        """Enqueue a job of ``function``: on a tenant's queue, with no command beyond its
+        rule's (see the class), and only for its namespace."""
         options: dict[str, Any] = {
-            "kwargs": request.payload(),
-            "job_id": request.job_id,
-            "timeout": request.policy.job_timeout_seconds,
+            "kwargs": payload,
+            "job_id": job_id,
+            "timeout": timeout,
             "result_ttl": RESULT_TTL,
             "failure_ttl": FAILURE_TTL,
         }
         if self.namespace is None:
-            return self.enqueue_call(COMPACTION_FUNCTION, **options)
-        if request.namespace != self.namespace:
+            return self.enqueue_call(function, **options)
+        if namespace != self.namespace:
             raise JobRefusedError(
-                f"queue {self.name!r} takes compactions of namespace {self.namespace!r} only, "
-                f"not of {request.namespace!r}"
+                f"queue {self.name!r} takes jobs of namespace {self.namespace!r} only, "
+                f"not of {namespace!r}"
             )
-        job = self.create_job(COMPACTION_FUNCTION, **options)
+        job = self.create_job(function, **options)
         job.origin, job.enqueued_at = self.name, now()
         with self.connection.pipeline() as pipe:
             job.save(pipeline=pipe)
             self.push_job_id(job.id, pipeline=pipe)
             pipe.execute()
         return job
+
+    def __call__(self, request: CompactionRequest) -> Job:
+        """Enqueue ``request`` as a job of ``COMPACTION_FUNCTION`` under the request's id.
+
+        Raises:
+            JobRefusedError: a tenant's queue handed another namespace's compaction.
+        """
+        timeout = request.policy.job_timeout_seconds
+        return self._enqueue(
+            COMPACTION_FUNCTION, request.payload(), request.job_id, request.namespace, timeout
+        )
+
+
+def extraction_job_id(
+    namespace: str, conversation_id: str, agent_id: str, user_id: str | None, prefix: str
+) -> str:
+    """The id of the extraction job of a conversation into an owner's memories: one per
+    conversation and owner, under the namespace's job id prefix (which a tenant's queue
+    requires)."""
+    who = "\0".join((conversation_id, agent_id, user_id or ""))
+    digest = hashlib.blake2b(who.encode(), digest_size=12).hexdigest()
+    return f"{job_id_prefix(namespace, prefix)}x{digest}"
 
 
 def compaction_queue(
@@ -213,6 +269,15 @@ class _Process:
     counter: TokenCounter
     redactor: Redactor
     _store: Any = None
+    _extractor: Extractor | None = None
+
+    @property
+    def extractor(self) -> Extractor:
+        """The memory extraction jobs' extractor, made at first use (a worker that runs no
+        extraction never needs its endpoint configured)."""
+        if self._extractor is None:
+            self._extractor = resolve_extractor(self.settings.extractor)
+        return self._extractor
 
     @property
     def store(self) -> Any:
@@ -382,6 +447,80 @@ def _release(history: RedisHistory, job_id: str | None) -> None:
         )
 
 
+def extract_memories(
+    namespace: str, conversation_id: str, prefix: str, agent_id: str, user_id: str | None
+) -> dict[str, Any]:
+    """Extract one conversation's new messages into an owner's memories: the RQ job named by
+    :data:`EXTRACTION_FUNCTION` (:class:`~redis_history.memory.extraction.MemoryExtraction`,
+    with the worker's extractor, ``REDIS_HISTORY_EXTRACTOR``). A job from a tenant's queue
+    extracts only that tenant's conversations, into its memories.
+
+    Returns:
+        ``{"status", "messages", "facts"}``: ``extracted``, ``nothing`` (no new message),
+        ``busy`` (another run holds the conversation) or ``lost`` (its claim ran out: the
+        messages will be extracted again, into the same memories).
+
+    Raises:
+        JobRefusedError: a tenant's job for another namespace or prefix.
+        ValueError: an unusable name.
+        HistoryError: Redis failed, or a store was refused; the extractor's errors pass
+            through (``ExtractionError``).
+    """
+    job = rq.get_current_job()
+    job_id = job.id if job is not None else None
+    started = time.monotonic()
+    outcome = "failed"
+    try:
+        result = _extract(job, namespace, conversation_id, prefix, (agent_id, user_id))
+    except Exception as exc:
+        text = _job_redactor().exception(exc)
+        outcome = f"failed {type(exc).__name__}: {' '.join(text.split())[:300]}"
+        raise
+    else:
+        outcome = " ".join(f"{k}={v}" for k, v in result.items())
+        return result
+    finally:
+        logger.info(
+            "extraction job=%s conversation=%r/%r %s in %.3fs",
+            job_id,
+            namespace,
+            conversation_id,
+            outcome,
+            time.monotonic() - started,
+        )
+
+
+def _extract(
+    job: Job | None,
+    namespace: str,
+    conversation_id: str,
+    prefix: str,
+    owner: tuple[str, str | None],
+) -> dict[str, Any]:
+    """Check a tenant's job is its own (as :func:`_compact` does), then extract into the
+    memories of ``owner`` (agent, user)."""
+    agent_id, user_id = owner
+    job_id, origin = (job.id, job.origin) if job is not None else (None, None)
+    process = _process()
+    tenant = process.settings.tenant_of(origin) if origin is not None else None
+    if tenant is not None:
+        expected = job_id_prefix(tenant, process.settings.prefix)
+        own = (namespace, prefix) == (tenant, process.settings.prefix)
+        if not own or not (job_id or "").startswith(expected):
+            raise JobRefusedError(
+                f"refused job {job_id}: queue {origin!r} takes jobs of namespace "
+                f"{tenant!r} under prefix {process.settings.prefix!r} only"
+            )
+    history = RedisHistory(process.store, conversation_id, namespace=namespace, prefix=prefix)
+    memory = RedisLongTermMemory(process.store, namespace=namespace, prefix=prefix)
+    done = MemoryExtraction(memory, process.extractor, agent_id).extract(history, user_id)
+    status = (
+        "busy" if done.busy else "lost" if done.lost else "extracted" if done.messages
+        else "nothing"
+    )  # fmt: skip
+    return {"status": status, "messages": done.messages, "facts": done.facts}
+
+
 # -- the allowlist ----------------------------------------------------------------------------
 
 
@@ -393,7 +532,9 @@ class CompactionOnlyJob(Job):
     compaction job uses neither and a forged job could name anything.
     """
 
-    allowed_functions: ClassVar[frozenset[str]] = frozenset({COMPACTION_FUNCTION})
+    allowed_functions: ClassVar[frozenset[str]] = frozenset(
+        {COMPACTION_FUNCTION, EXTRACTION_FUNCTION}
+    )
 
     @property
     def func(self) -> Any:
@@ -534,7 +675,8 @@ def _admit(job: Job, queue: rq.Queue, settings: WorkerSettings) -> None:
     job.retries_left, job.retry_intervals = None, None
     job.repeats_left, job.repeat_intervals = None, None
     job.rate_limit_key, job.rate_limit_concurrency = None, None
-    job.group_id, job.description = None, f"compaction from queue {queue.name}"
+    kind = "memory extraction" if job.func_name == EXTRACTION_FUNCTION else "compaction"
+    job.group_id, job.description = None, f"{kind} from queue {queue.name}"
 
 
 _FAILED_STATUSES = frozenset({JobStatus.FAILED, JobStatus.STOPPED, JobStatus.CANCELED})
@@ -542,7 +684,10 @@ _FAILED_STATUSES = frozenset({JobStatus.FAILED, JobStatus.STOPPED, JobStatus.CAN
 
 def _count_job(metrics: WorkerMetrics, job: Job, seconds: float) -> None:
     """Count ``job``'s outcome as RQ recorded it: its result's status, or ``failed``."""
-    from redis_history.compaction.metrics import OUTCOMES  # noqa: PLC0415  (the metrics extra)
+    from redis_history.compaction.metrics import (  # noqa: PLC0415  (the metrics extra)
+        EXTRACTION_OUTCOMES,
+        OUTCOMES,
+    )
 
     try:
         status = job.get_status(refresh=True)
@@ -550,11 +695,15 @@ def _count_job(metrics: WorkerMetrics, job: Job, seconds: float) -> None:
     except _OUTAGE as exc:
         logger.warning("job %s not counted: its outcome is unreadable (%s)", job.id, exc)
         return
+    value = result.return_value if result is not None else None
+    outcome = value.get("status") if isinstance(value, dict) else None
+    if job.func_name == EXTRACTION_FUNCTION:
+        failed = status in _FAILED_STATUSES or outcome not in EXTRACTION_OUTCOMES
+        metrics.extraction_done("failed" if failed else str(outcome), value)
+        return
     if status in _FAILED_STATUSES:
         metrics.job_done("failed", seconds)
         return
-    value = result.return_value if result is not None else None
-    outcome = value.get("status") if isinstance(value, dict) else None
     if outcome in OUTCOMES and outcome != "failed":
         metrics.job_done(outcome, seconds, value)
     else:

@@ -25,13 +25,16 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-__all__ = ["OUTCOMES", "WorkerMetrics"]
+__all__ = ["EXTRACTION_OUTCOMES", "OUTCOMES", "WorkerMetrics"]
 
 logger = logging.getLogger(__name__)
 
 OUTCOMES = ("compacted", "skipped", "busy", "exhausted", "stale", "lock_lost", "failed")
 """The ``outcome`` label's values: a :class:`~redis_history.compaction.run.CompactionResult`
 status, or ``failed`` for a job that raised, was refused, timed out or whose horse died."""
+
+EXTRACTION_OUTCOMES = ("extracted", "nothing", "busy", "lost", "failed")
+"""The ``outcome`` label of memory extraction jobs: the job's status, or ``failed``."""
 
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 """From a skipped job (milliseconds) to an LLM summary near the default job timeout."""
@@ -103,8 +106,21 @@ class WorkerMetrics:
             "Heartbeats to the queue's Redis that failed (outages the worker rode out).",
             registry=self.registry,
         )
+        self.extractions = Counter(
+            "redis_history_extractions",
+            "Memory extraction jobs this worker ran, by outcome.",
+            ["outcome"],
+            registry=self.registry,
+        )
+        self.facts = Counter(
+            "redis_history_facts_extracted",
+            "Facts the extraction jobs found and stored (a fact the owner had merges into it).",
+            registry=self.registry,
+        )
         for outcome in OUTCOMES:  # every series exists from the start, at 0
             self.compactions.labels(outcome)
+        for outcome in EXTRACTION_OUTCOMES:
+            self.extractions.labels(outcome)
         self._depths = _QueueDepth(queue, depth)
         self.registry.register(self._depths)
 
@@ -120,6 +136,13 @@ class WorkerMetrics:
         if isinstance(result, dict):
             self.tokens_freed.inc(max(0, int(result.get("tokens_freed") or 0)))
             self.messages_dropped.inc(max(0, int(result.get("dropped") or 0)))
+
+    def extraction_done(self, outcome: str, result: Any = None) -> None:
+        """Count one memory extraction job: its ``outcome`` (one of
+        :data:`EXTRACTION_OUTCOMES`) and the facts its result says it found."""
+        self.extractions.labels(outcome).inc()
+        if isinstance(result, dict):
+            self.facts.inc(max(0, int(result.get("facts") or 0)))
 
     def heartbeat_failed(self) -> None:
         """Count a heartbeat the queue's Redis did not take."""

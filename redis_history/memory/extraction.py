@@ -28,6 +28,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Protocol, TypeVar, Unpack, runtime_checkable
 
 from redis_history import settings
@@ -35,6 +36,7 @@ from redis_history.endpoints import EndpointClient, HttpSettings
 from redis_history.errors import ExtractionError
 from redis_history.memory.redis_memory import RedisLongTermMemory
 from redis_history.models import Message
+from redis_history.plugins import PluginKind
 from redis_history.store.history import RedisHistory
 from redis_history.store.keys import ConversationKeys
 from redis_history.wire.call import Call
@@ -44,12 +46,14 @@ from redis_history.wire.scripts import script
 __all__ = [
     "EXTRACTION_LEASE_MS",
     "EXTRACTION_PROMPT",
+    "EXTRACTORS",
     "Extracted",
     "Extractor",
     "Fact",
     "MemoryExtraction",
     "OpenAICompatibleExtractor",
     "RuleExtractor",
+    "resolve_extractor",
 ]
 
 T = TypeVar("T")
@@ -247,6 +251,38 @@ def _third_person(sentence: str) -> str | None:
 
 
 _PERSONS = dict(_PERSON)
+
+
+EXTRACTORS: Mapping[str, Callable[[], Extractor]] = MappingProxyType(
+    {
+        "rules": RuleExtractor,
+        "openai": OpenAICompatibleExtractor.from_env,
+    }
+)
+"""Extractor names :func:`resolve_extractor` knows, each with the factory it calls."""
+
+
+def _expected() -> str:
+    return (
+        "an Extractor (an object with name and extract(messages) -> list[Fact]), an alias "
+        f"({', '.join(sorted(EXTRACTORS))}), or a dotted path 'package.module:attr' to an "
+        "extractor, its class or a zero-argument factory"
+    )
+
+
+_KIND: PluginKind[Extractor] = PluginKind(Extractor, "Extractor", "extractor", "extract", _expected)
+
+
+def resolve_extractor(spec: Extractor | str) -> Extractor:
+    """The extractor ``spec`` names: an :class:`Extractor` as is, an alias of
+    :data:`EXTRACTORS` (``rules``, ``openai``), or a dotted path.
+
+    Raises:
+        ValueError: a name that is no alias nor an importable path; an ``openai`` extractor
+            with neither an API key nor a base URL.
+        TypeError: what it names is not an extractor.
+    """
+    return _KIND.resolve(spec, EXTRACTORS)
 
 
 @dataclass(frozen=True)
