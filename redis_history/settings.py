@@ -37,6 +37,7 @@ __all__ = [
     "EMBEDDER_BASE_URL",
     "EMBEDDER_DIMENSIONS",
     "EMBEDDER_MODEL",
+    "EXTRACTION_LEASE",
     "EXTRACTOR",
     "METRICS_PORT",
     "PREFIX",
@@ -206,6 +207,12 @@ EXTRACTOR: Variable[str] = Variable(
     "the workers' memory extractor: rules, openai, or a dotted path 'package.module:attr'",
     _text,
 )
+EXTRACTION_LEASE: Variable[float] = Variable(
+    "REDIS_HISTORY_EXTRACTION_LEASE",
+    120.0,
+    "seconds a memory extraction job holds its conversation: one that dies is taken over after",
+    _seconds,
+)
 COMPACTOR: Variable[str] = Variable(
     "REDIS_HISTORY_COMPACTOR",
     "summarize",
@@ -288,6 +295,7 @@ VARIABLES: tuple[Variable[Any], ...] = (
     PREFIX,
     SUMMARIZER,
     EXTRACTOR,
+    EXTRACTION_LEASE,
     COMPACTOR,
     TOKEN_COUNTER,
     METRICS_PORT,
@@ -332,6 +340,8 @@ class WorkerSettings:
     extractor: str = EXTRACTOR.default
     """An alias or dotted path for the memory extraction jobs' extractor
     (:func:`~redis_history.memory.extraction.resolve_extractor`)."""
+    extraction_lease: float = EXTRACTION_LEASE.default
+    """Seconds a memory extraction job holds its conversation's claim."""
     compactor: str = COMPACTOR.default
     """An alias or dotted path for :func:`~redis_history.resolve_compactor`."""
     token_counter: str | None = TOKEN_COUNTER.default
@@ -384,6 +394,7 @@ class WorkerSettings:
             prefix=PREFIX.read(env),
             summarizer=SUMMARIZER.read(env),
             extractor=EXTRACTOR.read(env),
+            extraction_lease=EXTRACTION_LEASE.read(env),
             compactor=COMPACTOR.read(env),
             token_counter=TOKEN_COUNTER.read(env),
             metrics_port=METRICS_PORT.read(env),

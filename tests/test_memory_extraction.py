@@ -5,16 +5,20 @@ keep each fact once."""
 from __future__ import annotations
 
 import json
+import signal
 import threading
+import time
 from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from pathlib import Path
+from typing import Any, cast
 
 import pytest
 import redis
 from chat_server import ChatServer, Reply
 from commands import clean_env, run_cli
+from worker_processes import Workers
 
 from redis_history import ExtractionError, JobRefusedError, Message, RedisHistory
 from redis_history.compaction.jobs import (
@@ -351,3 +355,62 @@ def test_the_worker_counts_extractions_by_outcome() -> None:
     assert samples["redis_history_extractions_total", "failed"] == 1
     assert samples["redis_history_extractions_total", "busy"] == 0
     assert samples["redis_history_facts_extracted_total", None] == 3
+
+
+@pytest.mark.real_redis
+@pytest.mark.slow
+def test_pods_and_two_workers_one_killed_mid_extraction_lose_nothing_and_keep_each_fact_once(
+    real_redis: redis.Redis, workers: Workers
+) -> None:
+    """Six pods, two per conversation, append turns and enqueue an extraction after each; two
+    worker processes run the jobs, and the first extraction blocks until the test SIGKILLs
+    that worker whole. Its claim runs out (a 1 s lease), the other worker goes on: every
+    message is extracted and counted once in its conversation's cursor, each fact is kept
+    once, and only the killed run's messages were handed to the extractor twice."""
+    workers.env.update(
+        REDIS_HISTORY_EXTRACTOR="worker_doubles:BlockingExtractor",
+        REDIS_HISTORY_EXTRACTION_LEASE="1",
+    )
+    first, second = workers.start("Recording"), workers.start("Recording")
+    queue = compaction_queue(real_redis, "redis-history")
+    names = ["chaos-0", "chaos-1", "chaos-2"]
+
+    def pod(index: int) -> None:
+        history = RedisHistory(real_redis, names[index % 3])
+        for turn in range(4):
+            history.append_many(turns(f"I have visited city {index}-{turn}."))
+            queue.extract(history, "assistant", "u")
+
+    with ThreadPoolExecutor(6) as pool:
+        list(pool.map(pod, range(6)))
+    started = real_redis.blpop(["test:extract-started"], 60)
+    assert started is not None, "no extraction started"
+    horse = int(started[1])
+    parent = int(Path(f"/proc/{horse}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    (killed,) = [w for w in (first, second) if w.pid == parent]  # the horse's worker
+    Workers.signal(killed, horse, signal.SIGKILL)
+    killed.wait()
+    histories = [RedisHistory(real_redis, name) for name in names]
+    deadline = time.monotonic() + 90
+    while True:  # re-enqueue until every cursor reaches its conversation's last message
+        behind = [
+            h for h in histories
+            if real_redis.hget(h.keys.extraction, "last") != h.snapshot()[-1].id.encode()
+        ]  # fmt: skip
+        if not behind:
+            break
+        assert time.monotonic() < deadline, workers.log(first if killed is second else second)
+        for history in behind:
+            queue.extract(history, "assistant", "u")
+        time.sleep(0.5)
+    extracted = cast(list[bytes], real_redis.lrange("test:extracted", 0, -1))
+    handed = Counter(m.decode() for m in extracted)
+    for history in histories:
+        ids = [m.id for m in history.snapshot()]
+        assert set(ids) <= set(handed)
+        assert int(real_redis.hget(history.keys.extraction, "count") or 0) == len(ids) == 16
+    twice = {message_id for message_id, n in handed.items() if n > 1}
+    assert all(n <= 2 for n in handed.values())
+    assert len(twice) <= 16  # the killed run's messages, of one conversation
+    texts = [r.text for r in RedisLongTermMemory(real_redis).list(WHO, limit=100)]
+    assert len(texts) == len(set(texts)) == 24

@@ -1,5 +1,5 @@
-"""Summarizers that real worker processes load by dotted path in tests/test_workers.py, and
-the in-process worker the tests run jobs with.
+"""Summarizers and an extractor that real worker processes load by dotted path in the tests,
+and the in-process worker the tests run jobs with.
 
 They report to the test through the store's Redis (``REDIS_HISTORY_URL``), on
 keys outside the library's ``rh:`` prefix. Each test message carries the name
@@ -22,6 +22,7 @@ from rq.timeouts import TimerDeathPenalty
 from redis_history import Message
 from redis_history.compaction.jobs import SimpleCompactionWorker
 from redis_history.compaction_policy import CompactionContext
+from redis_history.memory.extraction import Fact, RuleExtractor
 
 RELEASE_TIMEOUT = 120
 """How long a blocked summarizer waits for the test before it gives up on its own."""
@@ -153,3 +154,24 @@ class InProcessWorker(SimpleCompactionWorker):
     pytest-timeout keeps SIGALRM."""
 
     death_penalty_class = TimerDeathPenalty
+
+
+class BlockingExtractor:
+    """The offline rules, recording each message it is handed (``test:extracted``); its first
+    call in the whole test announces its process (``test:extract-started``) and then waits
+    for a release the test never sends: the test kills it there."""
+
+    name = "blocking"
+
+    def extract(self, messages: Sequence[Message]) -> list[Fact]:
+        client = _client()
+        try:
+            client.sadd("test:horses", os.getpid())
+            client.rpush("test:extracted", *[m.id for m in messages])
+            if client.incr("test:extract-calls") == 1:
+                client.rpush("test:extract-started", os.getpid())
+                client.blpop(["test:extract-release"], RELEASE_TIMEOUT)
+                raise TimeoutError("the test never killed the blocked extractor")
+        finally:
+            client.close()
+        return RuleExtractor().extract(messages)

@@ -513,7 +513,9 @@ def _extract(
             )
     history = RedisHistory(process.store, conversation_id, namespace=namespace, prefix=prefix)
     memory = RedisLongTermMemory(process.store, namespace=namespace, prefix=prefix)
-    done = MemoryExtraction(memory, process.extractor, agent_id).extract(history, user_id)
+    lease_ms = max(1, round(process.settings.extraction_lease * 1000))
+    run = MemoryExtraction(memory, process.extractor, agent_id, lease_ms=lease_ms)
+    done = run.extract(history, user_id)
     status = (
         "busy" if done.busy else "lost" if done.lost else "extracted" if done.messages
         else "nothing"
