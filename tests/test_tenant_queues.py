@@ -33,6 +33,7 @@ from redis_history import (
 )
 from redis_history.compaction.jobs import COMPACTION_FUNCTION, compaction_queue
 from redis_history.demo.server import RedisServer
+from redis_history.memory import MemoryFilters, RedisLongTermMemory
 from redis_history.store.keys import job_id_prefix
 
 pytestmark = pytest.mark.real_redis
@@ -240,3 +241,18 @@ def test_a_job_on_its_tenants_queue_is_admitted_on_the_workers_terms() -> None:
     assert job.retries_left is None
     assert job.repeats_left is None
     assert job.ttl is None
+
+
+def test_a_tenant_enqueues_its_memory_extractions_and_the_workers_run_them(
+    tenant: redis.Redis, tenant_workers: Workers
+) -> None:
+    """Under its ACL rule a tenant's pod enqueues an extraction on its own queue (its job id
+    fits the rule's job key pattern); the workers extract it into the tenant's memories."""
+    history = RedisHistory(tenant, "conv-x", namespace="tenant-a")
+    history.append_many([Message.user("I live in Porto."), Message.assistant("Noted.")])
+    job = compaction_queue(tenant, namespace="tenant-a").extract(history, "assistant", "u")
+    assert job.id.startswith(job_id_prefix("tenant-a"))
+    log = burst(tenant_workers)
+    assert "status=extracted messages=2 facts=1" in log, log
+    memory = RedisLongTermMemory(tenant, namespace="tenant-a")
+    assert [r.text for r in memory.list(MemoryFilters("assistant", "u"))] == ["Lives in Porto."]

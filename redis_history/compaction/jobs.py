@@ -66,6 +66,7 @@ from redis_history.store.core import CompactionRequest
 from redis_history.store.history import RedisHistory
 from redis_history.store.keys import (
     DEFAULT_PREFIX,
+    JOB_ID_DIGITS,
     MemoryKeys,
     job_id_prefix,
     tenant_queue,
@@ -205,11 +206,12 @@ def extraction_job_id(
     namespace: str, conversation_id: str, agent_id: str, user_id: str | None, prefix: str
 ) -> str:
     """The id of the extraction job of a conversation into an owner's memories: one per
-    conversation and owner, under the namespace's job id prefix (which a tenant's queue
-    requires)."""
+    conversation and owner, under the namespace's job id prefix and as long as a compaction
+    job's (``x`` then 31 hex digits, where a compaction's has 32), which the tenant's ACL
+    rule's job key pattern requires."""
     who = "\0".join((conversation_id, agent_id, user_id or ""))
-    digest = hashlib.blake2b(who.encode(), digest_size=12).hexdigest()
-    return f"{job_id_prefix(namespace, prefix)}x{digest}"
+    digest = hashlib.blake2b(who.encode(), digest_size=16).hexdigest()
+    return f"{job_id_prefix(namespace, prefix)}x{digest[: JOB_ID_DIGITS - 1]}"
 
 
 def compaction_queue(
