@@ -154,6 +154,11 @@ def test_workers_and_queue_depth(server: RedisServer, admin: redis.Redis) -> Non
         report = doctor(server.url)
         assert statuses(report)["workers"] == "ok"
         assert detail(report, "workers").startswith("1 live; 1 compactions queued")
+        queue.extract(RedisHistory(client, "c"), "assistant", "u")  # the extraction backlog
+        report = doctor(server.url)
+        assert detail(report, "workers") == (
+            "1 live; 1 compactions, 1 memory extractions queued, 0 running"
+        )
     finally:
         worker.register_death()  # type: ignore[no-untyped-call]
 

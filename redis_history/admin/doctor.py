@@ -10,6 +10,7 @@ nothing else of this package needs RQ.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from functools import partial
@@ -283,13 +284,22 @@ def _queue(
 def _workers(queue: Any, report: Report) -> None:
     workers, waiting = queue.workers(), queue.count
     running = queue.pending() - waiting
-    depth = f"{waiting} compactions queued, {running} running"
+    extractions = sum(_EXTRACTION_ID.search(i) is not None for i in queue.get_job_ids(0, _SEEN))
+    backlog = f", {extractions} memory extractions" if extractions else ""
+    depth = f"{waiting - extractions} compactions{backlog} queued, {running} running"
     if workers:
         report.add("workers", "ok", f"{workers} live; {depth}")
     elif waiting:
         report.add("workers", "problem", f"no live worker; {depth}: they wait")
     else:
         report.add("workers", "warning", f"no live worker; {depth} (compactions will wait)")
+
+
+_SEEN = 10_000
+"""The queued jobs ``doctor`` reads the ids of, to tell memory extractions from compactions."""
+_EXTRACTION_ID = re.compile(r"-x[0-9a-f]+$")
+"""How a memory extraction job's id ends (``redis_history.compaction.jobs.extraction_job_id``;
+a compaction's ends in hex digits only)."""
 
 
 def _failed(queue: Any, report: Report, redactor: Redactor) -> None:
