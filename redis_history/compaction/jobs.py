@@ -408,17 +408,10 @@ def _compact(
     took the job from) compacts only a conversation of that tenant, under the deployment's
     key prefix, with its policy held to the deployment's (:meth:`CompactionPolicy.within`).
     """
-    job_id, origin = (job.id, job.origin) if job is not None else (None, None)
+    job_id = job.id if job is not None else None
     process = _process()
-    tenant = process.settings.tenant_of(origin) if origin is not None else None
-    if tenant is not None:  # checked before the conversation is touched, its claim too
-        expected = job_id_prefix(tenant, process.settings.prefix)
-        own = (namespace, prefix) == (tenant, process.settings.prefix)
-        if not own or not (job_id or "").startswith(expected):
-            raise JobRefusedError(
-                f"refused job {job_id}: queue {origin!r} takes compactions of namespace "
-                f"{tenant!r} under prefix {process.settings.prefix!r} only"
-            )
+    # checked before the conversation is touched, its claim too
+    tenant = _tenant_job(process, job, namespace, prefix, "compactions")
     history = RedisHistory(
         process.store,
         conversation_id,
@@ -433,6 +426,24 @@ def _compact(
         return run_compaction(history, process.summarizer, wanted, compactor=process.compactor)
     finally:
         _release(history, job_id)
+
+
+def _tenant_job(
+    process: _Process, job: Job | None, namespace: str, prefix: str, what: str
+) -> str | None:
+    """The tenant whose own queue ``job`` came from (its ``origin``), or ``None``; a tenant's
+    job must name its namespace, the deployment's prefix, and an id of its namespace."""
+    job_id, origin = (job.id, job.origin) if job is not None else (None, None)
+    tenant = process.settings.tenant_of(origin) if origin is not None else None
+    if tenant is not None:
+        expected = job_id_prefix(tenant, process.settings.prefix)
+        own = (namespace, prefix) == (tenant, process.settings.prefix)
+        if not own or not (job_id or "").startswith(expected):
+            raise JobRefusedError(
+                f"refused job {job_id}: queue {origin!r} takes {what} of namespace "
+                f"{tenant!r} under prefix {process.settings.prefix!r} only"
+            )
+    return tenant
 
 
 def _release(history: RedisHistory, job_id: str | None) -> None:
@@ -502,17 +513,8 @@ def _extract(
     """Check a tenant's job is its own (as :func:`_compact` does), then extract into the
     memories of ``owner`` (agent, user)."""
     agent_id, user_id = owner
-    job_id, origin = (job.id, job.origin) if job is not None else (None, None)
     process = _process()
-    tenant = process.settings.tenant_of(origin) if origin is not None else None
-    if tenant is not None:
-        expected = job_id_prefix(tenant, process.settings.prefix)
-        own = (namespace, prefix) == (tenant, process.settings.prefix)
-        if not own or not (job_id or "").startswith(expected):
-            raise JobRefusedError(
-                f"refused job {job_id}: queue {origin!r} takes jobs of namespace "
-                f"{tenant!r} under prefix {process.settings.prefix!r} only"
-            )
+    _tenant_job(process, job, namespace, prefix, "jobs")
     history = RedisHistory(process.store, conversation_id, namespace=namespace, prefix=prefix)
     memory = RedisLongTermMemory(process.store, namespace=namespace, prefix=prefix)
     lease_ms = max(1, round(process.settings.extraction_lease * 1000))
