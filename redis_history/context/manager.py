@@ -25,7 +25,10 @@ summarized). The history's system prompt is kept too, unless the same text is gi
 
 After the turn, :meth:`HistoryManager.on_turn_complete` summarizes what the request left out
 (``PreparedRequest.dropped``), once per message, keeps the summary for the next requests,
-and stores it in long-term memory, when those are enabled.
+and stores it in long-term memory, when those are enabled. Given a queue
+(:meth:`~HistoryManager.with_extraction`), it first enqueues the extraction of the
+conversation's new messages into the owner's memories, which the compaction workers run: the
+turn waits for the enqueue only, never for the extractor.
 
 Where the summaries are kept: in the process, or, given ``history=`` (a
 :class:`~redis_history.RedisHistory` or an :class:`~redis_history.AsyncRedisHistory`), in
@@ -56,7 +59,7 @@ import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple, Self, TypeVar, cast
+from typing import Any, Literal, NamedTuple, Protocol, Self, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -83,12 +86,14 @@ from redis_history.models import Message
 from redis_history.store.history import AsyncRedisHistory, RedisHistory
 from redis_history.store.summaries import StoredSummary, SummaryCore
 from redis_history.tokens import TokenCounter, price, resolve_counter
+from redis_history.wire import RedisFailure
 from redis_history.wire.call import Call
 from redis_history.wire.plans import Plan, adrive, drive
 from redis_history.wire.twins import AsyncRunner, Runner, Work, twin
 
 __all__ = [
     "Diagnostics",
+    "ExtractionQueue",
     "HistoryManager",
     "HistoryManagerConfig",
     "PreparedRequest",
@@ -100,6 +105,21 @@ Strategy = Literal["sliding_window", "token_budget", "summary_and_tail"]
 
 MEMORY_HEADER = "Relevant long-term memories:"
 """The line that introduces recalled memories in the system message."""
+
+
+class ExtractionQueue(Protocol):
+    """What :meth:`HistoryManager.with_extraction` takes: a queue that enqueues the
+    extraction of a conversation's new messages into an owner's memories and returns without
+    running it, such as :class:`~redis_history.compaction.jobs.CompactionQueue`
+    (``compaction_queue()``). Its ``extract`` blocks (an RQ enqueue on a sync client), so
+    :class:`AsyncHistoryManager` calls it in a worker thread."""
+
+    def extract(self, history: RedisHistory, agent_id: str, user_id: str | None = None) -> object:
+        """Enqueue the extraction of ``history``'s unread messages into the memories of
+        (``agent_id``, ``user_id``). ``history`` is the manager's own (an
+        ``AsyncRedisHistory`` for an :class:`AsyncHistoryManager`): the job needs only its
+        names (``namespace``, ``conversation_id``, ``options.prefix``)."""
+        ...
 
 
 class HistoryManagerConfig(BaseModel):
@@ -231,15 +251,24 @@ class _Summarize(NamedTuple):
     messages: list[Message]
 
 
+class _Extract(NamedTuple):
+    """A step: enqueue the extraction of the conversation's new messages."""
+
+    queue: ExtractionQueue
+    agent_id: str
+    user_id: str | None
+
+
 class _Plugged(NamedTuple):
     """A step: check, before anything is done, that the plug-ins suit the front end."""
 
 
 _PLUGGED = _Plugged()
 
-_Step = Call[Any] | _Recall | _Remember | _Summarize | _Plugged
+_Step = Call[Any] | _Recall | _Remember | _Summarize | _Extract | _Plugged
 """What the manager's plans ask their front end to do: a call on the history's Redis, a
-recall or a store in long-term memory, a summary, the plug-ins' check."""
+recall or a store in long-term memory, a summary, an extraction's enqueue, the plug-ins'
+check."""
 
 T = TypeVar("T")
 
@@ -271,6 +300,7 @@ class _Manager:
         self._counter: TokenCounter = resolve_counter(self.config.token_counter)
         self._summarizer: Summarizer | AsyncSummarizer | None = None
         self._memory: LongTermMemory | AsyncLongTermMemory | None = None
+        self._extraction: ExtractionQueue | None = None
         self._summaries: list[str] = []
         self._summarized: set[str] = set()
         if history is not None and not isinstance(history, self._histories):
@@ -316,6 +346,37 @@ class _Manager:
             self._memory = cast(AsyncLongTermMemory, memory)
         else:
             self._memory = resolve_memory(cast(LongTermMemory | str, memory))
+        return self
+
+    def with_extraction(self, queue: ExtractionQueue) -> Self:
+        """After each turn, have the conversation's new messages extracted into the owner's
+        long-term memories in the background: :meth:`on_turn_complete` enqueues
+        ``queue.extract(history, agent_id, user_id)`` (one job per conversation and owner;
+        the compaction workers, ``redis-history worker``, run it with their extractor), with
+        or without summarization. The turn waits for the enqueue (one ``MULTI`` on the
+        queue's Redis), never for the extractor.
+
+        Args:
+            queue: ``compaction_queue()`` (a tenant's own too), or any
+                :class:`ExtractionQueue`.
+
+        Raises:
+            ValueError: the manager was made without ``history=``: the job reads the
+                conversation from Redis, so the manager must name it.
+            TypeError: ``queue`` has no blocking ``extract`` method.
+        """
+        if self._history is None:
+            raise ValueError(
+                "extraction reads the conversation from Redis: make the manager with "
+                "history= (its RedisHistory or AsyncRedisHistory) to use with_extraction"
+            )
+        extract = getattr(queue, "extract", None)
+        if not callable(extract) or inspect.iscoroutinefunction(extract):
+            raise TypeError(
+                f"with_extraction takes a queue with a blocking extract(history, agent_id, "
+                f"user_id), such as compaction_queue()'s; got {type(queue).__name__}"
+            )
+        self._extraction = queue
         return self
 
     def with_summaries(self, summaries: Sequence[str]) -> Self:
@@ -471,18 +532,23 @@ class _Manager:
         user_id: str | None = None,
         conversation_id: str | None = None,
     ) -> Work[str | None]:
-        """Keep what a request left out: summarize it, remember it.
+        """Keep what a request left out: summarize it, remember it; enqueue the turn's
+        extraction.
 
-        With ``enable_summarization``, the messages of ``evicted`` not summarized before (by
-        id) are summarized, and the summary is kept (:meth:`summaries`); with
-        ``enable_long_term_memory`` too, it is stored in long-term memory with ``agent_id``,
-        ``user_id`` and ``conversation_id`` as metadata. Messages that leave every request
-        once they are old are summarized once, not at every turn.
+        Call it once the turn's messages are stored. With :meth:`with_extraction`, it first
+        enqueues the extraction of the conversation's new messages into the memories of
+        (``agent_id``, ``user_id``), whatever else is enabled. With ``enable_summarization``,
+        the messages of ``evicted`` not summarized before (by id) are summarized, and the
+        summary is kept (:meth:`summaries`); with ``enable_long_term_memory`` too, it is
+        stored in long-term memory with ``agent_id``, ``user_id`` and ``conversation_id`` as
+        metadata. Messages that leave every request once they are old are summarized once,
+        not at every turn.
 
         Args:
             evicted: What the request left out (``PreparedRequest.dropped``).
-            agent_id: The agent, stored with the memory.
-            user_id: The user, stored with the memory when given.
+            agent_id: The agent, stored with the memory, owner of the extracted memories.
+            user_id: The user, stored with the memory when given, owner of the extracted
+                memories with the agent.
             conversation_id: The conversation, stored with the memory when given.
 
         Returns:
@@ -490,12 +556,20 @@ class _Manager:
             or (with ``history=``) another pod summarizes it or took it over meanwhile.
 
         Raises:
-            ValueError: Long-term memory enabled without a memory.
-            SummarizerError: The summarizer failed (nothing is kept then).
+            ValueError: Long-term memory enabled without a memory; with extraction, an
+                unusable agent or user id (nothing is enqueued).
+            SummarizerError: The summarizer failed (nothing is kept then; an extraction
+                was enqueued before it).
+            StoreUnavailableError, AccessDeniedError: with extraction, the queue's Redis
+                could not be reached or refused the enqueue (before any summary).
+            JobRefusedError: with extraction, a tenant's queue given another namespace's
+                conversation.
             TypeError: A :class:`HistoryManager`'s memory or summarizer is asyncio, or an
                 :class:`AsyncHistoryManager`'s memory blocks (``RedisLongTermMemory``).
         """
         yield _PLUGGED
+        if self._extraction is not None:  # first: the worker extracts while this pod summarizes
+            yield _Extract(self._extraction, agent_id, user_id)
         return (yield from self._turn_plan(evicted, agent_id, user_id, conversation_id))
 
     def _turn_plan(
@@ -621,6 +695,18 @@ class _Manager:
             return "", len(records), 0
         return "\n".join([MEMORY_HEADER, *lines]), len(records), len(lines)
 
+    def _enqueue(self, step: _Extract) -> None:
+        """Enqueue the extraction of this manager's conversation (in the caller's thread; a
+        worker thread for :class:`AsyncHistoryManager`), a Redis failure raised typed."""
+        history = self._history
+        assert history is not None  # with_extraction requires it
+        try:
+            # CompactionQueue.extract reads the history's names only, which an
+            # AsyncRedisHistory has as well (see ExtractionQueue).
+            step.queue.extract(cast(RedisHistory, history), step.agent_id, step.user_id)
+        except RedisFailure as exc:
+            raise history.core.wrap(exc) from exc
+
     def _require_memory(self) -> LongTermMemory | AsyncLongTermMemory:
         if self._memory is None:
             raise ValueError("long-term memory is enabled: give one with .with_memory(memory)")
@@ -658,6 +744,8 @@ class HistoryManager(_Manager, Runner):
             return self._history.execute(step)
         if step is _PLUGGED:
             return self._check_plugged()
+        if isinstance(step, _Extract):
+            return self._enqueue(step)
         if isinstance(step, _Summarize):
             return cast(Summarizer, step.summarizer).summarize(step.messages)
         memory = cast(LongTermMemory, self._memory)
@@ -697,7 +785,8 @@ class AsyncHistoryManager(_Manager, AsyncRunner):
     """:class:`HistoryManager` for asyncio pods: the same methods, as coroutines, that never
     block the event loop: Redis is awaited, a blocking summarizer runs in a worker thread
     (one whose ``summarize`` is a coroutine is awaited), and so does a memory without
-    I/O to wait on (``in_memory``)."""
+    I/O to wait on (``in_memory``); an extraction's enqueue (a blocking RQ call) runs in a
+    worker thread too."""
 
     _histories = (AsyncRedisHistory,)
 
@@ -721,6 +810,8 @@ class AsyncHistoryManager(_Manager, AsyncRunner):
             return await self._history.execute(step)
         if step is _PLUGGED:
             return None
+        if isinstance(step, _Extract):  # a blocking RQ enqueue: off the event loop
+            return await asyncio.to_thread(self._enqueue, step)
         if isinstance(step, _Summarize):
             summarizer: Any = step.summarizer
             if _is_coroutine(summarizer, "summarize"):
