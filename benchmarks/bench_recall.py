@@ -33,9 +33,11 @@ from memory_samples import (
     PARAPHRASE_QUERIES,
     QUERIES,
     SAME_FACT_PAIRS,
+    UPDATE_PAIRS,
     merge_decisions,
     textbook_top,
     top_three,
+    update_decisions,
 )
 
 from redis_history.demo.server import RedisServer, vector_redis_server
@@ -155,7 +157,14 @@ def main() -> None:
     precision, recall = merge_decisions(embedder)
     print(
         f"Merging a restatement (merge_similar), {len(SAME_FACT_PAIRS)} pairs of one fact and "
-        f"{len(OTHER_FACT_PAIRS)} of two: precision {precision:.2f}, recall {recall:.2f}."
+        f"{len(OTHER_FACT_PAIRS) + len(UPDATE_PAIRS)} of two: precision {precision:.2f}, "
+        f"recall {recall:.2f}."
+    )
+    precision, recall = update_decisions(embedder)
+    print(
+        f"Superseding an update (merge_similar), {len(UPDATE_PAIRS)} pairs of a fact and its "
+        f"update, {len(SAME_FACT_PAIRS)} of one fact: precision {precision:.2f}, "
+        f"recall {recall:.2f}."
     )
     for version, (whole, dearest) in zip(versions, searches, strict=True):
         print(

@@ -328,18 +328,53 @@ OTHER_FACT_PAIRS: tuple[tuple[str, str], ...] = (
 """Two facts of one topic each, often in the same words: both should be kept."""
 
 
+UPDATE_PAIRS: tuple[tuple[str, str], ...] = (
+    ("Lives in Lisbon.", "Lives in Porto."),
+    ("Works at Initech.", "Works at Globex."),
+    ("Has 2 children.", "Has 3 children."),
+    ("Drives a Toyota.", "Drives a Tesla."),
+    ("Their manager is Alice.", "Their manager is Bob."),
+    ("Is 34 years old.", "Is 35 years old."),
+    ("Their phone number ends in 4411.", "Their phone number ends in 9020."),
+    ("Is learning Japanese.", "Is learning Korean."),
+    ("Their favourite team is Benfica.", "Their favourite team is Sporting."),
+    ("Their flight to Tokyo leaves on 3 May.", "Their flight to Tokyo leaves on 7 May."),
+    ("Uses Vim as their editor.", "Now uses Emacs as their editor."),
+    ("Their dentist is Dr Silva.", "Their dentist is Dr Costa."),
+    ("Their partner is called Ana.", "Their partner is called Rita."),
+    ("Runs 10 km every week.", "Runs 25 km every week."),
+    ("Their gym membership ends in June.", "Their gym membership ends in September."),
+)
+"""Pairs of a fact and the fact that updates it (the second is stored after the first)."""
+
+
+def _cosine(embedder: Any, first: str, second: str) -> float:
+    a, b = embedder.embed([first, second])
+    cosine = sum(x * y for x, y in zip(a, b, strict=True))
+    return float(cosine / (sum(x * x for x in a) * sum(y * y for y in b)) ** 0.5)
+
+
+def decisions(embedder: Any, pairs: Sequence[tuple[str, str]]) -> Counter[str | None]:
+    """How often :func:`merging.decide` merges, updates or keeps apart the second text of
+    each pair, stored after the first."""
+    return Counter(
+        merging.decide(second, first, _cosine(embedder, first, second)) for first, second in pairs
+    )
+
+
 def merge_decisions(embedder: Any) -> tuple[float, float]:
-    """Precision and recall of :func:`merging.same_fact` on the labelled pairs: a merge is
-    right for a pair of one fact's wordings, wrong for a pair of two facts."""
-
-    def merged(pairs: Sequence[tuple[str, str]]) -> int:
-        count = 0
-        for first, second in pairs:
-            a, b = embedder.embed([first, second])
-            cosine = sum(x * y for x, y in zip(a, b, strict=True))
-            cosine /= (sum(x * x for x in a) * sum(y * y for y in b)) ** 0.5
-            count += merging.same_fact(second, first, cosine)
-        return count
-
-    right, wrong = merged(SAME_FACT_PAIRS), merged(OTHER_FACT_PAIRS)
+    """Precision and recall of merging (:func:`merging.decide`) on the labelled pairs: a
+    merge is right for a pair of one fact's wordings, wrong for any other pair."""
+    right = decisions(embedder, SAME_FACT_PAIRS)["merge"]
+    wrong = decisions(embedder, OTHER_FACT_PAIRS + UPDATE_PAIRS)["merge"]
     return right / max(right + wrong, 1), right / len(SAME_FACT_PAIRS)
+
+
+def update_decisions(embedder: Any) -> tuple[float, float]:
+    """Precision and recall of superseding (:func:`merging.decide`): an update is right for
+    a pair of :data:`UPDATE_PAIRS`, wrong for a pair of one fact's wordings; a pair of
+    :data:`OTHER_FACT_PAIRS` counts neither way (some are updates, "Lives in Porto." after
+    "Lives in Lisbon.", some not)."""
+    right = decisions(embedder, UPDATE_PAIRS)["update"]
+    wrong = decisions(embedder, SAME_FACT_PAIRS)["update"]
+    return right / max(right + wrong, 1), right / len(UPDATE_PAIRS)

@@ -18,5 +18,7 @@ def test_quick_recall_benchmark_prints_every_figure() -> None:
         "| paraphrases (24, 24: no word in common) | 0.00 | 0.00 | 0.00 | 0.71 | 0.79 | yes |"
         in printed
     )
-    assert "precision 0.96, recall 0.87." in printed
+    assert "30 of two: precision 0.96, recall 0.87." not in printed
+    assert "45 of two: precision 0.96, recall 0.87." in printed
+    assert "30 of one fact: precision 1.00, recall 1.00." in printed
     assert printed.count("a recall in an owner of 500 memories") == 2

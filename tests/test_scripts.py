@@ -187,7 +187,7 @@ def test_wheel_contains_every_script(tmp_path: Path) -> None:
 
 
 def test_the_store_script_keeps_as_many_message_ids_as_the_memory_allows() -> None:
-    source = (ROOT / "lua" / "memory_store-6.lua").read_text()
+    source = (ROOT / "lua" / "memory_store-9.lua").read_text()
     found = re.search(r"^local MAX_MESSAGE_IDS = (\d+)", source, re.MULTILINE)
     assert found is not None
     assert int(found.group(1)) == MAX_MESSAGE_IDS

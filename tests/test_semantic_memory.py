@@ -22,6 +22,7 @@ from memory_samples import (
     QUERIES,
     merge_decisions,
     top_three,
+    update_decisions,
 )
 from server_cpu import LIMIT_NS, metered
 from test_redis_memory import run_cut
@@ -664,6 +665,17 @@ def test_the_offline_decision_merges_restatements_and_keeps_other_facts(
     assert merging.same_fact("Lives in Porto.", "Their home is in Porto.", 0.6)
 
 
+def test_the_offline_decision_takes_a_changed_name_or_number_for_an_update(
+    offline: Embedder,
+) -> None:
+    precision, recall = update_decisions(offline)
+    assert (precision, recall) == (1.0, 1.0)
+    assert merging.decide("Lives in Porto.", "Lives in Lisbon.", 0.44) == "update"
+    assert merging.decide("Has a cat named Tom.", "Has a dog named Rex.", 0.9) is None
+    assert merging.decide("Lives in Porto.", "Lives in Lisbon.", 0.29) is None
+    assert merging.decide("Their home is in Porto.", "Lives in Porto.", 0.8) == "merge"
+
+
 @pytest.mark.parametrize("server", ["7", "8"], indirect=True)
 def test_a_restatement_is_merged_into_the_memory_it_restates(
     server: RedisServer, offline: Embedder
@@ -684,7 +696,7 @@ def test_a_restatement_is_merged_into_the_memory_it_restates(
     porto, lisbon, restated = memory.store_many(
         [
             ("Lives in Porto.", OWNER),
-            ("Lives in Lisbon.", OWNER),
+            ("Mother lives in Lisbon.", OWNER),
             ("Their home is in Porto.", OWNER),
         ]
     )

@@ -27,7 +27,7 @@ is not its own, a key of another data type) raises ``CorruptHistoryError`` namin
 scripts check before their first write, so a refused write changes nothing. Their writes are
 ordered so that a store or forget stopped part way (Redis keeps a script's writes before an
 error) never leaves a memory listed that is not recalled, and the same call again finishes
-it (``lua/memory_store-6.lua``); a store of the text of a memory whose forget stopped part way
+it (``lua/memory_store-9.lua``); a store of the text of a memory whose forget stopped part way
 finishes that forget first, and keeps the text as a new memory. A text without a term is
 refused: it could not be recalled.
 
@@ -55,6 +55,7 @@ import functools
 import hashlib
 import inspect
 import json
+import math
 import re
 import struct
 import threading
@@ -102,15 +103,19 @@ __all__ = [
     "MAX_LIST",
     "MAX_MEMORIES",
     "MAX_QUERY_TERMS",
+    "MAX_SUPERSEDED",
     "MAX_TAGS",
     "MAX_TERMS",
     "MAX_TEXT_BYTES",
     "MAX_TOP_K",
+    "MAX_TTL_SECONDS",
     "RECALL_BUDGET",
+    "SWEEP_PAGE",
     "TERMS",
     "AsyncRedisLongTermMemory",
     "RedisLongTermMemory",
     "Reindexing",
+    "Stored",
     "normalize",
     "terms",
 ]
@@ -137,12 +142,21 @@ MAX_MESSAGE_IDS = 64
 """The most message ids one memory records as its provenance (a merge keeps the first)."""
 MAX_MESSAGE_ID = 128
 """The longest message id, in characters."""
+MAX_SUPERSEDED = 1_000
+"""The most superseded memories an owner keeps (pointing to their successors); the oldest
+goes when another is superseded."""
+MAX_TTL_SECONDS = 100 * 365 * 86_400
+"""The longest time to live a memory may have (100 years)."""
+SWEEP_PAGE = 64
+"""The most expired memories one call removes (a store that finds some removes a page)."""
+EVICT_ATTEMPTS = 8
+"""How often a store into a full, capped owner evicts a memory and tries again."""
 MAX_TOP_K = 100
 """The most memories one recall returns."""
 MAX_LIST = 100
 """The most memories one ``list`` returns (a page of the largest records is ~3 MB)."""
 RECALL_BUDGET = 30_000
-"""The most postings and scores one recall goes over (``lua/memory_recall-3.lua``): terms are
+"""The most postings and scores one recall goes over (``lua/memory_recall-4.lua``): terms are
 read rarest first, and those that would take it past this are left out. A query reaches it
 only when its rarest terms are in thousands of memories each."""
 MAX_TERM_LENGTH = 64
@@ -155,7 +169,8 @@ FORGET_PAGE = 500
 
 RESERVED = frozenset(
     {"agent_id", "user_id", "conversation_id", "conversation_ids", "message_ids", "tags",
-     "created_ms", "updated_ms", "memory_id"}
+     "created_ms", "updated_ms", "memory_id", "ttl_seconds", "expires_ms", "superseded_by",
+     "superseded_ms"}
 )  # fmt: skip
 """Metadata keys the memory sets itself; other keys are kept as given (JSON)."""
 
@@ -235,7 +250,7 @@ def _text(value: Any) -> str:
 
 
 class _Record(NamedTuple):
-    """A memory's record, as ``lua/memory_store-6.lua`` describes it, checked."""
+    """A memory's record, as ``lua/memory_store-9.lua`` describes it, checked."""
 
     text: str
     conversations: list[str]
@@ -246,10 +261,13 @@ class _Record(NamedTuple):
     length: int
     terms: list[str]
     messages: list[str]
+    expires: int | None
+    successor: str | None
+    superseded: int | None
 
 
 def _problem(record: Any) -> str | None:
-    """Why ``record`` is not a memory's record, or ``None`` (``lua/memory_store-6.lua`` checks
+    """Why ``record`` is not a memory's record, or ``None`` (``lua/memory_store-9.lua`` checks
     the same)."""
     if not isinstance(record, dict):
         return "not a JSON object"
@@ -264,10 +282,12 @@ def _problem(record: Any) -> str | None:
         isinstance(stored, dict) and all(isinstance(v, str) for v in stored.values())
     ):
         return "m is not an object of JSON texts"
-    for field in ("at", "up"):
-        value = record.get(field)
+    for field in ("at", "up", "ex", "sup"):
+        value = record.get(field, "0" if field in ("ex", "sup") else None)
         if not (isinstance(value, str) and value.isascii() and value.isdigit()):
             return f"{field} is not a time"
+    if not isinstance(record.get("by", ""), str):
+        return "by is not a memory id"
     length = record.get("n")
     if type(length) is not int or length < 0:
         return "n is not a length"
@@ -307,6 +327,9 @@ def _record(raw: Any, memory_id: str) -> _Record:
         record["n"],
         _strings(record["k"]),
         _strings(record.get("x", [])),
+        int(record["ex"]) if "ex" in record else None,
+        record.get("by"),
+        int(record["sup"]) if "sup" in record else None,
     )
 
 
@@ -320,15 +343,30 @@ class Reindexing(NamedTuple):
 
 
 class _Stored(NamedTuple):
-    """A store's reply: the memory's id, and whether it is being forgotten (a forget stopped
-    part way), the store having written nothing."""
+    """A store's reply (``lua/memory_store-9.lua``): the memory's id and what the store did
+    (:data:`_MERGED`, :data:`_ADDED`, or, having written nothing, :data:`_FORGETTING` or
+    :data:`_FULL`), and how many of the owner's memories have expired."""
 
     memory_id: str
-    forgetting: bool
+    done: int
+    expired: int
 
 
-_FORGETTING = 2
-"""The second item of ``lua/memory_store-6.lua``'s reply when the memory is being forgotten."""
+_MERGED, _ADDED, _FORGETTING, _FULL = 0, 1, 2, 3
+"""What a store did: merged, added; or wrote nothing, the memory with its text being forgotten
+(a forget stopped part way), or the capped owner full (the id is the memory to evict)."""
+
+
+class Stored(NamedTuple):
+    """What :meth:`RedisLongTermMemory.remember` did with one text."""
+
+    memory_id: str
+    """The memory that holds the text now."""
+    outcome: str
+    """``added`` (a new memory), ``merged`` (into one that said the same) or ``superseded``
+    (a new memory, replacing one it updates)."""
+    superseded: tuple[str, ...] = ()
+    """The memories it superseded (kept, pointing to it, no longer recalled)."""
 
 
 def _accepted(reply: Any) -> Any:
@@ -397,10 +435,10 @@ def _owned_keys(keys: MemoryKeys, memory_id: str, raw: Any) -> set[str]:
     return named | {keys.term(t) for t in record.terms}
 
 
-def _each(stores: Iterable[Callable[[], Plan[_Step, str]]]) -> Plan[_Step, list[str]]:
-    """The ids ``store_many``'s stores return; one refused is raised, with its index, once
+def _each(stores: Iterable[Callable[[], Plan[_Step, T]]]) -> Plan[_Step, list[T]]:
+    """What ``store_many``'s stores return; one refused is raised, with its index, once
     the items after it are stored all the same."""
-    out: list[str] = []
+    out: list[T] = []
     refused: HistoryError | None = None
     for index, store in enumerate(stores):
         try:
@@ -414,7 +452,7 @@ def _each(stores: Iterable[Callable[[], Plan[_Step, str]]]) -> Plan[_Step, list[
 
 
 class _Nearest(NamedTuple):
-    """A vector search's reply (``lua/memory_vsearch-5.lua``): the memories with no vector
+    """A vector search's reply (``lua/memory_vsearch-6.lua``): the memories with no vector
     yet, where the next part of the scan starts (``"0"``: none), and its hits (id, score,
     record: ``""`` when the call read a part only)."""
 
@@ -468,6 +506,9 @@ vectors of 256): a recall scans the owner's vectors a part per call, each well u
 machine)."""
 CANDIDATES = 50
 """How many memories each ranking hands the fusion (at least ``top_k``)."""
+NEAREST = 3
+"""How many of the owner's nearest memories by meaning a store with ``merge_similar`` weighs
+(one it restates, those it updates)."""
 
 
 class _Memory:
@@ -483,6 +524,8 @@ class _Memory:
         clock: Callable[[], int] | None = None,
         embedder: Embedder | AsyncEmbedder | str | None = None,
         merge_similar: bool = False,
+        ttl_seconds: float | None = None,
+        max_memories: int | None = None,
     ) -> None:
         """Keep memories through ``client``.
 
@@ -498,12 +541,20 @@ class _Memory:
                 :data:`~redis_history.memory.embedders.MAX_DIMENSIONS` dimensions; ``None``
                 recalls by keywords alone.
             merge_similar: merge a memory into the owner's nearest by meaning when it
-                restates it (:func:`~redis_history.memory.merging.same_fact`) rather than
-                keep both; needs an ``embedder``.
+                restates it (:func:`~redis_history.memory.merging.same_fact`), and supersede
+                the one it updates (:func:`~redis_history.memory.merging.updates`), rather
+                than keep both; needs an ``embedder``.
+            ttl_seconds: how long a memory is kept after it was last stored (a merge starts
+                it again), unless its metadata's ``ttl_seconds`` says otherwise; ``None``:
+                for ever. An expired memory is never recalled and is removed by the next
+                store or list of its owner (or :meth:`forget_expired`).
+            max_memories: the most memories an owner keeps: a store of another first evicts
+                the owner's least recently stored or recalled memory; ``None``: a store past
+                :data:`MAX_MEMORIES` is refused.
 
         Raises:
             UnsupportedClientError: a client made with ``decode_responses=True``.
-            ValueError: an unusable namespace or prefix.
+            ValueError: an unusable namespace or prefix; a time to live or cap out of range.
         """
         validate_scope(namespace, prefix)
         self.client = bytes_client(client, "a long-term memory")
@@ -517,8 +568,16 @@ class _Memory:
         if merge_similar and self.embedder is None:
             raise ValueError("merge_similar needs an embedder: it finds restatements by meaning")
         self.merge_similar = merge_similar
-        """Whether a store merges into the memory it restates."""
-        """The embedder as the owner's stats hash records it (``emb``)."""
+        """Whether a store merges into the memory it restates and supersedes the one it
+        updates."""
+        self.ttl_seconds = _ttl(ttl_seconds, "ttl_seconds")
+        """How long a memory is kept after it was last stored, or ``None``."""
+        self.max_memories = (
+            None
+            if max_memories is None
+            else limits.count(max_memories, "max_memories", low=1, high=MAX_MEMORIES)
+        )
+        """The most memories an owner keeps, the least recently used evicted; or ``None``."""
 
     def _error(self, exc: Exception, key: str = "a memory key") -> HistoryError:
         """The typed error for a redis-py error (a ``WRONGTYPE`` naming ``key``), the
@@ -537,24 +596,62 @@ class _Memory:
     # -- store --------------------------------------------------------------------------------
 
     def _store_plan(self, text: str, metadata: Mapping[str, Any]) -> Plan[_Step, str]:
+        done = yield from self._remember_plan(text, metadata)
+        return done.memory_id
+
+    def _remember_plan(self, text: str, metadata: Mapping[str, Any]) -> Plan[_Step, Stored]:
         make, keys = self._store_call(text, metadata)
         (vector,) = yield from self._vectors([text])
-        owner = MemoryFilters(metadata["agent_id"], metadata.get("user_id"))
-        into = (yield from self._restated(keys, owner, text, vector)) if self.merge_similar else ""
+        return (yield from self._decided(make, keys, text, metadata, vector))
+
+    def _decided(
+        self,
+        make: Callable[[bytes, str], Call[_Stored]],
+        keys: MemoryKeys,
+        text: str,
+        metadata: Mapping[str, Any],
+        vector: bytes,
+    ) -> Plan[_Step, Stored]:
+        """One store: with ``merge_similar``, into the memory it restates, superseding those
+        it updates."""
+        into, updated = "", tuple[str, ...]()
+        if self.merge_similar:
+            owner = MemoryFilters(metadata["agent_id"], metadata.get("user_id"))
+            into, updated = yield from self._restated(keys, owner, text, vector)
         call = make(vector, into)
-        return (yield from self._stored(call, keys, (yield _Send(call))))
+        stored = yield from self._stored(call, keys, (yield _Send(call)))
+        return (yield from self._superseding(keys, stored, updated))
+
+    def _superseding(
+        self, keys: MemoryKeys, stored: _Stored, old: Sequence[str]
+    ) -> Plan[_Step, Stored]:
+        """What a store did, once each memory of ``old`` it updates is superseded by it."""
+        superseded: builtins.list[str] = []
+        for memory_id in old:
+            done = memory_id != stored.memory_id and (
+                yield from self._supersede(keys, memory_id, stored.memory_id)
+            )
+            if done:
+                superseded.append(memory_id)
+        if superseded:
+            return Stored(stored.memory_id, "superseded", tuple(superseded))
+        return Stored(stored.memory_id, "added" if stored.done == _ADDED else "merged")
 
     def _restated(
         self, keys: MemoryKeys, owner: MemoryFilters, text: str, vector: bytes
-    ) -> Plan[_Step, str]:
-        """The id of the owner's memory ``text`` restates (:func:`merging.same_fact` with its
-        nearest by meaning), or ``""``."""
-        search = functools.partial(self._vsearch, keys, [], vector, 1)
-        nearest = yield from self._nearest(search, (yield _Send(search("0"))), owner, 1)
+    ) -> Plan[_Step, tuple[str, tuple[str, ...]]]:
+        """The id of the owner's memory ``text`` restates, or ``""``, and the ids of those it
+        updates, among its :data:`NEAREST` nearest by meaning (:func:`merging.decide`)."""
+        search = functools.partial(self._vsearch, keys, [], vector, NEAREST)
+        nearest = yield from self._nearest(search, (yield _Send(search("0"))), owner, NEAREST)
+        into, updated = "", []
         for hit in nearest:
-            if merging.same_fact(text, hit.text, 2 * hit.score - 1):
-                return hit.memory_id or ""
-        return ""
+            decision = merging.decide(text, hit.text, 2 * hit.score - 1)
+            if decision == "update":
+                updated.append(hit.memory_id or "")
+            elif decision == "merge" and not into:
+                into = hit.memory_id or ""
+        return into, tuple(updated)
 
     def _vectors(self, texts: Sequence[str]) -> Plan[_Step, builtins.list[bytes]]:
         """Each text's vector as the scripts take it (normalized little-endian float32), or
@@ -573,6 +670,12 @@ class _Memory:
     def _store_many_plan(
         self, items: Sequence[tuple[str, Mapping[str, Any]]]
     ) -> Plan[_Step, builtins.list[str]]:
+        done = yield from self._remember_many_plan(items)
+        return [stored.memory_id for stored in done]
+
+    def _remember_many_plan(
+        self, items: Sequence[tuple[str, Mapping[str, Any]]]
+    ) -> Plan[_Step, builtins.list[Stored]]:
         made = [self._store_call(text, metadata) for text, metadata in items]
         if not made:
             return []
@@ -580,7 +683,7 @@ class _Memory:
         if self.merge_similar:  # each against what the ones before it kept: one at a time
             return (
                 yield from _each(
-                    functools.partial(self._store_restated, make, keys, text, metadata, vector)
+                    functools.partial(self._decided, make, keys, text, metadata, vector)
                     for (make, keys), vector, (text, metadata) in zip(
                         made, vectors, items, strict=True
                     )
@@ -600,20 +703,7 @@ class _Memory:
             )
         )
 
-    def _store_restated(
-        self,
-        make: Callable[[bytes, str], Call[_Stored]],
-        keys: MemoryKeys,
-        text: str,
-        metadata: Mapping[str, Any],
-        vector: bytes,
-    ) -> Plan[_Step, str]:
-        """One store of ``store_many`` with ``merge_similar``: into what it restates, if any."""
-        owner = MemoryFilters(metadata["agent_id"], metadata.get("user_id"))
-        call = make(vector, (yield from self._restated(keys, owner, text, vector)))
-        return (yield from self._stored(call, keys, (yield _Send(call))))
-
-    def _replied(self, call: Call[_Stored], keys: MemoryKeys, reply: Any) -> Plan[_Step, str]:
+    def _replied(self, call: Call[_Stored], keys: MemoryKeys, reply: Any) -> Plan[_Step, Stored]:
         """One store of ``store_many``'s pipeline, from its ``reply``."""
         if resent(reply):  # the first EVAL loads it for the rest
             stored = yield _Send(call)
@@ -621,15 +711,21 @@ class _Memory:
             raise self._error(reply) from reply
         else:
             stored = call.parse(reply)
-        return (yield from self._stored(call, keys, stored))
+        done = yield from self._stored(call, keys, stored)
+        return Stored(done.memory_id, "added" if done.done == _ADDED else "merged")
 
-    def _stored(self, call: Call[_Stored], keys: MemoryKeys, stored: _Stored) -> Plan[_Step, str]:
-        """The id of the memory a store ``call`` replied ``stored`` for. A memory with its
-        text that a forget stopped part way left is forgotten first, then ``call`` is sent
-        again: it keeps a new memory, never one that is not recalled."""
-        for _ in range(FORGET_ATTEMPTS):
-            if not stored.forgetting:
-                return stored.memory_id
+    def _stored(
+        self, call: Call[_Stored], keys: MemoryKeys, stored: _Stored
+    ) -> Plan[_Step, _Stored]:
+        """What a store ``call`` that replied ``stored`` did. A memory with its text that a
+        forget stopped part way left is forgotten first, as is the least recently used
+        memory of a full, capped owner; then ``call`` is sent again (it keeps a new memory,
+        never one that is not recalled). Memories found expired are removed after."""
+        for _ in range(FORGET_ATTEMPTS + EVICT_ATTEMPTS):
+            if stored.done in (_MERGED, _ADDED):
+                if stored.expired:
+                    yield from self._sweep(keys)
+                return stored
             yield from self._forget(keys, stored.memory_id)
             stored = yield _Send(call)
         raise HistoryError(f"memory {stored.memory_id} kept being forgotten while stored")
@@ -657,14 +753,17 @@ class _Memory:
         limits.limited(len(counts), MAX_TERMS, "a memory's distinct terms")
         keys = self.keys(filters.agent_id, filters.user_id)
         length = sum(counts.values())
+        ttl = _ttl(metadata["ttl_seconds"], "ttl_seconds") if "ttl_seconds" in metadata else None
+        ttl = self.ttl_seconds if "ttl_seconds" not in metadata else ttl
         now = self._clock()
+        expires = "" if ttl is None else str(now + max(1, round(ttl * 1000)))
         conversations = [] if filters.conversation_id is None else [filters.conversation_id]
-        record = _json(
-            {"t": text, "c": conversations, "g": list(filters.tags),
-             "m": extra, "at": str(now),
-             "up": str(now), "n": length, "k": list(counts), "s": TERMS,
-             "x": _message_ids(metadata)}
-        )  # fmt: skip
+        fields = {"t": text, "c": conversations, "g": list(filters.tags), "m": extra,
+                  "at": str(now), "up": str(now), "n": length, "k": list(counts), "s": TERMS,
+                  "x": _message_ids(metadata)}  # fmt: skip
+        if expires:
+            fields["ex"] = expires
+        record = _json(fields)
         sets = [keys.conversation(c) for c in conversations] + [keys.tag(t) for t in filters.tags]
         postings = [length * 1000 + min(tf, MAX_TF) for tf in counts.values()]
         head = (
@@ -674,20 +773,23 @@ class _Memory:
             length,
             len(conversations),
             len(filters.tags),
-            MAX_MEMORIES,
+            self.max_memories or MAX_MEMORIES,
             MAX_TAGS,
             MAX_CONVERSATIONS,
             MAX_EXTRA_BYTES,
         )
 
+        evict = "1" if self.max_memories else ""
+
         def make(vector: bytes, into: str = "") -> Call[_Stored]:
             return _memory_call(
-                lambda reply: _Stored(_text(reply[0]), int(reply[1]) == _FORGETTING),
+                lambda reply: _Stored(_text(reply[0]), int(reply[1]), int([*reply, 0][2])),
                 "memory_store",
-                (*keys.owned, keys.vectors, keys.vector_blobs),
+                (*keys.owned, keys.vectors, keys.vector_blobs, *keys.lifetimes),
                 [*sets, *map(keys.term, counts)],
-                (*head, self._space if vector else "", vector, TERMS, into, *postings),
-            )
+                (*head, self._space if vector else "", vector, TERMS, into, expires, evict,
+                 *postings),
+            )  # fmt: skip
 
         return make, keys
 
@@ -707,7 +809,7 @@ class _Memory:
         if self.embedder is None:
             calls: tuple[Call[Any], ...] = (self._keywords(keys, sets, wanted, filters, top_k),)
             (by_words,) = yield from self._indexed(keys, calls)
-            return cast(builtins.list[MemoryRecord], by_words)
+            return (yield from self._touched(keys, by_words))
         n = max(top_k, CANDIDATES)
         (vector,) = yield from self._vectors([query])
         search = functools.partial(self._vsearch, keys, sets, vector, n)
@@ -716,7 +818,22 @@ class _Memory:
         by_meaning = yield from self._nearest(search, first, filters, n)
         if first.missing and (yield from self._backfill(keys)):  # stored before it had vectors
             by_meaning = yield from self._nearest(search, (yield _Send(search("0"))), filters, n)
-        return fused(by_words[0] if by_words else [], by_meaning, top_k)
+        return (
+            yield from self._touched(
+                keys, fused(by_words[0] if by_words else [], by_meaning, top_k)
+            )
+        )
+
+    def _touched(
+        self, keys: MemoryKeys, recalled: builtins.list[MemoryRecord]
+    ) -> Plan[_Step, builtins.list[MemoryRecord]]:
+        """``recalled``, each noted as used now when the owner is capped (the least recently
+        used is evicted first); a memory forgotten meanwhile is not noted."""
+        if self.max_memories is not None and recalled:
+            ids = [record.memory_id for record in recalled]
+            pairs = [part for memory_id in ids for part in (self._clock(), memory_id)]
+            yield _Send(Call(int, ("ZADD", keys.used, "XX", "GT", *pairs)), keys.used)
+        return recalled
 
     def _vsearch(
         self, keys: MemoryKeys, sets: builtins.list[str], vector: bytes, n: int, cursor: str
@@ -727,10 +844,11 @@ class _Memory:
         return _memory_call(
             lambda reply: _Nearest(int(reply[0]), _text(reply[1]), list(reply[2:]), keys.docs),
             "memory_vsearch",
-            (keys.stats, keys.docs, keys.recent, keys.vectors, keys.vector_blobs),
+            (keys.stats, keys.docs, keys.recent, keys.vectors, keys.vector_blobs, keys.expires),
             sets,
-            (self._space, vector, dimensions, n, len(sets), cursor, SCAN_WORK // dimensions),
-        )
+            (self._space, vector, dimensions, n, len(sets), cursor, SCAN_WORK // dimensions,
+             self._clock()),
+        )  # fmt: skip
 
     def _nearest(
         self,
@@ -873,9 +991,9 @@ class _Memory:
         return _memory_call(
             lambda reply: self._records(reply, filters, scored=True),
             "memory_recall",
-            (keys.stats, keys.docs, keys.recent),
+            (keys.stats, keys.docs, keys.recent, keys.expires),
             [*sets, *map(keys.term, wanted)],
-            (top_k, len(sets), RECALL_BUDGET, TERMS),
+            (top_k, len(sets), RECALL_BUDGET, TERMS, self._clock()),
         )
 
     def _records(
@@ -891,12 +1009,15 @@ class _Memory:
         return out
 
     def _list_plan(
-        self, filters: MemoryFilters, limit: int, offset: int
+        self, filters: MemoryFilters, limit: int, offset: int, superseded: bool
     ) -> Plan[_Step, builtins.list[MemoryRecord]]:
         limit = limits.count(limit, "limit", low=1, high=MAX_LIST)
         offset = limits.count(offset, "offset")
         keys = self._owner(filters)
         sets = _filter_sets(keys, filters)
+        if superseded:
+            return (yield from self._past(keys, filters, limit, offset))
+        yield from self._sweep(keys)
         call = _memory_call(
             lambda reply: self._records(reply, filters, scored=False),
             "memory_list",
@@ -917,20 +1038,101 @@ class _Memory:
             return False  # not an id store returns
         return (yield from self._forget(keys, memory_id))
 
-    def _forget(self, keys: MemoryKeys, memory_id: str) -> Plan[_Step, bool]:
+    def _forget(
+        self,
+        keys: MemoryKeys,
+        memory_id: str,
+        keep: Callable[[Any], str | None] | None = None,
+    ) -> Plan[_Step, bool]:
         """Forget ``memory_id``, an id ``store`` returns: read its record, then remove it by a
-        script that checks the record is unchanged (read again when it changed)."""
+        script that checks the record is unchanged (read again when it changed). ``keep``
+        turns the record read into what the script keeps in its place (a superseded record)
+        or ``None`` to leave the memory be; by default a memory is removed, a superseded
+        record dropped."""
         read = Call(lambda raw: raw, ("HGET", keys.docs, memory_id))
         for _ in range(FORGET_ATTEMPTS):
             raw = yield _Send(read, keys.docs)
-            removed = yield _Send(self._forget_call(keys, memory_id, raw))
+            if raw is None:
+                kept = ""
+            elif keep is None:
+                kept = "!" if _record(raw, memory_id).successor is not None else ""
+            elif (kept := keep(raw)) is None:  # type: ignore[assignment]
+                return False
+            removed = yield _Send(self._forget_call(keys, memory_id, raw, kept))
             if removed >= 0:
                 return bool(removed == 1)
         raise HistoryError(f"memory {memory_id} changed {FORGET_ATTEMPTS} times while forgotten")
 
-    def _forget_call(self, keys: MemoryKeys, memory_id: str, raw: bytes | str | None) -> Call[int]:
-        """The script removing ``memory_id`` if its record is still ``raw``; with ``raw``
-        ``None`` it removes only what a forget stopped after removing the record left."""
+    def _supersede(self, keys: MemoryKeys, memory_id: str, successor: str) -> Plan[_Step, bool]:
+        """Supersede ``memory_id`` by ``successor``: it is no longer recalled nor listed, and
+        its record is kept with ``by`` (its successor) and ``sup`` (when); whether it was."""
+        now = str(self._clock())
+
+        def superseded(raw: Any) -> str | None:
+            if _record(raw, memory_id).successor is not None:
+                return None  # superseded already
+            return _json({**json.loads(raw), "by": successor, "sup": now})
+
+        return (yield from self._forget(keys, memory_id, superseded))
+
+    def _sweep(self, keys: MemoryKeys) -> Plan[_Step, int]:
+        """Remove up to :data:`SWEEP_PAGE` of the owner's expired memories (each only if it
+        has still expired when removed: a merge gives it a new time); how many."""
+        now = self._clock()
+        due = Call(
+            lambda ids: [_text(i) for i in ids],
+            ("ZRANGEBYSCORE", keys.expires, "-inf", now, "LIMIT", 0, SWEEP_PAGE),
+        )
+        removed = 0
+
+        def expired(memory_id: str, raw: Any) -> str | None:
+            ends = _record(raw, memory_id).expires
+            return "" if ends is not None and ends <= now else None
+
+        for memory_id in (yield _Send(due, keys.expires)):
+            check = functools.partial(expired, memory_id)
+            removed += yield from self._forget(keys, memory_id, check)
+        return removed
+
+    def _expired_plan(self, agent_id: str, user_id: str | None) -> Plan[_Step, int]:
+        keys = self.keys(agent_id, user_id)
+        removed = 0
+        for _ in range(MAX_MEMORIES // SWEEP_PAGE + 2):
+            swept = yield from self._sweep(keys)
+            removed += swept
+            if swept < SWEEP_PAGE:
+                break
+        return removed
+
+    def _past(
+        self, keys: MemoryKeys, filters: MemoryFilters, limit: int, offset: int
+    ) -> Plan[_Step, builtins.list[MemoryRecord]]:
+        """A page of the owner's superseded memories, the latest superseded first (those
+        ``filters`` allows of ``limit`` from ``offset``)."""
+        page = Call(
+            lambda ids: [_text(i) for i in ids],
+            ("ZREVRANGE", keys.past, offset, offset + limit - 1),
+        )
+        ids = yield _Send(page, keys.past)
+        if not ids:
+            return []
+        raws = yield _Send(Call(lambda raw: raw, ("HMGET", keys.docs, *ids)), keys.docs)
+        out: builtins.list[MemoryRecord] = []
+        for memory_id, raw in zip(ids, raws, strict=True):
+            if raw:
+                text, metadata = _decode(raw, memory_id, filters)
+                if filters.conversation_id in (None, *metadata["conversation_ids"]) and all(
+                    tag in metadata["tags"] for tag in filters.tags
+                ):
+                    out.append(MemoryRecord(text, metadata, 0.0, memory_id))
+        return out
+
+    def _forget_call(
+        self, keys: MemoryKeys, memory_id: str, raw: bytes | str | None, keep: str = ""
+    ) -> Call[int]:
+        """The script removing ``memory_id`` if its record is still ``raw`` (``keep``: see
+        ``lua/memory_forget-9.lua``); with ``raw`` ``None`` it removes only what a forget
+        stopped after removing the record left."""
         sets: builtins.list[str] = []
         postings: builtins.list[str] = []
         args: tuple[Any, ...] = (memory_id, "", "", 0, 0)
@@ -946,9 +1148,9 @@ class _Memory:
         return _memory_call(
             int,
             "memory_forget",
-            (*keys.owned, keys.vectors, keys.vector_blobs),
+            (*keys.owned, keys.vectors, keys.vector_blobs, *keys.lifetimes),
             [*sets, *postings],
-            args,
+            (*args, keep, self._clock(), MAX_SUPERSEDED),
         )
 
     def _forget_owner_plan(self, agent_id: str, user_id: str | None) -> Plan[_Step, int]:
@@ -970,7 +1172,14 @@ class _Memory:
             ordered = sorted(named)
             for start in range(0, len(ordered), FORGET_PAGE):
                 yield _Send(Call(int, ("UNLINK", *ordered[start : start + FORGET_PAGE])))
-            last = (keys.docs, keys.dedup, keys.vectors, keys.vector_blobs, keys.stats)
+            last = (
+                keys.docs,
+                keys.dedup,
+                keys.vectors,
+                keys.vector_blobs,
+                *keys.lifetimes,
+                keys.stats,
+            )
             yield _Send(Call(int, ("UNLINK", *last)))
             left = yield _Send(Call(int, ("EXISTS", keys.recent, keys.docs, keys.stats)))
             if not left:
@@ -1008,6 +1217,59 @@ class _Memory:
             StoreUnavailableError: Redis could not be reached.
         """
         return self._store_plan(text, metadata)
+
+    @twin
+    def remember(self, text: str, metadata: Mapping[str, Any]) -> Work[Stored]:
+        """:meth:`store`, saying what it did: ``added``, ``merged`` or ``superseded`` (with
+        ``merge_similar``, the memories it updates are superseded: kept, pointing to it,
+        never recalled again). Raises what :meth:`store` raises."""
+        return self._remember_plan(text, metadata)
+
+    @twin
+    def remember_many(
+        self, items: Sequence[tuple[str, Mapping[str, Any]]]
+    ) -> Work[builtins.list[Stored]]:
+        """:meth:`store_many`, saying what each store did (:meth:`remember`)."""
+        return self._remember_many_plan(items)
+
+    @twin
+    def supersede(self, memory_id: str, text: str, metadata: Mapping[str, Any]) -> Work[Stored]:
+        """Store ``text`` (as :meth:`remember` does) as the successor of the owner's memory
+        ``memory_id``, which is then superseded: kept, with ``superseded_by`` and
+        ``superseded_ms`` in its metadata (``list(..., superseded=True)`` shows it), never
+        recalled or listed with the live memories again. For an extractor's explicit update
+        ("moved from Lisbon to Porto"). A memory already superseded, or gone, is left as it is
+        (``superseded`` is empty then).
+
+        Raises:
+            What :meth:`store` raises; ``TypeError`` for a ``memory_id`` that is not a ``str``.
+        """
+        return self._supersede_plan(memory_id, text, metadata)
+
+    def _supersede_plan(
+        self, memory_id: str, text: str, metadata: Mapping[str, Any]
+    ) -> Plan[_Step, Stored]:
+        if not isinstance(memory_id, str):
+            raise TypeError(f"memory_id must be a str, got {type(memory_id).__name__}")
+        make, keys = self._store_call(text, metadata)
+        (vector,) = yield from self._vectors([text])
+        call = make(vector, "")
+        stored = yield from self._stored(call, keys, (yield _Send(call)))
+        old = (memory_id,) if memory_id.isascii() and memory_id.isdigit() else ()
+        return (yield from self._superseding(keys, stored, old))
+
+    @twin
+    def forget_expired(self, agent_id: str, user_id: str | None = None) -> Work[int]:
+        """Remove every memory of the owner whose time to live has run out; how many. An
+        expired memory is never recalled, and a store or list of the owner removes a page of
+        them (:data:`SWEEP_PAGE`) itself; this removes them all.
+
+        Raises:
+            ValueError: an unusable name.
+            CorruptHistoryError: a record is not what the memory writes.
+            StoreUnavailableError: Redis could not be reached.
+        """
+        return self._expired_plan(agent_id, user_id)
 
     @twin
     def store_many(
@@ -1089,10 +1351,18 @@ class _Memory:
 
     @twin
     def list(
-        self, filters: MemoryFilters, *, limit: int = 100, offset: int = 0
+        self,
+        filters: MemoryFilters,
+        *,
+        limit: int = 100,
+        offset: int = 0,
+        superseded: bool = False,
     ) -> Work[builtins.list[MemoryRecord]]:
         """The owner's memories ``filters`` allows, the most recently stored first: ``limit``
-        of them from ``offset``.
+        of them from ``offset`` (expired memories are removed first). With ``superseded``,
+        the owner's superseded memories instead, the latest superseded first, each with
+        ``superseded_by`` and ``superseded_ms`` in its metadata (the page is taken before
+        the conversation and tag filters: it may hold fewer).
 
         Raises:
             TypeError: ``limit`` or ``offset`` not an integer (or a ``bool``), ``filters`` not
@@ -1104,7 +1374,7 @@ class _Memory:
                 the memory writes (nothing is written).
             StoreUnavailableError: Redis could not be reached.
         """
-        return self._list_plan(filters, limit, offset)
+        return self._list_plan(filters, limit, offset, superseded)
 
     @twin
     def reindex(
@@ -1193,7 +1463,8 @@ def _split(metadata: Mapping[str, Any]) -> tuple[MemoryFilters, dict[str, str]]:
         raise TypeError(f"a memory's metadata must be a mapping, got {type(metadata).__name__}")
     if not metadata.get("agent_id"):
         raise ValueError("a memory's metadata needs an agent_id")
-    for key in ("conversation_ids", "created_ms", "updated_ms", "memory_id"):
+    for key in ("conversation_ids", "created_ms", "updated_ms", "memory_id", "expires_ms",
+                "superseded_by", "superseded_ms"):  # fmt: skip
         if key in metadata:
             raise ValueError(f"metadata key {key!r} is set by the memory itself")
     filters = MemoryFilters(
@@ -1261,7 +1532,24 @@ def _decode(raw: Any, memory_id: str, filters: MemoryFilters) -> tuple[str, Mapp
     metadata["created_ms"] = record.created
     metadata["updated_ms"] = record.updated
     metadata["memory_id"] = memory_id
+    if record.expires is not None:
+        metadata["expires_ms"] = record.expires
+    if record.successor is not None:
+        metadata["superseded_by"] = record.successor
+        metadata["superseded_ms"] = record.superseded
     return record.text, MappingProxyType(metadata)
+
+
+def _ttl(value: Any, what: str) -> float | None:
+    """A time to live in seconds, checked: ``None`` (for ever) or a number above 0 and at
+    most :data:`MAX_TTL_SECONDS`."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+        raise TypeError(f"{what} must be a number of seconds or None, got {value!r}")
+    if not 0 < value <= MAX_TTL_SECONDS:
+        raise ValueError(f"{what} must be above 0 and at most {MAX_TTL_SECONDS}, got {value!r}")
+    return float(value)
 
 
 def fused(

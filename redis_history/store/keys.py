@@ -281,6 +281,10 @@ class MemoryKeys:
         rh:NS:mem:{A:U}:t:<term> HASH  id -> length * 1000 + term frequency (the postings)
         rh:NS:mem:{A:U}:vec      VECTORSET  id -> the memory's vector (Redis 8)
         rh:NS:mem:{A:U}:vecs     HASH  id -> the memory's vector, float32 (Redis 6.2 and 7)
+        rh:NS:mem:{A:U}:used     ZSET  id -> last stored or recalled (ms), the cap's order
+        rh:NS:mem:{A:U}:expires  ZSET  id -> when it expires (ms), memories with a TTL
+        rh:NS:mem:{A:U}:past     ZSET  id -> when it was superseded (ms); its record stays
+                                       in docs, pointing to its successor
 
     The agent id may not contain ``:`` (so ``{A:U}`` names one owner); the user id may.
     """
@@ -332,3 +336,24 @@ class MemoryKeys:
     def vector_blobs(self) -> str:
         """The hash of the owner's memories' vectors (a server without vector sets)."""
         return f"{self.base}:vecs"
+
+    @property
+    def used(self) -> str:
+        """The owner's memories by when they were last stored or recalled: the least recently
+        used is the first a capped owner evicts."""
+        return f"{self.base}:used"
+
+    @property
+    def expires(self) -> str:
+        """The owner's memories that have a time to live, by when they expire."""
+        return f"{self.base}:expires"
+
+    @property
+    def past(self) -> str:
+        """The owner's superseded memories, by when they were superseded."""
+        return f"{self.base}:past"
+
+    @property
+    def lifetimes(self) -> tuple[str, str, str]:
+        """The used, expires and past keys, in the order the write scripts take them."""
+        return (self.used, self.expires, self.past)

@@ -11,6 +11,7 @@ KEYS[2] docs     HASH  id -> record (JSON)
 KEYS[3] recent   ZSET  id -> last stored (ms)
 KEYS[4] vset     VECTORSET  id -> vector
 KEYS[5] vhash    HASH  id -> vector (float32)
+KEYS[6] expires  ZSET  id -> when it expires (ms): an expired memory is not returned
 then nf filter sets (a conversation, tags)
 ARGV[1] emb      the embedder ("<name>/<dimensions>")
 ARGV[2] query    the query's vector, little-endian float32, normalized
@@ -19,6 +20,7 @@ ARGV[4] n        the most memories returned (> 0)
 ARGV[5] nf       filter sets given
 ARGV[6] cursor   where this call's scan of the vectors' hash starts ('0': at the start)
 ARGV[7] budget   the most vectors one call reads from the hash
+ARGV[8] now      ms
 
 Where the server has no vector sets the hash is read a part per call, by HSCAN from
 `cursor`, `budget` vectors at most (so no call runs long however long the vectors are); the
@@ -34,10 +36,11 @@ memory writes.
 --- @include "memory_types"
 --- @include "memory_counts"
 --- @include "memory_vectors"
-local stats, docs, recent, vset, vhash = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local stats, docs, recent, vset, vhash, expires = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local emb, dim, n, nf = ARGV[1], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local bad = check_types(1, 2, 'hash') or check_types(3, 3, 'zset')
-  or check_types(4, 4, 'vectorset') or check_types(5, 5, 'hash') or check_types(6, 5 + nf, 'set')
+  or check_types(4, 4, 'vectorset') or check_types(5, 5, 'hash') or check_types(6, 6, 'zset')
+  or check_types(7, 6 + nf, 'set')
 if bad then return bad end
 local counts, bad = read_counts(stats, 'docs')
 if bad then return bad end
@@ -53,15 +56,18 @@ local whole_scan = true
 
 local allowed
 if nf > 0 then
-  local ids = redis.call('SINTER', unpack(KEYS, 6, 5 + nf))
+  local ids = redis.call('SINTER', unpack(KEYS, 7, 6 + nf))
   allowed = {}
   for _, id in ipairs(ids) do allowed[id] = true end
 end
--- whether memory id passes the filters and is in `recent` (stored whole, not being
--- forgotten); looked up only for the ids that would rank
+-- whether memory id passes the filters, is in `recent` (stored whole, not being forgotten)
+-- and has not expired; looked up only for the ids that would rank
+local now, timed = tonumber(ARGV[8]), redis.call('EXISTS', expires) == 1
 local function wanted(id)
   if allowed and not allowed[id] then return false end
-  return redis.call('ZSCORE', recent, id) ~= false
+  if redis.call('ZSCORE', recent, id) == false then return false end
+  local ends = timed and redis.call('ZSCORE', expires, id)
+  return not ends or tonumber(ends) > now
 end
 local function rounded(score) return math.floor(score * 1e6 + 0.5) / 1e6 end
 

@@ -14,12 +14,14 @@ weigh least). Within the budget, which the usual query stays far below, the scor
 KEYS[1] stats    HASH  docs, len (for the mean length)
 KEYS[2] docs     HASH  id -> record (JSON)
 KEYS[3] recent   ZSET  id -> last stored (ms)
+KEYS[4] expires  ZSET  id -> when it expires (ms): an expired memory is not recalled
 then nf filter sets (a conversation, tags), then one postings HASH per distinct query term
 (id -> length * 1000 + the term's frequency)
 ARGV[1] top_k    the most memories returned (> 0)
 ARGV[2] nf       filter sets given
 ARGV[3] budget   the most postings and scores a recall goes over
 ARGV[4] scheme   how the query's terms were made (memory_unindexed)
+ARGV[5] now      ms
 
 Returns {id, score, record, ...}, best first, equal scores newest first as `recent` orders
 them; the score as text. Or {UNINDEXED, -1, reason} when some of the owner's memories may
@@ -42,10 +44,10 @@ local function bad_posting(key, id, v)
   return {CORRUPT, -1, 'the posting of memory ' .. id .. ' in ' .. key .. ' is not a number: ' .. tostring(v)}
 end
 
-local stats, docs, recent = KEYS[1], KEYS[2], KEYS[3]
+local stats, docs, recent, expires = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local top, nf, budget = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local bad = check_types(1, 2, 'hash') or check_types(3, 3, 'zset') or check_types(4, 3 + nf, 'set')
-  or check_types(4 + nf, #KEYS, 'hash')
+local bad = check_types(1, 2, 'hash') or check_types(3, 4, 'zset') or check_types(5, 4 + nf, 'set')
+  or check_types(5 + nf, #KEYS, 'hash')
 if bad then return bad end
 local counts, bad = read_counts(stats, 'docs', 'len')
 if bad then return bad end
@@ -63,7 +65,7 @@ if avg <= 0 then avg = 1 end
 
 local allowed, passed, nallowed
 if nf > 0 then
-  passed = redis.call('SINTER', unpack(KEYS, 4, 3 + nf))
+  passed = redis.call('SINTER', unpack(KEYS, 5, 4 + nf))
   nallowed = #passed
   if nallowed == 0 then return {} end
   allowed = {}
@@ -118,7 +120,7 @@ end
 
 -- rarest terms first; a term adds at most its weight w to a memory's score
 local query = {}
-for i = 4 + nf, #KEYS do
+for i = 5 + nf, #KEYS do
   local df = redis.call('HLEN', KEYS[i])
   if df > 0 then
     query[#query + 1] = {KEYS[i], df, math.log(1 + (n - df + 0.5) / (df + 0.5)) * 2.2}
@@ -165,9 +167,10 @@ end
 
 -- the memories scoring above the k-th best (fewer than k), then the newest of those scoring
 -- it: sorted by their times when few, else found by walking `recent` from its newest. An id
--- not in `recent` is the postings of a store stopped part way (see memory_store): it is
--- dropped and the k-th best found again.
+-- not in `recent` is the postings of a store stopped part way (see memory_store), one in
+-- `expires` before now has expired: it is dropped and the k-th best found again.
 local group, up
+local timed = redis.call('EXISTS', expires) == 1
 while true do
   local floor, m = kth()
   if m == 0 then return {} end
@@ -202,6 +205,8 @@ while true do
     local dropped = false
     for _, id in ipairs(group) do
       local stored = redis.call('ZSCORE', recent, id)
+      local ends = stored and timed and redis.call('ZSCORE', expires, id)
+      if ends and tonumber(ends) <= tonumber(ARGV[5]) then stored = false end
       if stored then
         up[id] = tonumber(stored)
       else

@@ -1,6 +1,9 @@
 --[[
 memory_forget: remove one memory of an owner, if it is still the record the caller read (its
-terms, conversations and tags name the keys given).
+terms, conversations and tags name the keys given); or supersede it: remove it the same way
+but keep the record the caller gives in its place (the old one pointing to its successor) and
+list it in `past`, which keeps the `most` latest (older superseded records are dropped); or
+drop a superseded record.
 
 As in memory_store, every check comes first, and the writes are ordered so that a forget
 stopped part way is finished by running it again: one HSET takes the memory out of the counts
@@ -17,24 +20,34 @@ KEYS[3] dedup    HASH  normalized-text hash -> id
 KEYS[4] recent   ZSET  id -> last stored (ms)
 KEYS[5] vset     VECTORSET  id -> vector (lua/includes/memory_vectors.lua)
 KEYS[6] vhash    HASH  id -> vector, where the server has no vector sets
+KEYS[7] used     ZSET  id -> last stored or recalled (ms)
+KEYS[8] expires  ZSET  id -> when it expires (ms)
+KEYS[9] past     ZSET  id -> when it was superseded (ms)
 then every set (conversations, tags) and postings HASH (terms) the record names
 ARGV[1] id       the memory
 ARGV[2] record   the record as the caller read it ('' if it found none)
 ARGV[3] hash     its normalized text's hash
 ARGV[4] length   its length in terms
-ARGV[5] ns       how many of the keys after KEYS[6] are sets (the rest are postings)
+ARGV[5] ns       how many of the keys after KEYS[9] are sets (the rest are postings)
+ARGV[6] keep     '' to forget the memory; '!' to drop the superseded record read; else the
+         record to keep in its place, superseded
+ARGV[7] now      ms (when it was superseded)
+ARGV[8] most     the most superseded records the owner keeps
 
-Returns 1 when it removed the memory, 0 when there was none, -1 when the record changed
-since it was read (nothing is removed; read it again), or {CORRUPT, -1, reason} having
+Returns 1 when it removed (or superseded) the memory, 0 when there was none or it was
+superseded meanwhile, -1 when the record changed since it was read (nothing is removed; read
+it again), or {CORRUPT, -1, reason} having
 removed nothing when a key or a stats field is not what the memory writes.
 ]]
 --- @include "memory_types"
 --- @include "memory_counts"
 local stats, docs, dedup, recent, vset, vhash = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local id = ARGV[1]
-local sets = 6 + tonumber(ARGV[5])
+local used, expires, past = KEYS[7], KEYS[8], KEYS[9]
+local id, keep = ARGV[1], ARGV[6]
+local sets = 9 + tonumber(ARGV[5])
 local bad = check_types(1, 3, 'hash') or check_types(4, 4, 'zset')
-  or check_types(5, 5, 'vectorset') or check_types(6, 6, 'hash') or check_types(7, sets, 'set')
+  or check_types(5, 5, 'vectorset') or check_types(6, 6, 'hash') or check_types(7, 9, 'zset')
+  or check_types(10, sets, 'set')
   or check_types(sets + 1, #KEYS, 'hash')
 if bad then return bad end
 local counts, bad = read_counts(stats, 'docs', 'len')
@@ -53,17 +66,43 @@ if not record then
   if hash then finish(hash) end  -- a forget stopped after it removed the record
   return 0
 end
-if record ~= ARGV[2] then return -1 end
+if record ~= ARGV[2] then
+  if redis.call('ZSCORE', past, id) then  -- superseded meanwhile (or by a run stopped part way)
+    local hash = redis.call('HGET', stats, note)
+    if hash then finish(hash) end
+    return 0
+  end
+  return -1
+end
+if keep == '!' then
+  redis.call('ZREM', past, id)
+  redis.call('HDEL', docs, id)
+  return 1
+end
 local hash = ARGV[3]
 if redis.call('HEXISTS', stats, note) == 0 then
   redis.call('HSET', stats, 'docs', string.format('%d', counts[1] - 1),
     'len', string.format('%d', counts[2] - tonumber(ARGV[4])), note, hash, '-' .. hash, id)
 end
 redis.call('ZREM', recent, id)
-for i = 7, sets do redis.call('SREM', KEYS[i], id) end
+redis.call('ZREM', used, id)
+redis.call('ZREM', expires, id)
+for i = 10, sets do redis.call('SREM', KEYS[i], id) end
 for i = sets + 1, #KEYS do redis.call('HDEL', KEYS[i], id) end
 if redis.call('EXISTS', vset) == 1 then redis.call('VREM', vset, id) end
 redis.call('HDEL', vhash, id)
-redis.call('HDEL', docs, id)
+if keep == '' then
+  redis.call('HDEL', docs, id)
+else
+  redis.call('ZADD', past, ARGV[7], id)
+  redis.call('HSET', docs, id, keep)
+  local over = redis.call('ZCARD', past) - tonumber(ARGV[8])
+  if over > 0 then
+    for _, old in ipairs(redis.call('ZRANGE', past, 0, over - 1)) do
+      redis.call('ZREM', past, old)
+      redis.call('HDEL', docs, old)
+    end
+  end
+end
 finish(hash)
 return 1
