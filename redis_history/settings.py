@@ -39,6 +39,9 @@ __all__ = [
     "EMBEDDER_MODEL",
     "EXTRACTION_LEASE",
     "EXTRACTOR",
+    "MEMORY_CAP",
+    "MEMORY_EMBEDDER",
+    "MEMORY_TTL",
     "METRICS_PORT",
     "PREFIX",
     "QUEUE",
@@ -213,6 +216,26 @@ EXTRACTION_LEASE: Variable[float] = Variable(
     "seconds a memory extraction job holds its conversation: one that dies is taken over after",
     _seconds,
 )
+MEMORY_EMBEDDER: Variable[str | None] = Variable(
+    "REDIS_HISTORY_MEMORY_EMBEDDER",
+    None,
+    "the embedder of the memories extraction jobs keep (offline, openai, hashing, or a dotted "
+    "path): they then merge restatements and supersede updates; unset: keywords only",
+    _text,
+)
+MEMORY_TTL: Variable[float | None] = Variable(
+    "REDIS_HISTORY_MEMORY_TTL",
+    None,
+    "seconds an extracted memory is kept after it was last stated (unset: for ever)",
+    _seconds,
+)
+MEMORY_CAP: Variable[int | None] = Variable(
+    "REDIS_HISTORY_MEMORY_CAP",
+    None,
+    "the most memories extraction jobs keep per owner, the least recently used evicted "
+    "(unset: stores past 5,000 are refused)",
+    _count,
+)
 COMPACTOR: Variable[str] = Variable(
     "REDIS_HISTORY_COMPACTOR",
     "summarize",
@@ -296,6 +319,9 @@ VARIABLES: tuple[Variable[Any], ...] = (
     SUMMARIZER,
     EXTRACTOR,
     EXTRACTION_LEASE,
+    MEMORY_EMBEDDER,
+    MEMORY_TTL,
+    MEMORY_CAP,
     COMPACTOR,
     TOKEN_COUNTER,
     METRICS_PORT,
@@ -342,6 +368,13 @@ class WorkerSettings:
     (:func:`~redis_history.memory.extraction.resolve_extractor`)."""
     extraction_lease: float = EXTRACTION_LEASE.default
     """Seconds a memory extraction job holds its conversation's claim."""
+    memory_embedder: str | None = MEMORY_EMBEDDER.default
+    """The embedder of the memories extraction jobs keep (they merge restatements and
+    supersede updates with one), or ``None`` for keywords alone."""
+    memory_ttl: float | None = MEMORY_TTL.default
+    """Seconds an extracted memory is kept after it was last stated, or ``None``."""
+    memory_cap: int | None = MEMORY_CAP.default
+    """The most memories extraction jobs keep per owner, or ``None``."""
     compactor: str = COMPACTOR.default
     """An alias or dotted path for :func:`~redis_history.resolve_compactor`."""
     token_counter: str | None = TOKEN_COUNTER.default
@@ -395,6 +428,9 @@ class WorkerSettings:
             summarizer=SUMMARIZER.read(env),
             extractor=EXTRACTOR.read(env),
             extraction_lease=EXTRACTION_LEASE.read(env),
+            memory_embedder=MEMORY_EMBEDDER.read(env),
+            memory_ttl=MEMORY_TTL.read(env),
+            memory_cap=MEMORY_CAP.read(env),
             compactor=COMPACTOR.read(env),
             token_counter=TOKEN_COUNTER.read(env),
             metrics_port=METRICS_PORT.read(env),

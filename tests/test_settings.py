@@ -71,7 +71,13 @@ def test_the_operations_page_lists_every_variable_in_order_with_its_default() ->
             default = WorkerSettings().token_counter or "o200k_base"  # None: the exact counter
         if isinstance(default, bool):
             assert shown == ("on" if default else "off"), name
-        elif name in ("REDIS_HISTORY_METRICS_PORT", "REDIS_HISTORY_TENANTS"):
+        elif name in (
+            "REDIS_HISTORY_METRICS_PORT",
+            "REDIS_HISTORY_TENANTS",
+            "REDIS_HISTORY_MEMORY_EMBEDDER",
+            "REDIS_HISTORY_MEMORY_TTL",
+            "REDIS_HISTORY_MEMORY_CAP",
+        ):
             assert shown == "none", name
         elif name == "REDIS_HISTORY_TENANT_POLICY":
             assert shown == "`CompactionPolicy()`", name

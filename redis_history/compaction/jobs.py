@@ -52,6 +52,7 @@ from redis_history.compaction.run import CompactionResult, run_compaction
 from redis_history.compaction.summarizers import Summarizer, resolve_summarizer
 from redis_history.compaction_policy import CompactionPolicy
 from redis_history.errors import HistoryError, JobRefusedError
+from redis_history.memory.embedders import AsyncEmbedder, Embedder, resolve_embedder
 from redis_history.memory.extraction import Extractor, MemoryExtraction, resolve_extractor
 from redis_history.memory.redis_memory import RedisLongTermMemory
 from redis_history.redact import NOTHING, Redactor, client_secrets, redact_url
@@ -272,6 +273,7 @@ class _Process:
     redactor: Redactor
     _store: Any = None
     _extractor: Extractor | None = None
+    _embedder: Embedder | AsyncEmbedder | None = None
 
     @property
     def extractor(self) -> Extractor:
@@ -280,6 +282,22 @@ class _Process:
         if self._extractor is None:
             self._extractor = resolve_extractor(self.settings.extractor)
         return self._extractor
+
+    def memory(self, namespace: str, prefix: str) -> RedisLongTermMemory:
+        """The long-term memory extraction jobs store into, as the settings make it: with
+        an embedder (made once), it merges restatements and supersedes updates."""
+        settings = self.settings
+        if settings.memory_embedder and self._embedder is None:
+            self._embedder = resolve_embedder(settings.memory_embedder)
+        return RedisLongTermMemory(
+            self.store,
+            namespace=namespace,
+            prefix=prefix,
+            embedder=self._embedder,
+            merge_similar=self._embedder is not None,
+            ttl_seconds=settings.memory_ttl,
+            max_memories=settings.memory_cap,
+        )
 
     @property
     def store(self) -> Any:
@@ -516,7 +534,7 @@ def _extract(
     process = _process()
     _tenant_job(process, job, namespace, prefix, "jobs")
     history = RedisHistory(process.store, conversation_id, namespace=namespace, prefix=prefix)
-    memory = RedisLongTermMemory(process.store, namespace=namespace, prefix=prefix)
+    memory = process.memory(namespace, prefix)
     lease_ms = max(1, round(process.settings.extraction_lease * 1000))
     run = MemoryExtraction(memory, process.extractor, agent_id, lease_ms=lease_ms)
     done = run.extract(history, user_id)
@@ -524,7 +542,7 @@ def _extract(
         "busy" if done.busy else "lost" if done.lost else "extracted" if done.messages
         else "nothing"
     )  # fmt: skip
-    return {"status": status, "messages": done.messages, "facts": done.facts}
+    return {"status": status, "messages": done.messages, "facts": done.facts, **done.outcomes}
 
 
 # -- the allowlist ----------------------------------------------------------------------------

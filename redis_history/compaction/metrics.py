@@ -35,6 +35,9 @@ status, or ``failed`` for a job that raised, was refused, timed out or whose hor
 
 EXTRACTION_OUTCOMES = ("extracted", "nothing", "busy", "lost", "failed")
 """The ``outcome`` label of memory extraction jobs: the job's status, or ``failed``."""
+FACT_OUTCOMES = ("added", "merged", "superseded", "deleted")
+"""The ``outcome`` label of extracted facts: a new memory, merged into one that said the
+same, a new memory superseding the one it updates, or a memory forgotten."""
 
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 """From a skipped job (milliseconds) to an LLM summary near the default job timeout."""
@@ -114,13 +117,16 @@ class WorkerMetrics:
         )
         self.facts = Counter(
             "redis_history_facts_extracted",
-            "Facts the extraction jobs found and stored (a fact the owner had merges into it).",
+            "Facts the extraction jobs kept, by what became of them.",
+            ["outcome"],
             registry=self.registry,
         )
         for outcome in OUTCOMES:  # every series exists from the start, at 0
             self.compactions.labels(outcome)
         for outcome in EXTRACTION_OUTCOMES:
             self.extractions.labels(outcome)
+        for outcome in FACT_OUTCOMES:
+            self.facts.labels(outcome)
         self._depths = _QueueDepth(queue, depth)
         self.registry.register(self._depths)
 
@@ -139,10 +145,12 @@ class WorkerMetrics:
 
     def extraction_done(self, outcome: str, result: Any = None) -> None:
         """Count one memory extraction job: its ``outcome`` (one of
-        :data:`EXTRACTION_OUTCOMES`) and the facts its result says it found."""
+        :data:`EXTRACTION_OUTCOMES`) and what its result says became of its facts
+        (:data:`FACT_OUTCOMES`)."""
         self.extractions.labels(outcome).inc()
         if isinstance(result, dict):
-            self.facts.inc(max(0, int(result.get("facts") or 0)))
+            for fact in FACT_OUTCOMES:
+                self.facts.labels(fact).inc(max(0, int(result.get(fact) or 0)))
 
     def heartbeat_failed(self) -> None:
         """Count a heartbeat the queue's Redis did not take."""

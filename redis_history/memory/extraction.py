@@ -26,15 +26,17 @@ import os
 import re
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Protocol, TypeVar, Unpack, runtime_checkable
 
 from redis_history import settings
 from redis_history.endpoints import EndpointClient, HttpSettings
 from redis_history.errors import ExtractionError
-from redis_history.memory.redis_memory import RedisLongTermMemory
+from redis_history.memory.base import MemoryFilters
+from redis_history.memory.redis_memory import RedisLongTermMemory, Stored
 from redis_history.models import Message
 from redis_history.plugins import PluginKind
 from redis_history.store.history import RedisHistory
@@ -63,12 +65,29 @@ EXTRACTION_LEASE_MS = 120_000
 after this (a live run finishes well within it: one extractor call and one store)."""
 
 
+ACTIONS = ("add", "update", "delete")
+"""What an extractor may say of a fact (:attr:`Fact.action`)."""
+
+
 @dataclass(frozen=True)
 class Fact:
-    """A durable fact, and the ids of the messages it was found in."""
+    """A durable fact, the ids of the messages it was found in, and what to do with it."""
 
     text: str
     message_ids: tuple[str, ...]
+    action: str = "add"
+    """``add``: remember it (a memory that says the same takes it in; with
+    ``merge_similar``, one it updates is superseded); ``update``: it replaces the memory that
+    says :attr:`replaces`, which is superseded; ``delete``: the memory that says it is no
+    longer true and is forgotten."""
+    replaces: str | None = None
+    """For ``update``: the fact it replaces, as the memory states it (or near)."""
+
+    def __post_init__(self) -> None:
+        if self.action not in ACTIONS:
+            raise ValueError(f"a fact's action is one of {', '.join(ACTIONS)}, not {self.action!r}")
+        if not isinstance(self.replaces, str | None):
+            raise TypeError(f"a fact's replaces is a str or None, not {self.replaces!r}")
 
 
 @runtime_checkable
@@ -89,8 +108,12 @@ durable facts worth remembering about the user for later conversations: preferen
 about them and the people and things in their life, decisions, commitments. Leave out small
 talk, questions, what the assistant said of itself, and anything true only for this moment.
 Write each fact as one short sentence in the third person without a subject ("Lives in
-Porto.", "Is allergic to peanuts."), and give the ids of the messages it comes from. Answer
-with JSON only: {"facts": [{"text": "...", "message_ids": ["..."]}]}; no facts: {"facts": []}."""
+Porto.", "Is allergic to peanuts."), and give the ids of the messages it comes from. The
+action is "add" for a new fact; "update" when the user says a fact changed, with the old fact
+in "replaces" ("I moved from Lisbon to Porto": text "Lives in Porto.", replaces "Lives in
+Lisbon."); "delete" when the user says a fact is no longer true, with that fact as the text.
+Answer with JSON only: {"facts": [{"text": "...", "message_ids": ["..."], "action": "add",
+"replaces": null}]}; no facts: {"facts": []}."""
 """The system instruction of :class:`OpenAICompatibleExtractor`."""
 
 _FACTS_SCHEMA: dict[str, Any] = {
@@ -103,8 +126,10 @@ _FACTS_SCHEMA: dict[str, Any] = {
                 "properties": {
                     "text": {"type": "string"},
                     "message_ids": {"type": "array", "items": {"type": "string"}},
+                    "action": {"type": "string", "enum": list(ACTIONS)},
+                    "replaces": {"type": ["string", "null"]},
                 },
-                "required": ["text", "message_ids"],
+                "required": ["text", "message_ids", "action", "replaces"],
                 "additionalProperties": False,
             },
         }
@@ -182,7 +207,15 @@ class OpenAICompatibleExtractor(
         data, raw, attempts = self._endpoint.post(self.request_body(messages))
         try:
             content = json.loads(data["choices"][0]["message"]["content"])
-            found = [(str(f["text"]).strip(), list(f["message_ids"])) for f in content["facts"]]
+            found = [
+                Fact(
+                    str(f["text"]).strip(),
+                    tuple(f["message_ids"]),
+                    f.get("action") or "add",
+                    f.get("replaces") or None,
+                )
+                for f in content["facts"]
+            ]
         except (KeyError, IndexError, TypeError, ValueError) as exc:
             bad = self._endpoint.malformed(
                 "has no facts JSON in choices[0].message.content", raw, attempts
@@ -191,10 +224,10 @@ class OpenAICompatibleExtractor(
         given = {m.id for m in messages}
         said = tuple(m.id for m in messages if m.role == "user")
         facts: list[Fact] = []
-        for text, ids in found:
-            named = tuple(dict.fromkeys(i for i in ids if i in given))
-            if text:
-                facts.append(Fact(text, named or said))
+        for fact in found:
+            named = tuple(dict.fromkeys(i for i in fact.message_ids if i in given))
+            if fact.text:
+                facts.append(replace(fact, message_ids=named or said))
         return facts
 
 
@@ -217,10 +250,19 @@ _OPENINGS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
 _PERSON = (("my", "their"), ("me", "them"), ("myself", "themselves"), ("mine", "theirs"))
 
 
+_PLACE = r"[A-Z][\w'-]*(?: [A-Z][\w'-]*)*"
+_MOVED = re.compile(
+    rf"^[Ii] (?:just |recently |have |'ve )?moved (?:from (?P<old>{_PLACE}) )?to "
+    rf"(?P<new>{_PLACE})[.!]*$"
+)
+"""A move and nothing more ("I moved from Lisbon to Porto."; not "... last year")."""
+
+
 class RuleExtractor:
     """The offline extractor: each sentence of a user message that states something about
-    the speaker ("I am", "I have", "I live", "I prefer", "My ... is", "I moved", ...) becomes a
-    fact in the third person; questions and sentences of fewer than three words are left."""
+    the speaker ("I am", "I have", "I live", "I prefer", "My ... is", ...) becomes a fact in
+    the third person; "I moved from Lisbon to Porto" becomes the update of "Lives in Lisbon."
+    to "Lives in Porto."; questions and sentences of fewer than three words are left."""
 
     name = "rules"
 
@@ -230,10 +272,28 @@ class RuleExtractor:
             if message.role != "user":
                 continue
             for sentence in _SENTENCE.split(message.text):
-                fact = _third_person(sentence.strip())
-                if fact and fact.casefold() not in facts:
-                    facts[fact.casefold()] = Fact(fact, (message.id,))
+                fact = _moved(sentence.strip(), message.id) or _stated(sentence, message.id)
+                if fact and fact.text.casefold() not in facts:
+                    facts[fact.text.casefold()] = fact
         return list(facts.values())
+
+
+def _stated(sentence: str, message_id: str) -> Fact | None:
+    text = _third_person(sentence.strip())
+    return None if text is None else Fact(text, (message_id,))
+
+
+def _moved(sentence: str, message_id: str) -> Fact | None:
+    """A move ("I moved from A to B") as "Lives in B.", updating "Lives in A." when A is
+    said; a place is a capitalized name, and a sentence that says more is a statement as
+    any other."""
+    found = _MOVED.match(sentence)
+    if found is None:
+        return None
+    new = f"Lives in {found['new']}."
+    if found["old"]:
+        return Fact(new, (message_id,), "update", f"Lives in {found['old']}.")
+    return Fact(new, (message_id,))
 
 
 def _third_person(sentence: str) -> str | None:
@@ -294,12 +354,16 @@ class Extracted:
     facts: int
     """Facts the extractor found in them."""
     memory_ids: tuple[str, ...]
-    """The memories they were stored as (a fact the owner had already merges into it)."""
+    """The memories they were stored as (a fact the owner had already merges into it); a
+    delete has none."""
     busy: bool = False
     """Another run held the conversation's claim: nothing was done."""
     lost: bool = False
     """The claim ran out before the cursor moved: the facts are stored, the messages will be
     extracted again (and merge into the same memories)."""
+    outcomes: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    """How many facts were ``added``, ``merged``, ``superseded`` (added, replacing a memory)
+    or ``deleted`` (a memory forgotten)."""
 
 
 class MemoryExtraction:
@@ -345,31 +409,62 @@ class MemoryExtraction:
             if not new:
                 return Extracted(0, 0, ())
             facts = self.extractor.extract(new)
-            now = self._clock()
-            items = [
-                (
-                    fact.text,
-                    {
-                        "agent_id": self.agent_id,
-                        "user_id": user_id,
-                        "conversation_id": history.conversation_id,
-                        "message_ids": list(fact.message_ids),
-                        "extractor": self.extractor.name,
-                        "extracted_ms": now,
-                    },
-                )
-                for fact in facts
-            ]
-            stored = tuple(self.memory.store_many(items)) if items else ()
+            stored, outcomes = self._apply(facts, history.conversation_id, user_id)
             commit = _commit(keys, token, new[-1].id, len(new))
             moved = True
             held = bool(_sent(client, commit))
-            return Extracted(len(new), len(facts), stored, lost=not held)
+            return Extracted(len(new), len(facts), stored, lost=not held, outcomes=outcomes)
         finally:
             if not moved:  # nothing to move, or a failure: the claim is released
                 release = _commit(keys, token, "", 0)
                 with contextlib.suppress(Exception):  # else it runs out by itself
                     _sent(client, release)
+
+    def _apply(
+        self, facts: Sequence[Fact], conversation_id: str, user_id: str | None
+    ) -> tuple[tuple[str, ...], Mapping[str, int]]:
+        """Store the facts in order, with their provenance: an update supersedes the memory it
+        replaces (when the owner has it), a delete forgets the memory that says it; the adds
+        between two others go in one batch. Run again over the same facts (a run that died
+        before its cursor moved), the memories end as they were: each fact merges into what
+        the first run stored, an update supersedes the fact it replaces once more."""
+        owner = MemoryFilters(self.agent_id, user_id)
+        now = self._clock()
+
+        def metadata(fact: Fact) -> dict[str, Any]:
+            return {
+                "agent_id": self.agent_id,
+                "user_id": user_id,
+                "conversation_id": conversation_id,
+                "message_ids": list(fact.message_ids),
+                "extractor": self.extractor.name,
+                "extracted_ms": now,
+            }
+
+        done: list[Stored] = []
+        deleted = 0
+        adds: list[tuple[str, dict[str, Any]]] = []
+        for fact in [*facts, None]:  # in order, the adds between two others in one batch
+            if fact is not None and fact.action == "add":
+                adds.append((fact.text, metadata(fact)))
+                continue
+            if adds:
+                done += self.memory.remember_many(adds)
+                adds = []
+            if fact is None:
+                break
+            old = self.memory.find(fact.replaces or fact.text, owner)
+            if fact.action == "delete":
+                if old is not None and old.memory_id is not None:
+                    deleted += self.memory.forget(old.memory_id, owner)
+            elif fact.replaces and old is not None and old.memory_id is not None:
+                done.append(self.memory.supersede(old.memory_id, fact.text, metadata(fact)))
+            else:  # an update of a fact the owner does not have is a fact of its own
+                done.append(self.memory.remember(fact.text, metadata(fact)))
+        outcomes = Counter(stored.outcome for stored in done)
+        if deleted:
+            outcomes["deleted"] = deleted
+        return tuple(stored.memory_id for stored in done), MappingProxyType(dict(outcomes))
 
 
 def _sent(client: Any, call: Call[T]) -> T:

@@ -1259,6 +1259,43 @@ class _Memory:
         return (yield from self._superseding(keys, stored, old))
 
     @twin
+    def find(self, text: str, filters: MemoryFilters) -> Work[MemoryRecord | None]:
+        """The owner's live memory that says ``text``: the one with its normalized text, or,
+        with an embedder, the nearest by meaning that ``text`` restates
+        (:func:`~redis_history.memory.merging.same_fact`); ``None`` if there is none. What an
+        extractor's update or delete names is found by.
+
+        Raises:
+            TypeError: ``text`` not a ``str``, ``filters`` not :class:`MemoryFilters`.
+            ValueError: an unusable name.
+            StoreUnavailableError: Redis could not be reached.
+        """
+        return self._find_plan(text, filters)
+
+    def _find_plan(self, text: str, filters: MemoryFilters) -> Plan[_Step, MemoryRecord | None]:
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a str, got {type(text).__name__}")
+        keys = self._owner(filters)
+        owner = MemoryFilters(filters.agent_id, filters.user_id)
+        same = Call(lambda raw: raw, ("HGET", keys.dedup, _hash(text)))
+        memory_id = yield _Send(same, keys.dedup)
+        if memory_id is not None:
+            memory_id = _text(memory_id)
+            live = yield _Send(Call(lambda raw: raw, ("ZSCORE", keys.recent, memory_id)))
+            raw = None if live is None else (yield _Send(_read_doc(keys, memory_id), keys.docs))
+            if raw is not None:
+                found, metadata = _decode(raw, memory_id, owner)
+                return MemoryRecord(found, metadata, 1.0, memory_id)
+        if self.embedder is None or not text.strip():
+            return None
+        (vector,) = yield from self._vectors([text])
+        search = functools.partial(self._vsearch, keys, [], vector, NEAREST)
+        for hit in (yield from self._nearest(search, (yield _Send(search("0"))), owner, NEAREST)):
+            if merging.same_fact(text, hit.text, 2 * hit.score - 1):
+                return hit
+        return None
+
+    @twin
     def forget_expired(self, agent_id: str, user_id: str | None = None) -> Work[int]:
         """Remove every memory of the owner whose time to live has run out; how many. An
         expired memory is never recalled, and a store or list of the owner removes a page of
@@ -1446,6 +1483,11 @@ class AsyncRedisLongTermMemory(_Memory, AsyncRunner):
         except RedisFailure as exc:
             raise self._error(exc, step.key) from exc
         return step.call.parse(reply)
+
+
+def _read_doc(keys: MemoryKeys, memory_id: str) -> Call[Any]:
+    """The call reading memory ``memory_id``'s record (raw; ``None`` for none)."""
+    return Call(lambda raw: raw, ("HGET", keys.docs, memory_id))
 
 
 def _json(value: Any) -> str:
