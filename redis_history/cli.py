@@ -216,6 +216,11 @@ def _memory_commands(command: Callable[..., Any], layout: dict[str, Any]) -> Non
     listing.add_argument("--user", help="the user (default: the agent's own memories)")
     listing.add_argument("--limit", type=int, default=20, help="at most this many (1-100)")
     listing.add_argument("--offset", type=int, default=0, help="skip this many first")
+    listing.add_argument(
+        "--superseded",
+        action="store_true",
+        help="the memories updates replaced instead, each with the id of its successor",
+    )
     forget = actions.add_parser(
         "forget",
         help="remove every memory of a user, and every key naming them",
@@ -677,7 +682,9 @@ def _memory(args: argparse.Namespace) -> int:
 
 def _memory_ls(args: argparse.Namespace) -> int:
     with _target(args) as target:
-        records = list_memories(target, args.agent, args.user, args.limit, args.offset)
+        records = list_memories(
+            target, args.agent, args.user, args.limit, args.offset, superseded=args.superseded
+        )
     for record in records:
         meta = record.metadata
         stored = datetime.fromtimestamp(meta["created_ms"] / 1000, UTC).isoformat(
@@ -685,11 +692,12 @@ def _memory_ls(args: argparse.Namespace) -> int:
         )
         conversations = ",".join(meta["conversation_ids"]) or "-"
         messages = ",".join(meta["message_ids"]) or "-"
+        successor = f"  -> {meta['superseded_by']}" if "superseded_by" in meta else ""
         print(
             f"{record.memory_id}  {stored}  {_shown(conversations)}  {_shown(messages)}  "
-            f"{_shown(record.text, backslash=False)}"
+            f"{_shown(record.text, backslash=False)}{successor}"
         )
-    _say(f"{len(records)} memories")
+    _say(f"{len(records)} {'superseded ' if args.superseded else ''}memories")
     return 0
 
 

@@ -133,3 +133,9 @@ def test_the_command_lists_an_owners_memories_with_their_provenance(
     ]
     assert "2 memories" in done.stderr
     assert cli("memory", "ls", *where, "--agent", "a", "--limit", "0").returncode == 2
+    memory.supersede("1", "Prefers black tea", owner)
+    past = cli("memory", "ls", *where, "--agent", "a", "--user", "u", "--superseded")
+    assert past.stdout.splitlines() == [
+        "1  2025-11-24T16:00:00+00:00  c1  m1  Prefers green tea  -> 3"
+    ]
+    assert "1 superseded memories" in past.stderr

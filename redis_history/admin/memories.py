@@ -126,9 +126,17 @@ def forget_user(target: Target, user_id: str, agent_id: str | None = None) -> li
 
 
 def list_memories(
-    target: Target, agent_id: str, user_id: str | None, limit: int, offset: int = 0
+    target: Target,
+    agent_id: str,
+    user_id: str | None,
+    limit: int,
+    offset: int = 0,
+    *,
+    superseded: bool = False,
 ) -> list[MemoryRecord]:
     """The owner's memories, newest first (:meth:`RedisLongTermMemory.list`), each with its
-    provenance in its metadata: ``conversation_ids`` and ``message_ids``."""
+    provenance in its metadata: ``conversation_ids`` and ``message_ids``; with
+    ``superseded``, the memories updates replaced, each with ``superseded_by``."""
     memory = RedisLongTermMemory(target.client, namespace=target.namespace, prefix=target.prefix)
-    return memory.list(MemoryFilters(agent_id, user_id), limit=limit, offset=offset)
+    who = MemoryFilters(agent_id, user_id)
+    return memory.list(who, limit=limit, offset=offset, superseded=superseded)
