@@ -2,16 +2,22 @@
 
 ``FaultProxy`` forwards bytes between redis-py and a ``redis-server`` and, when armed, lets a
 command reach the server but throws its reply away and closes the connection: the command was
-applied, the client sees a connection error and (by default) retries. ``ClusterProxies`` puts one
-proxy in front of every node of a :class:`~redis_history.demo.server.LocalCluster`. The fixtures
-``fault_proxy`` and ``cluster_proxies`` give each test a fresh set in front of flushed servers.
+applied, the client sees a connection error and (by default) retries. It is armed for the
+commands that contain some bytes (or match a pattern), or for a share of all commands drawn
+from a seeded generator; it counts the replies it lost and the connections it severed.
+``ClusterProxies`` puts one proxy in front of every node of a
+:class:`~redis_history.demo.server.LocalCluster`. The fixtures ``fault_proxy`` and
+``cluster_proxies`` give each test a fresh set in front of flushed servers.
 """
 
 from __future__ import annotations
 
 import asyncio
+import random
+import re
 import threading
-from collections.abc import Coroutine, Iterator
+from collections import Counter
+from collections.abc import Coroutine, Iterator, Mapping
 from contextlib import suppress
 from types import TracebackType
 from typing import Any, Self
@@ -31,6 +37,10 @@ START_TIMEOUT = 10.0
 READ_SIZE = 65536
 
 Address = tuple[str, int]
+Match = bytes | re.Pattern[bytes]
+"""What arms a drop: bytes a client write contains, or a pattern a match of which ends in it."""
+_AT_RANDOM = object()
+"""Marks a reply lost by :meth:`FaultProxy.drop_at_random` rather than by a match."""
 
 
 class _Link:
@@ -40,7 +50,10 @@ class _Link:
         self.client = client
         self.server = server
         self.tail = b""
-        self.drop_reply = False
+        self.drop_reply: object | None = None
+        """What armed the loss of this connection's next reply: a match, or ``_AT_RANDOM``."""
+        self.counted = False
+        """Whether that loss has been counted."""
         self.task = asyncio.current_task()
 
     def close(self) -> None:
@@ -61,9 +74,11 @@ class FaultProxy:
         self.host = "127.0.0.1"
         self.port = 0
         self._lock = threading.Lock()
-        self._match = b""
-        self._remaining = 0
-        self._dropped = 0
+        self._armed: dict[Match, int] = {}
+        self._one_in = 0
+        self._draw = random.Random(0)
+        self._dropped: Counter[object] = Counter()
+        self._severed = 0
         self._refusing = False
         self._links: set[_Link] = set()
         self._handlers: set[asyncio.Task[None]] = set()
@@ -80,22 +95,59 @@ class FaultProxy:
 
     @property
     def dropped(self) -> int:
-        """How many replies have been dropped so far."""
+        """How many replies have been dropped so far, whatever armed them: thrown away, or
+        never come because the connection was closed (:meth:`kill_all`) after the write."""
         with self._lock:
-            return self._dropped
+            return self._dropped.total()
 
-    def drop_reply(self, match: bytes, count: int = 1) -> None:
+    @property
+    def dropped_at_random(self) -> int:
+        """How many replies :meth:`drop_at_random` has dropped so far."""
+        with self._lock:
+            return self._dropped[_AT_RANDOM]
+
+    def dropped_by(self, match: Match) -> int:
+        """How many replies to writes that ``match`` armed have been dropped so far."""
+        with self._lock:
+            return self._dropped[match]
+
+    @property
+    def severed(self) -> int:
+        """How many connections :meth:`kill_all` and :meth:`refuse` have closed so far."""
+        with self._lock:
+            return self._severed
+
+    def drop_reply(self, match: Match, count: int = 1) -> None:
         """Lose the replies to the next ``count`` client writes that contain ``match``.
 
         Each such write (``b"EVALSHA"``, ``b"RPUSH"``) still reaches the server; when the first
         byte of the server's answer arrives, it is discarded and the connection closed both
         ways. Replaces any earlier arming; ``count=0`` disarms. Meant for request/response
         clients: a pipeline's earlier replies still pending on that connection are lost too.
+        ``match`` may be a pattern instead, for a command told apart by its arguments: a
+        match of it must end in the write (or its last ``MAX_MATCH`` bytes before it).
         """
-        if not 0 < len(match) <= MAX_MATCH:
-            raise ValueError(f"match must be 1 to {MAX_MATCH} bytes")
+        self.drop_replies({match: count})
+
+    def drop_replies(self, armed: Mapping[Match, int]) -> None:
+        """:meth:`drop_reply` for several matches at once, each with its own count; a write
+        that two match counts for the first. Replaces any earlier arming."""
+        for match in armed:
+            if isinstance(match, bytes) and not 0 < len(match) <= MAX_MATCH:
+                raise ValueError(f"match must be 1 to {MAX_MATCH} bytes")
         with self._lock:
-            self._match, self._remaining = match, count
+            self._armed = {match: count for match, count in armed.items() if count > 0}
+
+    def drop_at_random(self, one_in: int, seed: int = 0) -> None:
+        """From now on, lose the reply to each client write (over all connections, whatever
+        it sends) with a chance of one in ``one_in``; ``0`` stops. Drawn from a generator
+        seeded with ``seed``, one draw per write: a share of the commands that does not depend
+        on how fast they go, yet never in step with a client that repeats the same sequence
+        (every n-th write would hit the same command of each job a worker runs)."""
+        if one_in < 0:
+            raise ValueError(f"one_in must be at least 0, got {one_in!r}")
+        with self._lock:
+            self._one_in, self._draw = one_in, random.Random(seed)
 
     def kill_all(self) -> None:
         """Close every proxied connection now, like ``CLIENT KILL TYPE normal``."""
@@ -175,6 +227,8 @@ class FaultProxy:
 
     async def _kill_all(self) -> None:
         links = list(self._links)
+        with self._lock:
+            self._severed += len(links)
         for link in links:
             link.close()
         tasks = {link.task for link in links if link.task is not None}
@@ -204,23 +258,37 @@ class FaultProxy:
         finally:
             self._links.discard(link)
             link.close()
+            self._count_lost(link)
             await _closed(server_w)
             await _closed(client_w)
 
-    def _matches(self, link: _Link, chunk: bytes) -> bool:
+    def _arming(self, link: _Link, chunk: bytes) -> object | None:
+        """What arms the loss of the reply to ``chunk``, if anything does."""
         tail, link.tail = link.tail, (link.tail + chunk)[-MAX_MATCH:]
         with self._lock:
-            if not self._remaining or not match_ends_in(tail, chunk, self._match):
-                return False
-            self._remaining -= 1
-            return True
+            unlucky = bool(self._one_in) and self._draw.randrange(self._one_in) == 0
+            if link.drop_reply is not None:  # its connection is about to close anyway
+                return None
+            for match, remaining in self._armed.items():
+                if remaining and match_ends_in(tail, chunk, match):
+                    self._armed[match] -= 1
+                    return match
+            return _AT_RANDOM if unlucky else None
+
+    def _count_lost(self, link: _Link) -> None:
+        """Count the reply ``link`` was armed to lose, once (thrown away, or cut off)."""
+        with self._lock:
+            if link.drop_reply is not None and not link.counted:
+                link.counted = True
+                self._dropped[link.drop_reply] += 1
 
     async def _upstream(self, reader: asyncio.StreamReader, link: _Link) -> None:
         try:
             while chunk := await reader.read(READ_SIZE):
                 # set before forwarding, so the reply cannot come back first
-                if self._matches(link, chunk):
-                    link.drop_reply = True
+                arming = self._arming(link, chunk)
+                if arming is not None:
+                    link.drop_reply = arming
                 link.server.write(chunk)
                 await link.server.drain()
         except OSError:
@@ -231,9 +299,8 @@ class FaultProxy:
     async def _downstream(self, reader: asyncio.StreamReader, link: _Link) -> None:
         try:
             while chunk := await reader.read(READ_SIZE):
-                if link.drop_reply:
-                    with self._lock:
-                        self._dropped += 1
+                if link.drop_reply is not None:
+                    self._count_lost(link)
                     break
                 link.client.write(chunk)
                 await link.client.drain()
@@ -243,9 +310,11 @@ class FaultProxy:
             link.close()
 
 
-def match_ends_in(tail: bytes, chunk: bytes, match: bytes) -> bool:
+def match_ends_in(tail: bytes, chunk: bytes, match: Match) -> bool:
     """Whether ``match`` ends inside ``chunk``, possibly starting in the ``tail`` read before it."""
-    return (tail + chunk).find(match, max(0, len(tail) - len(match) + 1)) >= 0
+    if isinstance(match, bytes):
+        return (tail + chunk).find(match, max(0, len(tail) - len(match) + 1)) >= 0
+    return any(found.end() > len(tail) for found in match.finditer(tail + chunk))
 
 
 async def _closed(writer: asyncio.StreamWriter) -> None:

@@ -5,25 +5,36 @@ keep each fact once."""
 from __future__ import annotations
 
 import json
+import re
 import signal
+import subprocess
 import threading
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import pytest
 import redis
 from chat_server import ChatServer, Reply
 from commands import clean_env, run_cli
-from worker_processes import Workers
+from faults import FaultProxy
+from worker_processes import DEADLINE, Workers, wait_for
 
-from redis_history import ExtractionError, JobRefusedError, Message, RedisHistory
+from redis_history import (
+    ExtractionError,
+    JobRefusedError,
+    Message,
+    RedisHistory,
+    StoreUnavailableError,
+)
 from redis_history.compaction.jobs import (
     EXTRACTION_FUNCTION,
     CompactionOnlyJob,
+    CompactionQueue,
     compaction_queue,
 )
 from redis_history.compaction.metrics import WorkerMetrics
@@ -35,9 +46,11 @@ from redis_history.memory.extraction import (
     RuleExtractor,
 )
 from redis_history.store.keys import job_id_prefix
+from redis_history.wire.scripts import script
 
 KEY = "sk-secret-extraction-key"
 WHO = MemoryFilters("assistant", "u")
+T = TypeVar("T")
 
 
 def turns(*said: str) -> list[Message]:
@@ -344,7 +357,8 @@ def test_a_tenants_queue_takes_only_its_own_extractions(real_redis: redis.Redis)
 
 def test_the_worker_counts_extractions_by_outcome() -> None:
     metrics = WorkerMetrics("q", lambda: (0, 0))
-    metrics.extraction_done("extracted", {"status": "extracted", "facts": 3})
+    done = {"status": "extracted", "facts": 4, "added": 2, "merged": 1, "superseded": 1}
+    metrics.extraction_done("extracted", done)
     metrics.extraction_done("failed")
     samples = {
         (s.name, s.labels.get("outcome")): s.value
@@ -354,7 +368,99 @@ def test_the_worker_counts_extractions_by_outcome() -> None:
     assert samples["redis_history_extractions_total", "extracted"] == 1
     assert samples["redis_history_extractions_total", "failed"] == 1
     assert samples["redis_history_extractions_total", "busy"] == 0
-    assert samples["redis_history_facts_extracted_total", None] == 3
+    assert samples["redis_history_facts_extracted_total", "added"] == 2
+    assert samples["redis_history_facts_extracted_total", "merged"] == 1
+    assert samples["redis_history_facts_extracted_total", "superseded"] == 1
+    assert samples["redis_history_facts_extracted_total", "deleted"] == 0
+
+
+CHAOS = ["chaos-0", "chaos-1", "chaos-2"]
+"""The chaos tests' conversations, each written by two pods."""
+CHAOS_TURNS = 4
+"""Turns each pod appends: 16 messages a conversation, 24 facts in all."""
+CHAOS_LEASE = {
+    "REDIS_HISTORY_EXTRACTOR": "worker_doubles:BlockingExtractor",
+    "REDIS_HISTORY_EXTRACTION_LEASE": "1",
+}
+"""The workers' extractor (its first call blocks until the test kills it) and a 1 s claim."""
+
+
+def persistently(call: Callable[[], T]) -> T:
+    """``call()``, made again after Redis could not be reached, as a pod does with a turn's
+    append (applied once per batch of message ids) and its enqueue (one job id per
+    conversation)."""
+    for _ in range(20):
+        try:
+            return call()
+        except (StoreUnavailableError, redis.ConnectionError):
+            time.sleep(0.05)
+    return call()
+
+
+def chaos_pod(
+    index: int,
+    history: RedisHistory,
+    queue: CompactionQueue,
+    after_turn: Callable[[], None] | None = None,
+) -> None:
+    """Pod ``index``'s turns: each appended, then its extraction enqueued, then ``after_turn``."""
+    for turn in range(CHAOS_TURNS):
+        persistently(partial(history.append_many, turns(f"I have visited city {index}-{turn}.")))
+        persistently(partial(queue.extract, history, "assistant", "u"))
+        if after_turn is not None:
+            after_turn()
+
+
+def kill_the_blocked_extraction(
+    client: redis.Redis, candidates: Sequence[subprocess.Popen[bytes]]
+) -> subprocess.Popen[bytes]:
+    """SIGKILL the worker whose work horse BlockingExtractor holds, and the horse; returns
+    the worker left."""
+    started = client.blpop(["test:extract-started"], DEADLINE)
+    assert started is not None, "no extraction started"
+    horse = int(started[1])
+    parent = int(Path(f"/proc/{horse}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    (killed,) = [w for w in candidates if w.pid == parent]  # the horse's worker
+    Workers.signal(killed, horse, signal.SIGKILL)
+    killed.wait()
+    (left,) = [w for w in candidates if w is not killed]
+    return left
+
+
+def extract_until_caught_up(client: redis.Redis, why: Callable[[], str]) -> list[RedisHistory]:
+    """Enqueue the extraction of every conversation whose cursor is short of its last message
+    until none is (a job a killed worker took never finishes); returns the histories."""
+    queue = compaction_queue(client, "redis-history")
+    histories = [RedisHistory(client, name) for name in CHAOS]
+    end = time.monotonic() + DEADLINE
+    while True:
+        behind = [
+            h for h in histories
+            if client.hget(h.keys.extraction, "last") != h.snapshot()[-1].id.encode()
+        ]  # fmt: skip
+        if not behind:
+            return histories
+        assert time.monotonic() < end, why()
+        for history in behind:
+            queue.extract(history, "assistant", "u")
+        time.sleep(0.5)
+
+
+def assert_each_message_counted_once_and_each_fact_kept_once(
+    client: redis.Redis, histories: Sequence[RedisHistory]
+) -> Counter[str]:
+    """Each conversation's cursor counted each of its messages once, every message reached
+    the extractor, no fact is kept twice; returns how often the extractor saw each message."""
+    extracted = cast(list[bytes], client.lrange("test:extracted", 0, -1))
+    handed = Counter(m.decode() for m in extracted)
+    for history in histories:
+        ids = [m.id for m in history.snapshot()]
+        assert len(ids) == len(set(ids)) == 2 * 2 * CHAOS_TURNS
+        assert set(ids) <= set(handed)
+        assert int(client.hget(history.keys.extraction, "count") or 0) == len(ids)
+    texts = [r.text for r in RedisLongTermMemory(client).list(WHO, limit=100)]
+    assert len(texts) == len(set(texts)) == 6 * CHAOS_TURNS
+    return handed
 
 
 @pytest.mark.real_redis
@@ -367,50 +473,92 @@ def test_pods_and_two_workers_one_killed_mid_extraction_lose_nothing_and_keep_ea
     that worker whole. Its claim runs out (a 1 s lease), the other worker goes on: every
     message is extracted and counted once in its conversation's cursor, each fact is kept
     once, and only the killed run's messages were handed to the extractor twice."""
-    workers.env.update(
-        REDIS_HISTORY_EXTRACTOR="worker_doubles:BlockingExtractor",
-        REDIS_HISTORY_EXTRACTION_LEASE="1",
-    )
-    first, second = workers.start("Recording"), workers.start("Recording")
+    workers.env.update(CHAOS_LEASE)
+    both = workers.start("Recording"), workers.start("Recording")
     queue = compaction_queue(real_redis, "redis-history")
-    names = ["chaos-0", "chaos-1", "chaos-2"]
 
     def pod(index: int) -> None:
-        history = RedisHistory(real_redis, names[index % 3])
-        for turn in range(4):
-            history.append_many(turns(f"I have visited city {index}-{turn}."))
-            queue.extract(history, "assistant", "u")
+        chaos_pod(index, RedisHistory(real_redis, CHAOS[index % 3]), queue)
 
     with ThreadPoolExecutor(6) as pool:
         list(pool.map(pod, range(6)))
-    started = real_redis.blpop(["test:extract-started"], 60)
-    assert started is not None, "no extraction started"
-    horse = int(started[1])
-    parent = int(Path(f"/proc/{horse}/stat").read_text().rsplit(")", 1)[1].split()[1])
-    (killed,) = [w for w in (first, second) if w.pid == parent]  # the horse's worker
-    Workers.signal(killed, horse, signal.SIGKILL)
-    killed.wait()
-    histories = [RedisHistory(real_redis, name) for name in names]
-    deadline = time.monotonic() + 90
-    while True:  # re-enqueue until every cursor reaches its conversation's last message
-        behind = [
-            h for h in histories
-            if real_redis.hget(h.keys.extraction, "last") != h.snapshot()[-1].id.encode()
-        ]  # fmt: skip
-        if not behind:
-            break
-        assert time.monotonic() < deadline, workers.log(first if killed is second else second)
-        for history in behind:
-            queue.extract(history, "assistant", "u")
-        time.sleep(0.5)
-    extracted = cast(list[bytes], real_redis.lrange("test:extracted", 0, -1))
-    handed = Counter(m.decode() for m in extracted)
-    for history in histories:
-        ids = [m.id for m in history.snapshot()]
-        assert set(ids) <= set(handed)
-        assert int(real_redis.hget(history.keys.extraction, "count") or 0) == len(ids) == 16
+    left = kill_the_blocked_extraction(real_redis, both)
+    histories = extract_until_caught_up(real_redis, lambda: workers.log(left))
+    handed = assert_each_message_counted_once_and_each_fact_kept_once(real_redis, histories)
     twice = {message_id for message_id, n in handed.items() if n > 1}
     assert all(n <= 2 for n in handed.values())
     assert len(twice) <= 16  # the killed run's messages, of one conversation
-    texts = [r.text for r in RedisLongTermMemory(real_redis).list(WHO, limit=100)]
-    assert len(texts) == len(set(texts)) == 24
+
+
+def _cursor_move() -> re.Pattern[bytes]:
+    """An ``extract_commit`` that moves a cursor, on the wire: after the script's SHA1, the
+    key count, three keys and the token, a message id (not ``''``, a release) and a count of
+    messages that is not 0."""
+    arg = rb"\$\d+\r\n[^\r\n]*\r\n"
+    sha = re.escape(script("extract_commit").sha.encode())
+    return re.compile(sha + rb"\r\n" + arg * 5 + rb"\$[1-9]\d*\r\n[^\r\n]+\r\n\$\d+\r\n[1-9]")
+
+
+CURSOR_MOVE = _cursor_move()
+STORE = script("memory_store").sha.encode()
+APPENDS = (script("append_small").sha.encode(), script("append").sha.encode())
+ONE_IN = 30
+"""The proxy loses the reply to one command in 30, anyone's (a run sends over a thousand)."""
+
+
+@pytest.fixture
+def proxied_workers(
+    fault_proxy: FaultProxy, redis_url: str, real_redis: redis.Redis, tmp_path: Path
+) -> Iterator[Workers]:
+    """Workers reaching the store and queue through the fault proxy, re-sending a command
+    once when its connection fails (redis-py's ``retry_on_timeout`` URL option; a plain URL
+    gives a client no retry at all); the doubles report to the server behind the proxy."""
+    url = f"{fault_proxy.url}?retry_on_timeout=true"
+    launcher = Workers(real_redis, url, tmp_path, {"TEST_DOUBLES_URL": redis_url})
+    yield launcher
+    launcher.stop_all()
+
+
+@pytest.mark.real_redis
+@pytest.mark.slow
+def test_pods_and_workers_through_dropped_connections_and_lost_replies_count_each_message_once(
+    real_redis: redis.Redis, fault_proxy: FaultProxy, proxied_workers: Workers
+) -> None:
+    """The chaos above with every pod and worker reaching Redis through a proxy that loses
+    the reply to one command in 30 after Redis applied it (drawn from a seeded generator),
+    and to the first appends, memory stores and cursor moves, and closes every connection
+    after each turn of one pod. Half the pods leave the retries to redis-py, half make a
+    failed append or enqueue again themselves; the workers re-send a command once: every
+    message is still counted once by its conversation's cursor and reaches the extractor,
+    and each fact is kept once."""
+    for name in ("extract_commit", "memory_store", "append_small", "append"):
+        real_redis.script_load(script(name).source)  # a lost NOSCRIPT would prove nothing
+    workers = proxied_workers
+    workers.env.update(CHAOS_LEASE)
+    both = workers.start("Recording"), workers.start("Recording")
+    waiting = compaction_queue(real_redis, "redis-history")
+    wait_for(lambda: waiting.workers() == 2, "both workers to start")
+    fault_proxy.drop_replies({CURSOR_MOVE: 1, STORE: 1, APPENDS[0]: 1, APPENDS[1]: 1})
+    fault_proxy.drop_at_random(ONE_IN, seed=7)
+
+    def pod(index: int) -> None:
+        client = (  # redis-py's default Retry, or none (and the pod's own loop)
+            redis.Redis(host=fault_proxy.host, port=fault_proxy.port)
+            if index % 2
+            else redis.Redis.from_url(fault_proxy.url)
+        )
+        severs = fault_proxy.kill_all if index == 0 else None
+        with client:
+            history = RedisHistory(client, CHAOS[index % 3])
+            chaos_pod(index, history, compaction_queue(client, "redis-history"), severs)
+
+    with ThreadPoolExecutor(6) as pool:
+        list(pool.map(pod, range(6)))
+    left = kill_the_blocked_extraction(real_redis, both)
+    histories = extract_until_caught_up(real_redis, lambda: workers.log(left))
+    assert_each_message_counted_once_and_each_fact_kept_once(real_redis, histories)
+    assert fault_proxy.dropped_by(CURSOR_MOVE) == 1, "no cursor move lost its reply"
+    assert fault_proxy.dropped_by(STORE) == 1, "no memory store lost its reply"
+    assert sum(map(fault_proxy.dropped_by, APPENDS)) >= 1, "no append lost its reply"
+    assert fault_proxy.dropped_at_random > 0
+    assert fault_proxy.severed > 0

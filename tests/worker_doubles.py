@@ -2,7 +2,9 @@
 and the in-process worker the tests run jobs with.
 
 They report to the test through the store's Redis (``REDIS_HISTORY_URL``), on
-keys outside the library's ``rh:`` prefix. Each test message carries the name
+keys outside the library's ``rh:`` prefix; when the worker reaches the store through a
+fault proxy, they report to the server behind it (``TEST_DOUBLES_URL``), so the faults
+hit the worker and not the test's bookkeeping. Each test message carries the name
 of its conversation in ``metadata["conversation"]``, which is how a summarizer
 (given only messages) knows which conversation it is compacting.
 """
@@ -32,7 +34,8 @@ T = TypeVar("T")
 
 def _client() -> redis.Redis:
     # redis-py 8 reads with a 5 s timeout by default; a blocked summarizer waits longer.
-    return redis.Redis.from_url(os.environ["REDIS_HISTORY_URL"], socket_timeout=None)
+    url = os.environ.get("TEST_DOUBLES_URL") or os.environ["REDIS_HISTORY_URL"]
+    return redis.Redis.from_url(url, socket_timeout=None)
 
 
 def conversation_of(messages: Sequence[Message]) -> str:
