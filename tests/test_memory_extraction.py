@@ -412,13 +412,18 @@ def chaos_pod(
 
 
 def kill_the_blocked_extraction(
-    client: redis.Redis, candidates: Sequence[subprocess.Popen[bytes]]
+    workers: Workers, candidates: Sequence[subprocess.Popen[bytes]]
 ) -> subprocess.Popen[bytes]:
     """SIGKILL the worker whose work horse BlockingExtractor holds, and the horse; returns
     the worker left."""
-    started = client.blpop(["test:extract-started"], DEADLINE)
-    assert started is not None, "no extraction started"
-    horse = int(started[1])
+    end = time.monotonic() + DEADLINE
+    # polled: a BLPOP longer than the client's socket timeout would fail on its own
+    while not (started := cast(bytes | None, workers.client.lpop("test:extract-started"))):
+        if time.monotonic() > end:
+            logs = "\n".join(map(workers.log, candidates))
+            pytest.fail(f"no extraction started; the workers said:\n{logs}")
+        time.sleep(0.05)
+    horse = int(started)
     parent = int(Path(f"/proc/{horse}/stat").read_text().rsplit(")", 1)[1].split()[1])
     (killed,) = [w for w in candidates if w.pid == parent]  # the horse's worker
     Workers.signal(killed, horse, signal.SIGKILL)
@@ -482,7 +487,7 @@ def test_pods_and_two_workers_one_killed_mid_extraction_lose_nothing_and_keep_ea
 
     with ThreadPoolExecutor(6) as pool:
         list(pool.map(pod, range(6)))
-    left = kill_the_blocked_extraction(real_redis, both)
+    left = kill_the_blocked_extraction(workers, both)
     histories = extract_until_caught_up(real_redis, lambda: workers.log(left))
     handed = assert_each_message_counted_once_and_each_fact_kept_once(real_redis, histories)
     twice = {message_id for message_id, n in handed.items() if n > 1}
@@ -554,7 +559,7 @@ def test_pods_and_workers_through_dropped_connections_and_lost_replies_count_eac
 
     with ThreadPoolExecutor(6) as pool:
         list(pool.map(pod, range(6)))
-    left = kill_the_blocked_extraction(real_redis, both)
+    left = kill_the_blocked_extraction(workers, both)
     histories = extract_until_caught_up(real_redis, lambda: workers.log(left))
     assert_each_message_counted_once_and_each_fact_kept_once(real_redis, histories)
     assert fault_proxy.dropped_by(CURSOR_MOVE) == 1, "no cursor move lost its reply"
