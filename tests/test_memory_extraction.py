@@ -567,3 +567,25 @@ def test_pods_and_workers_through_dropped_connections_and_lost_replies_count_eac
     assert sum(map(fault_proxy.dropped_by, APPENDS)) >= 1, "no append lost its reply"
     assert fault_proxy.dropped_at_random > 0
     assert fault_proxy.severed > 0
+
+
+@pytest.mark.real_redis
+def test_a_claim_or_a_commit_sent_again_after_its_reply_was_lost_answers_as_the_first(
+    real_redis: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A claim whose ``SET NX`` was applied and sent again (its reply lost) is the run's own,
+    not another's; a cursor move sent again answers that it held the claim, counting nothing
+    twice."""
+    history = RedisHistory(real_redis, "conv-resent")
+    history.append_many(turns("I live in Porto."))
+    token = "0" * 31 + "7"
+    monkeypatch.setattr("uuid.uuid4", type("Token", (), {"hex": token}))
+    real_redis.set(history.keys.extract_claim, token)  # the first SET, applied
+    run = MemoryExtraction(RedisLongTermMemory(real_redis), RuleExtractor(), "assistant")
+    done = run.extract(history, "u")
+    assert (done.busy, done.lost, done.messages, done.facts) == (False, False, 2, 1)
+    commit = extraction._commit(history.keys, token, history.snapshot()[-1].id, 2)
+    assert commit.parse(real_redis.execute_command(*commit.command)) == 1  # type: ignore[no-untyped-call]
+    assert real_redis.hget(history.keys.extraction, "count") == b"2"
+    other = extraction._commit(history.keys, "f" * 32, history.snapshot()[-1].id, 2)
+    assert other.parse(real_redis.execute_command(*other.command)) == 0  # type: ignore[no-untyped-call]

@@ -400,7 +400,9 @@ class MemoryExtraction:
         client = history.client
         token = uuid.uuid4().hex
         claimed = Call(bool, ("SET", keys.extract_claim, token, "NX", "PX", self.lease_ms))
-        if not _sent(client, claimed):
+        own = Call(lambda raw: raw == token.encode(), ("GET", keys.extract_claim))
+        # a SET whose reply was lost and that redis-py sent again finds the claim its own
+        if not _sent(client, claimed) and not _sent(client, own):
             return Extracted(0, 0, (), busy=True)
         moved = False
         try:
