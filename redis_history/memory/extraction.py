@@ -455,7 +455,8 @@ class MemoryExtraction:
                 adds = []
             if fact is None:
                 break
-            old = self.memory.find(fact.replaces or fact.text, owner)
+            named = fact.text if fact.action == "delete" else fact.replaces
+            old = self.memory.find(named, owner) if named else None
             if fact.action == "delete":
                 if old is not None and old.memory_id is not None:
                     deleted += self.memory.forget(old.memory_id, owner)
