@@ -82,6 +82,7 @@ class FaultProxy:
         self._refusing = False
         self._links: set[_Link] = set()
         self._handlers: set[asyncio.Task[None]] = set()
+        self._clients: set[asyncio.StreamWriter] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping: asyncio.Event | None = None
         self._ready = threading.Event()
@@ -211,13 +212,17 @@ class FaultProxy:
         await self._stopping.wait()
         self._refusing = True
         server.close()
+        await asyncio.sleep(0)  # a connection accepted just before gets its callback: closed
         await self._kill_all()
         # handlers still dialling the server see _refusing and end on their own
         await asyncio.gather(*self._handlers, return_exceptions=True)
+        for client in self._clients:  # every accepted connection, whatever became of it
+            client.close()
         await server.wait_closed()
 
     def _accept(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
         # a plain callback, so every handler task is tracked from the moment it exists
+        self._clients.add(client_w)
         if self._refusing:
             client_w.close()
             return
