@@ -34,7 +34,8 @@ ARGV[6] keep     '' to forget the memory; '!' to drop the superseded record read
 ARGV[7] now      ms (when it was superseded)
 ARGV[8] most     the most superseded records the owner keeps
 
-Returns 1 when it removed (or superseded) the memory, 0 when there was none or it was
+Returns 1 when it removed (or superseded) the memory (a supersede sent again after its reply
+was lost finds the record it keeps and answers 1 again), 0 when there was none or it was
 superseded meanwhile, -1 when the record changed since it was read (nothing is removed; read
 it again), or {CORRUPT, -1, reason} having
 removed nothing when a key or a stats field is not what the memory writes.
@@ -70,6 +71,7 @@ if record ~= ARGV[2] then
   if redis.call('ZSCORE', past, id) then  -- superseded meanwhile (or by a run stopped part way)
     local hash = redis.call('HGET', stats, note)
     if hash then finish(hash) end
+    if record == keep then return 1 end  -- by this very call, sent again after a lost reply
     return 0
   end
   return -1

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 import redis
+from faults import FaultProxy
 
 from redis_history.errors import LimitExceededError
 from redis_history.memory import MemoryFilters, RedisLongTermMemory
@@ -130,21 +131,25 @@ def test_supersede_replaces_a_named_memory_and_forget_drops_a_superseded_one(
     assert memory.supersede("42", "Likes tea.", OWNER).outcome == "added"  # no such memory
 
 
-def test_a_supersede_whose_reply_was_lost_is_not_applied_twice(
-    real_redis: redis.Redis, clock: Clock
+def test_a_supersede_whose_reply_was_lost_is_applied_once_and_reported(
+    fault_proxy: FaultProxy, clock: Clock
 ) -> None:
-    memory = RedisLongTermMemory(real_redis, clock=clock)
-    keys = memory.keys("travel", "u1")
-    old = memory.store("Lives in Lisbon.", OWNER)
-    memory.store("Lives in Porto.", OWNER)
-    raw = real_redis.hget(keys.docs, old)
-    keep = memory._forget_call(keys, old, raw, '{"t":"x"}')
-    sent = ("EVAL", script("memory_forget").source, *keep.command[2:])
-    assert real_redis.execute_command(*sent) == 1  # type: ignore[no-untyped-call]
-    stats = real_redis.hgetall(keys.stats)
-    assert real_redis.execute_command(*sent) == 0  # type: ignore[no-untyped-call] # sent again: superseded meanwhile
-    assert real_redis.hgetall(keys.stats) == stats
-    assert int(stats[b"docs"]) == 1
+    """The proxy loses the reply to the supersede after Redis applied it; redis-py sends it
+    again: the old memory is superseded once, the counts are right, and the store says so."""
+    with redis.Redis(host=fault_proxy.host, port=fault_proxy.port) as client:
+        memory = RedisLongTermMemory(client, clock=clock)
+        keys = memory.keys("travel", "u1")
+        old = memory.store("Lives in Lisbon.", OWNER)
+        client.script_load(script("memory_forget").source)  # a lost NOSCRIPT would prove nothing
+        fault_proxy.drop_reply(f"EVALSHA\r\n$40\r\n{script('memory_forget').sha}".encode())
+        new = memory.supersede(old, "Lives in Porto.", OWNER)
+        assert fault_proxy.dropped == 1
+        assert (new.outcome, new.superseded) == ("superseded", (old,))
+        assert client.hget(keys.stats, "docs") == b"1"
+        assert client.zrange(keys.past, 0, -1) == [old.encode()]
+        assert [r.text for r in memory.list(WHO)] == ["Lives in Porto."]
+        (past,) = memory.list(WHO, superseded=True)
+        assert past.metadata["superseded_by"] == new.memory_id
 
 
 def test_superseded_memories_are_kept_up_to_their_limit(
@@ -198,7 +203,9 @@ def test_a_time_to_live_is_checked_before_anything_is_sent(sync_client: Any) -> 
     with pytest.raises(ValueError, match="ttl_seconds"):
         RedisLongTermMemory(sync_client, ttl_seconds=0)
     memory = RedisLongTermMemory(sync_client)
-    for bad, error in (("10", TypeError), (True, TypeError), (-1, ValueError), (1e12, ValueError)):
+    refused = [("10", TypeError), (True, TypeError), (-1, ValueError), (0, ValueError)]
+    refused += [(1e12, ValueError), (float("nan"), ValueError), (float("inf"), ValueError)]
+    for bad, error in refused:
         with pytest.raises(error, match="ttl_seconds"):
             memory.store("Likes tea.", {**OWNER, "ttl_seconds": bad})
     with pytest.raises(ValueError, match="expires_ms"):

@@ -14,7 +14,7 @@ from chat_server import ChatServer, Reply
 from redis_history import Message, RedisHistory
 from redis_history.compaction.jobs import configure_worker, extract_memories
 from redis_history.memory import MemoryFilters, RedisLongTermMemory
-from redis_history.memory.embedders import HashingEmbedder
+from redis_history.memory.embedders import HashingEmbedder, OfflineEmbedder
 from redis_history.memory.extraction import (
     Fact,
     MemoryExtraction,
@@ -150,3 +150,22 @@ def test_a_workers_memory_merges_supersedes_expires_and_caps_as_its_settings_say
     ]  # fmt: skip
     assert all(r.metadata["expires_ms"] - r.metadata["updated_ms"] == 60_000 for r in records)
     assert [r.text for r in memory.list(WHO, superseded=True)] == ["Lives in Lisbon."]
+
+
+def test_find_names_the_live_memory_that_says_a_text(real_redis: redis.Redis) -> None:
+    """By its normalized text, else (with an embedder) by the nearest restatement; never a
+    superseded memory nor one that says something else."""
+    memory = RedisLongTermMemory(real_redis, embedder=OfflineEmbedder())
+    owner = {"agent_id": "assistant", "user_id": "u"}
+    peanuts = memory.store("Is allergic to peanuts.", owner)
+    lisbon = memory.store("Lives in Lisbon.", owner)
+    found = memory.find("  is ALLERGIC to peanuts. ", WHO)
+    assert found is not None
+    assert (found.memory_id, found.text) == (peanuts, "Is allergic to peanuts.")
+    restated = memory.find("Has a peanut allergy.", WHO)
+    assert restated is not None
+    assert restated.memory_id == peanuts
+    assert memory.find("Likes jazz.", WHO) is None
+    assert memory.find("Is allergic to peanuts.", MemoryFilters("assistant", "v")) is None
+    memory.supersede(lisbon, "Lives in Porto.", owner)
+    assert memory.find("Lives in Lisbon.", WHO) is None

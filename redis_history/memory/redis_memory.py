@@ -55,7 +55,6 @@ import functools
 import hashlib
 import inspect
 import json
-import math
 import re
 import struct
 import threading
@@ -728,7 +727,9 @@ class _Memory:
                 return stored
             yield from self._forget(keys, stored.memory_id)
             stored = yield _Send(call)
-        raise HistoryError(f"memory {stored.memory_id} kept being forgotten while stored")
+        raise HistoryError(
+            f"memory {stored.memory_id} kept being forgotten or evicted while stored"
+        )
 
     def _store_call(
         self, text: str, metadata: Mapping[str, Any]
@@ -830,8 +831,8 @@ class _Memory:
         """``recalled``, each noted as used now when the owner is capped (the least recently
         used is evicted first); a memory forgotten meanwhile is not noted."""
         if self.max_memories is not None and recalled:
-            ids = [record.memory_id for record in recalled]
-            pairs = [part for memory_id in ids for part in (self._clock(), memory_id)]
+            now = self._clock()
+            pairs = [part for record in recalled for part in (now, record.memory_id)]
             yield _Send(Call(int, ("ZADD", keys.used, "XX", "GT", *pairs)), keys.used)
         return recalled
 
@@ -1049,7 +1050,7 @@ class _Memory:
         turns the record read into what the script keeps in its place (a superseded record)
         or ``None`` to leave the memory be; by default a memory is removed, a superseded
         record dropped."""
-        read = Call(lambda raw: raw, ("HGET", keys.docs, memory_id))
+        read = _read_doc(keys, memory_id)
         for _ in range(FORGET_ATTEMPTS):
             raw = yield _Send(read, keys.docs)
             if raw is None:
@@ -1281,9 +1282,9 @@ class _Memory:
         memory_id = yield _Send(same, keys.dedup)
         if memory_id is not None:
             memory_id = _text(memory_id)
-            live = yield _Send(Call(lambda raw: raw, ("ZSCORE", keys.recent, memory_id)))
-            raw = None if live is None else (yield _Send(_read_doc(keys, memory_id), keys.docs))
-            if raw is not None:
+            listed = Call(lambda raw: raw, ("ZSCORE", keys.recent, memory_id))
+            live, raw = yield from self._together((listed, _read_doc(keys, memory_id)))
+            if live is not None and raw is not None:
                 found, metadata = _decode(raw, memory_id, owner)
                 return MemoryRecord(found, metadata, 1.0, memory_id)
         if self.embedder is None or not text.strip():
@@ -1587,9 +1588,9 @@ def _ttl(value: Any, what: str) -> float | None:
     most :data:`MAX_TTL_SECONDS`."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+    if isinstance(value, bool) or not isinstance(value, int | float):
         raise TypeError(f"{what} must be a number of seconds or None, got {value!r}")
-    if not 0 < value <= MAX_TTL_SECONDS:
+    if not 0 < value <= MAX_TTL_SECONDS:  # NaN too
         raise ValueError(f"{what} must be above 0 and at most {MAX_TTL_SECONDS}, got {value!r}")
     return float(value)
 
