@@ -124,6 +124,25 @@ def test_python_example_runs_alone(block: Block, real_redis: redis.Redis, redis_
         configure_worker(None)  # a worker run by an example leaves its settings behind
 
 
+@pytest.mark.real_redis
+def test_the_quickstart_runs_again_on_the_same_server(
+    real_redis: redis.Redis, redis_url: str
+) -> None:
+    """The README's quickstart is run again and again: its second and third runs, on the Redis
+    the first left behind (the conversation, its summaries, the queue), pass as the first."""
+    [quickstart] = [block for block in PYTHON if block.page.name == "README.md"]
+    code = compile(
+        "\n" * (quickstart.line - 1) + localised(quickstart, redis_url), str(quickstart), "exec"
+    )
+    for _run in range(3):
+        module = types.ModuleType("quickstart")
+        try:
+            exec(code, module.__dict__)
+        finally:
+            configure_worker(None)
+    assert real_redis.exists("rh:tenant-a:{conv-1}:summaries")
+
+
 def test_examples_are_python_or_shell() -> None:
     """Every code block says what it holds; shell commands are ``bash``, never run as Python."""
     for page in PAGES:
