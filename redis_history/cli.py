@@ -1,6 +1,6 @@
-"""The ``redis-history`` command line: the operator's commands (``ls``, ``stats``, ``show``,
-``export``, ``import``, ``delete``, ``doctor``, ``acl``, ``load-scripts``), the ``demo`` and
-the ``worker``.
+"""The ``redis-history`` command line: the operator's commands (``ls``, ``namespaces``,
+``stats``, ``show``, ``export``, ``import``, ``delete``, ``doctor``, ``acl``,
+``load-scripts``), the ``demo`` and the ``worker``.
 
 It only parses arguments and prints: what each command does is in
 :mod:`redis_history.admin`. A command that reaches Redis says on stderr which server it
@@ -13,6 +13,7 @@ prints one line to stderr, secrets masked, and exits with its own status
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
 import os
 import sys
@@ -31,6 +32,7 @@ from redis_history.admin.listing import (
     ConversationInfo,
     conversation_stats,
     list_conversations,
+    list_namespaces,
 )
 from redis_history.admin.memories import forget_user, list_memories, reindex_memories
 from redis_history.admin.scripts import load_scripts
@@ -144,6 +146,13 @@ def _conversation_commands(command: Callable[..., Any]) -> None:
     ls = command("ls", "the namespace's conversations (SCAN on every primary)", store, listing)
     ls.add_argument("--match", default="*", help="a glob their ids match (default: %(default)s)")
     ls.add_argument("--limit", type=int, help="at most this many (the first the scan finds)")
+    command(
+        "namespaces",
+        "the namespaces that hold conversations or long-term memories, with their counts "
+        "(SCAN of the prefix's keys on every primary)",
+        _server(),
+        listing,
+    )
     stats = command("stats", "one conversation's state and accounting", store, listing)
     stats.add_argument("conversation_id")
     show = command("show", "print a conversation: its entries, or a model request", store)
@@ -257,7 +266,15 @@ def _deployment_commands(command: Callable[..., Any]) -> None:
     )
     acl.add_argument("namespace", help="the tenant's namespace (no * ? [ ] or \\)")
     acl.add_argument("--user", required=True, help="the ACL user to create or reset")
-    acl.add_argument("--password", required=True, help="its password (printed as its SHA-256)")
+    acl.add_argument(
+        "--password",
+        help="its password (printed as its SHA-256); better: --password-stdin, "
+        f"${settings.ACL_PASSWORD.name}, or the prompt on a terminal, which keep it out of "
+        "shell history and process lists",
+    )
+    acl.add_argument(
+        "--password-stdin", action="store_true", help="read the password from stdin's first line"
+    )
     acl.add_argument("--prefix", default=DEFAULT_PREFIX, help="the key prefix (%(default)s)")
     acl.add_argument(
         "--queue",
@@ -366,11 +383,12 @@ def _target(args: argparse.Namespace, namespace: str | None = None) -> Iterator[
     target = Target.connect(
         args.redis_url,
         cluster=cluster,
-        namespace=args.namespace or namespace or DEFAULT_NAMESPACE,
+        namespace=getattr(args, "namespace", None) or namespace or DEFAULT_NAMESPACE,
         prefix=args.prefix,
     )
     kind = "the Redis Cluster at" if cluster else "Redis at"
-    _say(f"{kind} {target.shown}, namespace {target.namespace}")
+    scope = f", namespace {target.namespace}" if hasattr(args, "namespace") else ""
+    _say(f"{kind} {target.shown}{scope}")
     try:
         yield target
     finally:
@@ -423,7 +441,31 @@ def _ls(args: argparse.Namespace) -> int:
         _print_json([info.to_json() for info in infos])
     else:
         _table(infos)
+    if not infos:
+        _say(
+            f"no conversation in namespace {target.namespace}"
+            + (f" matches {args.match}" if args.match != "*" else "")
+            + "; `redis-history namespaces` lists the namespaces that hold some, "
+            "and --namespace picks one"
+        )
     return _FAILED if any(info.error for info in infos) else 0
+
+
+def _namespaces(args: argparse.Namespace) -> int:
+    with _target(args) as target:
+        infos = list_namespaces(target)
+    if args.json:
+        _print_json([info.to_json() for info in infos])
+        return 0
+    rows = [("NAMESPACE", "CONVERSATIONS", "MEMORY OWNERS")] + [
+        (_shown(info.namespace), str(info.conversations), str(info.memory_owners)) for info in infos
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(2)]
+    for name, conversations, owners in rows:
+        print(f"{name.ljust(widths[0])}  {conversations.ljust(widths[1])}  {owners}")
+    if not infos:
+        _say(f"no namespace under prefix {target.prefix} holds a conversation or a memory")
+    return 0
 
 
 def _table(infos: Sequence[ConversationInfo]) -> None:
@@ -455,9 +497,42 @@ def _stats(args: argparse.Namespace) -> int:
         return 0
     width = max(map(len, data))
     for name, value in data.items():
-        shown = json.dumps(value, ensure_ascii=False) if isinstance(value, dict) else str(value)
-        print(f"{name.replace('_', ' '):<{width}}  {'-' if value is None else _shown(shown)}")
+        shown = "-" if value is None else _shown(_stat(name, value))
+        print(f"{name.replace('_', ' '):<{width}}  {shown}")
     return 0
+
+
+def _stat(name: str, value: Any) -> str:
+    """One field of ``stats`` as a person reads it (``--json`` keeps the data as it is):
+    durations with their unit, yes or no, the last compaction and a give-up in words."""
+    if name in ("ttl", "expires_in"):
+        return _duration(float(value))
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if name == "last_compaction":
+        said = [f"at {value.get('at')}", f"summary {value.get('message_id')}"]
+        if value.get("covers") is not None:
+            said.append(f"covers {value['covers']} messages")
+        if value.get("tokens_replaced") is not None:
+            said.append(f"replaced {value['tokens_replaced']} tokens")
+        return ", ".join(said)
+    if name == "gave_up":
+        return f"{value.get('reason')}, at {value.get('at')} live messages"
+    if isinstance(value, dict):
+        return json.dumps(value, ensure_ascii=False)
+    return str(value)
+
+
+def _duration(seconds: float) -> str:
+    """``seconds`` with its unit, and in days, hours and minutes when that is longer:
+    ``86400 s (1d)``, ``5400 s (1h 30m)``, ``42.5 s``."""
+    shown = f"{seconds:.3f}".rstrip("0").rstrip(".") + " s"
+    whole, parts = int(seconds), []
+    for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60)):
+        if whole >= size:
+            parts.append(f"{whole // size}{unit}")
+            whole %= size
+    return f"{shown} ({' '.join(parts)})" if parts else shown
 
 
 def _show(args: argparse.Namespace) -> int:
@@ -591,7 +666,7 @@ def _acl(args: argparse.Namespace) -> int:
     rule = tenant_rule(
         args.namespace,
         user=args.user,
-        password=args.password,
+        password=_acl_password(args),
         prefix=args.prefix,
         queue=args.queue,
         redis_version=args.redis_version,
@@ -604,6 +679,30 @@ def _acl(args: argparse.Namespace) -> int:
         "load-scripts)"
     )
     return 0
+
+
+def _acl_password(args: argparse.Namespace) -> str:
+    """The tenant's password: ``--password``, else stdin's first line with
+    ``--password-stdin``, else ``REDIS_HISTORY_ACL_PASSWORD``, else asked twice on a terminal
+    (not echoed); with none of them, a ``ValueError`` naming each."""
+    if args.password is not None and args.password_stdin:
+        raise ValueError("give the password by --password or by --password-stdin, not both")
+    if args.password is not None:
+        return str(args.password)
+    if args.password_stdin:
+        return sys.stdin.readline().removesuffix("\n").removesuffix("\r")
+    if (password := settings.ACL_PASSWORD.read()) is not None:
+        return password
+    if not sys.stdin.isatty():
+        raise ValueError(
+            "no password for the tenant's user: pass --password-stdin and pipe it in, set "
+            f"{settings.ACL_PASSWORD.name}, or run on a terminal to be asked (--password "
+            "works too, but lands in shell history and process lists)"
+        )
+    password = getpass.getpass(f"password for ACL user {args.user}: ")
+    if getpass.getpass("again: ") != password:
+        raise ValueError("the two passwords differ; nothing printed")
+    return password
 
 
 def _load_scripts(args: argparse.Namespace) -> int:
@@ -717,6 +816,7 @@ def _forget(args: argparse.Namespace) -> int:
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "ls": _ls,
+    "namespaces": _namespaces,
     "stats": _stats,
     "show": _show,
     "export": _export,

@@ -307,6 +307,13 @@ EMBEDDER_API_KEY_ENV: Variable[str] = Variable(
     "the name of the variable that holds the openai embedder's API key",
     _text,
 )
+ACL_PASSWORD: Variable[str | None] = Variable(
+    "REDIS_HISTORY_ACL_PASSWORD",
+    None,
+    "the password `redis-history acl` gives the tenant's user, when --password is not given "
+    "(kept out of shell history and process lists)",
+    _text,
+)
 
 VARIABLES: tuple[Variable[Any], ...] = (
     URL,
@@ -334,6 +341,7 @@ VARIABLES: tuple[Variable[Any], ...] = (
     EMBEDDER_MODEL,
     EMBEDDER_DIMENSIONS,
     EMBEDDER_API_KEY_ENV,
+    ACL_PASSWORD,
 )
 """Every variable the package reads, in the order ``docs/operations.md`` lists them."""
 
@@ -472,11 +480,13 @@ def redactor(
 ) -> Redactor:
     """Masks what a process knows to be secret: the passwords of ``urls`` and of the store's
     and queue's URLs in the environment, the openai summarizer's API key (in the variable
-    ``SUMMARIZER_API_KEY_ENV`` names), and ``secrets``."""
+    ``SUMMARIZER_API_KEY_ENV`` names), a tenant's password for ``acl``, and ``secrets``."""
     env = os.environ if environ is None else environ
     every = (*urls, URL.read(env), QUEUE_URL.read(env))
     key = env.get(SUMMARIZER_API_KEY_ENV.read(env))
-    return Redactor.of(*(s for url in every for s in url_secrets(url)), key, *secrets)
+    return Redactor.of(
+        *(s for url in every for s in url_secrets(url)), key, ACL_PASSWORD.read(env), *secrets
+    )
 
 
 @cache

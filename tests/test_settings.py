@@ -77,6 +77,7 @@ def test_the_operations_page_lists_every_variable_in_order_with_its_default() ->
             "REDIS_HISTORY_MEMORY_EMBEDDER",
             "REDIS_HISTORY_MEMORY_TTL",
             "REDIS_HISTORY_MEMORY_CAP",
+            "REDIS_HISTORY_ACL_PASSWORD",
         ):
             assert shown == "none", name
         elif name == "REDIS_HISTORY_TENANT_POLICY":

@@ -4,7 +4,7 @@ ACL rule. The ``redis-history`` command line only parses arguments and prints wh
 return; each is usable from Python too.
 
 - :mod:`~redis_history.admin.target`: the store, namespace and prefix a command works on.
-- :mod:`~redis_history.admin.listing`: ``ls`` and ``stats``.
+- :mod:`~redis_history.admin.listing`: ``ls``, ``stats`` and ``namespaces``.
 - :mod:`~redis_history.admin.dump`: ``export`` and ``import``.
 - :mod:`~redis_history.admin.memories`: ``memory reindex``.
 - :mod:`~redis_history.admin.doctor`: ``doctor``.
@@ -30,9 +30,11 @@ from redis_history.admin.dump import (
 from redis_history.admin.listing import (
     ConversationInfo,
     ConversationStats,
+    NamespaceInfo,
     conversation_ids,
     conversation_stats,
     list_conversations,
+    list_namespaces,
 )
 from redis_history.admin.memories import Reindexed, memory_owners, reindex_memories
 from redis_history.admin.scripts import Loaded, load_scripts
@@ -45,6 +47,7 @@ __all__ = [
     "Dump",
     "DumpMeta",
     "Loaded",
+    "NamespaceInfo",
     "Reindexed",
     "Report",
     "Target",
@@ -56,6 +59,7 @@ __all__ = [
     "export_conversation",
     "import_conversation",
     "list_conversations",
+    "list_namespaces",
     "load_dump",
     "load_scripts",
     "memory_owners",

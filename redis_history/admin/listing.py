@@ -1,5 +1,6 @@
-"""A namespace's conversations (``redis-history ls``) and one conversation's state
-(``redis-history stats``).
+"""A namespace's conversations (``redis-history ls``), one conversation's state
+(``redis-history stats``), and the namespaces that hold anything (``redis-history
+namespaces``).
 
 Conversations are found with ``SCAN`` (never ``KEYS``) on every primary, by the key pattern
 :func:`~redis_history.store.keys.conversation_pattern` builds; each is then read through the
@@ -24,7 +25,14 @@ from redis_history.errors import (
 )
 from redis_history.store.codec import Entry
 from redis_history.store.history import RedisHistory
-from redis_history.store.keys import conversation_of, conversation_pattern, validate_name
+from redis_history.store.keys import (
+    DATA_KINDS,
+    conversation_of,
+    conversation_pattern,
+    glob_escape,
+    validate_name,
+    validate_scope,
+)
 from redis_history.wire import RedisFailure, resent
 from redis_history.wire.call import Call
 from redis_history.wire.lane import command_of, pipelined, send
@@ -34,9 +42,11 @@ __all__ = [
     "SCAN_COUNT",
     "ConversationInfo",
     "ConversationStats",
+    "NamespaceInfo",
     "conversation_ids",
     "conversation_stats",
     "list_conversations",
+    "list_namespaces",
 ]
 
 SCAN_COUNT = 1000
@@ -151,7 +161,62 @@ def scan(target: Target, pattern: str) -> Iterator[bytes]:
         try:
             yield from node.scan_iter(match=pattern, count=SCAN_COUNT)
         except RedisFailure as exc:
-            raise target.history("scan").core.wrap(exc) from exc
+            raise target.wrap(exc) from exc
+
+
+@dataclass(frozen=True, slots=True)
+class NamespaceInfo:
+    """What ``namespaces`` shows of one namespace: how many conversations and owners of
+    long-term memories (an agent, or an agent and a user) it holds."""
+
+    namespace: str
+    conversations: int
+    memory_owners: int
+
+    def to_json(self) -> dict[str, Any]:
+        """The info as a JSON object."""
+        return asdict(self)
+
+
+def list_namespaces(target: Target) -> list[NamespaceInfo]:
+    """Every namespace under the target's key prefix that holds a conversation or a
+    long-term memory, sorted by name: one ``SCAN`` of the prefix's keys on every primary
+    (the namespace of ``target`` plays no part). Keys under the prefix that no namespace
+    of the store can have written (another program's) are left out.
+
+    Raises:
+        StoreUnavailableError: Redis could not be reached.
+        AccessDeniedError: Redis refused the credentials, or the user may not scan.
+    """
+    head = f"{target.prefix}:"
+    conversations: dict[str, set[str]] = {}
+    owners: dict[str, set[str]] = {}
+    for key in scan(target, f"{glob_escape(target.prefix)}:*:{{*}}:*"):
+        text = key.decode("utf-8", "surrogateescape")
+        namespace, _, rest = text[len(head) :].partition(":")
+        if rest.startswith("{"):
+            name, brace, kind = rest[1:].partition("}:")
+            found = conversations if brace and kind in DATA_KINDS else None
+        else:
+            name, brace, kind = rest.removeprefix("mem:{").partition("}:")
+            found = owners if rest.startswith("mem:{") and brace and kind == "stats" else None
+        if found is None or not name or not _usable(namespace, target.prefix):
+            continue
+        found.setdefault(namespace, set()).add(name)
+    return [
+        NamespaceInfo(
+            namespace, len(conversations.get(namespace, ())), len(owners.get(namespace, ()))
+        )
+        for namespace in sorted(conversations.keys() | owners.keys())
+    ]
+
+
+def _usable(namespace: str, prefix: str) -> bool:
+    try:
+        validate_scope(namespace, prefix)
+    except ValueError:
+        return False
+    return True
 
 
 def list_conversations(

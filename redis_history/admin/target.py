@@ -9,8 +9,8 @@ from typing import Any, TypeVar
 import redis
 from redis.cluster import RedisCluster
 
-from redis_history.errors import ConversationNotFoundError
-from redis_history.redact import redact_url
+from redis_history.errors import ConversationNotFoundError, HistoryError
+from redis_history.redact import Redactor, client_secrets, redact_url, url_secrets
 from redis_history.settings import URL
 from redis_history.store.history import RedisHistory
 from redis_history.store.keys import DEFAULT_NAMESPACE, DEFAULT_PREFIX, validate_scope
@@ -92,6 +92,15 @@ class Target:
         nodes = [self.client.get_redis_connection(node) for node in self.client.get_primaries()]
         self._nodes += nodes
         return nodes
+
+    def wrap(self, exc: Exception) -> HistoryError:
+        """The typed error for a redis-py error met on the store itself, not on one
+        conversation (a scan), naming the store and its password masked."""
+        return redis_error(
+            exc,
+            Redactor.of(*url_secrets(self.url), *client_secrets(self.client)),
+            where=f"Redis at {self.shown}",
+        )
 
     def history(self, conversation_id: str) -> RedisHistory:
         """The history of ``conversation_id`` in the target's namespace."""

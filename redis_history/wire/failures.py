@@ -32,6 +32,7 @@ __all__ = [
     "ScriptsNotLoaded",
     "access_denied",
     "bytes_client",
+    "denial_advice",
     "no_function",
     "redis_error",
     "resent",
@@ -119,6 +120,35 @@ def access_denied(exc: BaseException) -> bool:
     )
 
 
+_NO_CREDENTIALS = re.compile(
+    r"NOAUTH|Authentication required|HELLO must be called with the client already "
+    r"authenticated|Protocol error: unauthenticated",
+    re.IGNORECASE,
+)
+_WRONG_CREDENTIALS = re.compile(r"WRONGPASS|invalid username-password|user is disabled", re.I)
+_NOT_PERMITTED = re.compile(r"NOPERM|No permissions|The user executing the script can't", re.I)
+
+
+def denial_advice(text: str) -> str:
+    """What to do about an access denial, from what Redis said (``""`` when it says nothing
+    the advice could name): no password given, a wrong one, or an ACL rule that lacks a key
+    or a command."""
+    if _NO_CREDENTIALS.search(text):
+        return (
+            "it needs a password and none was given: put it in the URL "
+            "(redis://:PASSWORD@HOST:PORT/DB, or redis://USER:PASSWORD@... for an ACL user) "
+            "or in REDIS_HISTORY_URL"
+        )
+    if _WRONG_CREDENTIALS.search(text):
+        return "the URL's user or password was refused (check REDIS_HISTORY_URL or --redis-url)"
+    if _NOT_PERMITTED.search(text):
+        return (
+            "the user's ACL rule lacks a key or a command the store uses "
+            "(`redis-history acl` prints the rule a tenant needs)"
+        )
+    return ""
+
+
 @dataclass(frozen=True, slots=True)
 class _Rule:
     """One row of :data:`FAILURES`: which redis-py errors it covers, the typed error they
@@ -137,7 +167,11 @@ FAILURES = (
         "an operator runs `redis-history load-scripts` ({text})",
     ),
     # before the outages: redis-py's AuthenticationError is a ConnectionError
-    _Rule(lambda exc, _: access_denied(exc), AccessDeniedError, "{where} denied access: {text}"),
+    _Rule(
+        lambda exc, _: access_denied(exc),
+        AccessDeniedError,
+        "{where} denied access: {advice}{text}",
+    ),
     _Rule(
         lambda exc, _: isinstance(exc, _UNAVAILABLE),
         StoreUnavailableError,
@@ -174,7 +208,10 @@ def redis_error(
     text = redactor.exception(exc)
     for rule in FAILURES:
         if rule.matches(exc, text):
-            return rule.error(rule.says.format(where=where, data=data, text=text))
+            advice = denial_advice(text) if rule.error is AccessDeniedError else ""
+            if advice:
+                advice += "; Redis said: "
+            return rule.error(rule.says.format(where=where, data=data, text=text, advice=advice))
     return HistoryError(f"{where} refused the operation: {text}")
 
 
