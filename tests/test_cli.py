@@ -30,6 +30,7 @@ from redis_history.demo.server import (
     bundled_redis_server,
     find_redis_server,
     free_port,
+    redis_server_version,
 )
 
 pytestmark = pytest.mark.real_redis
@@ -72,7 +73,9 @@ def test_demo_command_starts_its_own_redis() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     bundled = find_redis_server() == bundled_redis_server()
     started = "started an embedded Redis" if bundled else "started a local redis-server"
-    assert f"{started} ({find_redis_server()})" in result.stdout
+    version = redis_server_version(find_redis_server())
+    assert re.fullmatch(r"\d+\.\d+\.\d+", version)
+    assert f"{started} {version} ({find_redis_server()})" in result.stdout
     assert "invariants hold" in result.stdout
 
 
@@ -94,7 +97,8 @@ def test_the_demo_says_which_redis_server_it_started(
         assert client.ping()
         client.close()
     said = "an embedded Redis" if bundled else "a local redis-server"
-    assert out.getvalue().startswith(f"started {said} ({chosen}) at redis://127.0.0.1:")
+    version = redis_server_version(chosen)
+    assert out.getvalue().startswith(f"started {said} {version} ({chosen}) at redis://127.0.0.1:")
 
 
 @pytest.mark.parametrize(

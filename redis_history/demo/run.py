@@ -34,6 +34,7 @@ from redis_history.demo.server import (
     RedisServer,
     RedisServerNotFoundError,
     bundled_redis_server,
+    redis_server_version,
 )
 from redis_history.errors import HistoryError
 from redis_history.models import Message, ToolCall
@@ -364,5 +365,6 @@ def redis_for_demo(url: str | None, out: TextIO = sys.stdout) -> Iterator[str]:
     with server:
         bundled = server.executable == bundled_redis_server()
         what = "an embedded Redis" if bundled else "a local redis-server"
-        print(f"started {what} ({server.executable}) at {server.url}", file=out)
+        version = redis_server_version(server.executable)
+        print(f"started {what} {version} ({server.executable}) at {server.url}", file=out)
         yield server.url

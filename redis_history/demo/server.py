@@ -38,6 +38,7 @@ __all__ = [
     "bundled_redis_server",
     "find_redis_server",
     "free_port",
+    "redis_server_version",
 ]
 
 CLUSTER_SLOTS = 16384
@@ -108,6 +109,12 @@ def find_redis_server() -> str:
             "(apt-get install redis-server)"
         )
     return max(usable, key=lambda path: versions[path] or ())
+
+
+def redis_server_version(executable: str) -> str:
+    """The version ``executable`` reports (``7.0.15``), or ``unknown`` if it does not run."""
+    version = _version(executable)
+    return ".".join(map(str, version)) if version else "unknown"
 
 
 @cache
