@@ -19,7 +19,8 @@ KEYS[4] stage    what msgs is renamed to while a staged push lands (never left b
 KEYS[5] summaries HASH the HistoryManager's shared summaries (only its TTL is refreshed)
 ARGV[1] op       the operation token (derived from the batch's message ids)
 ARGV[2] ttl      ms to set as the conversation's TTL, or 0 to keep the stored one
-ARGV[3] check    1 to check role order and tool pairing, 0 to only track them
+ARGV[3] check    1 to check role order (the strict rules) and tool pairing, l the same by the
+                 lenient rules (walk.lua), 0 to only track them
 ARGV[4] staged   1 when the envelopes are pushed by the transaction's next command
 ARGV[5] span     n, the batch's size, as 2 bytes (big-endian): its record's span (ring.lua)
 ARGV[6..] blobs  k, then k triples of digest, the batch's messages naming it, and data:
@@ -71,7 +72,8 @@ if staged or not exists then
 end
 
 local changed
-role, open, changed = walk(role, open, ARGV, staged and first or first + n, n, ARGV[3] == '1')
+local rules = ARGV[3] == 'l' and 'lenient' or ARGV[3] == '1'
+role, open, changed = walk(role, open, ARGV, staged and first or first + n, n, rules)
 if not role then  -- walk's refusal, unless the stored state it checked against is lost
   return keys_lost(exists, total, length or redis.call('LLEN', msgs)) or open
 end

@@ -14,7 +14,8 @@ KEYS[3] archive  LIST (only its TTL is refreshed)
 KEYS[4] summaries HASH the HistoryManager's shared summaries (only its TTL is refreshed)
 ARGV[1] op       the operation token (derived from the batch's message ids)
 ARGV[2] ttl      ms to set as the conversation's TTL, or 0 to keep the stored one
-ARGV[3] check    1 to check role order and tool pairing, 0 to only track them
+ARGV[3] check    1 to check role order (the strict rules) and tool pairing, l the same by the
+                 lenient rules (walk.lua), 0 to only track them
 ARGV[4] tokens   the batch's token count
 ARGV[5] n        how many messages, as 2 bytes (big-endian): the span of its record
 ARGV[6..]        their n envelopes, then their n role items (walk.lua's)
@@ -63,7 +64,8 @@ if not exists then
 end
 
 -- walk.lua's rules, item by item.
-local check, left, changed, gone = ARGV[3] == '1', #open, false, nil
+local lenient = ARGV[3] == 'l'
+local check, left, changed, gone = lenient or ARGV[3] == '1', #open, false, nil
 at = 6 + n
 for i = 0, n - 1 do
   local prev, role, answered, j, k = last, ARGV[at], nil, nil, 0
@@ -94,6 +96,10 @@ for i = 0, n - 1 do
           if open[x] then rest[#rest + 1] = open[x] end
         end
         code, why = TOOL_PAIRING, role .. ' message while tool calls are unanswered: ' .. table.concat(rest, ', ')
+      elseif lenient then
+        if role == 'assistant' and (prev == '' or prev == 'system') then
+          why = 'an assistant message may not follow ' .. (prev == '' and 'nothing' or prev)
+        end
       elseif role == 'user' and not (prev == '' or prev == 'system' or prev == 'assistant') then
         why = 'a user message may not follow ' .. prev
       elseif role == 'assistant' and not (prev == 'user' or prev == 'tool') then

@@ -13,7 +13,8 @@ KEYS[3] archive  LIST (only its TTL is refreshed)
 KEYS[4] summaries HASH the HistoryManager's shared summaries (only its TTL is refreshed)
 ARGV[1] op       the operation token
 ARGV[2] ttl      ms to set as the conversation's TTL, or 0 to keep the stored one
-ARGV[3] check    1 to check role order and tool pairing, 0 to only track them
+ARGV[3] check    1 to check role order (the strict rules) and tool pairing, l the same by the
+                 lenient rules (walk.lua), 0 to only track them
 ARGV[4] expect   how many expected ids follow, or -1 for no fence
 ARGV[5..] ids    the ids (JSON-escaped) the list must hold, in order
 ARGV[...] blobs  k, then k triples of digest, the messages naming it, and data (see
@@ -67,7 +68,7 @@ if expect >= 0 then
   end
 end
 
-role, open = walk('', NO_CALLS, ARGV, first + n, n, ARGV[3] == '1')
+role, open = walk('', NO_CALLS, ARGV, first + n, n, ARGV[3] == 'l' and 'lenient' or ARGV[3] == '1')
 if not role then return open end  -- walk's refusal
 
 -- The summaries a splice left at the head stay summaries where the new list keeps them,

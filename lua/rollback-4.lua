@@ -3,7 +3,8 @@ rollback: remove exactly the named messages (a failed turn) wherever they now
 are, keeping everything else in order. Refused, writing nothing, when one of
 them is no longer in the conversation (compacted away, never stored), when it is
 not among the last MAX_ROLLBACK messages (or within MAX_READ_BYTES of the tail), or,
-when checking, when what remains would break role order or tool pairing: a result left
+when checking, when what remains would break role order (by the strict or the lenient
+rules, walk.lua) or tool pairing: a result left
 without its call, a call unanswered before the next message, or (unless the caller
 reopens calls) an answered call left at the tail without its result. Resets the token
 baseline. The pieces of inline data no entry names any more are deleted
@@ -16,8 +17,8 @@ KEYS[3] archive  LIST (only its TTL is refreshed)
 KEYS[4] summaries HASH the HistoryManager's shared summaries (only its TTL is refreshed)
 ARGV[1] op       the operation token (fresh per call, or from the caller's op_id)
 ARGV[2] ttl      ms to set as the conversation's TTL, or 0 to keep the stored one
-ARGV[3] check    1 to check what remains, 2 to check it but let calls at the tail reopen,
-                 0 not to check
+ARGV[3] check    1 to check what remains by the strict rules, l by the lenient ones; 2 and L
+                 the same but letting calls at the tail reopen; 0 not to check
 ARGV[4] count    how many distinct ids follow (> 0)
 ARGV[5..] ids    the message ids to remove, JSON-escaped
 
@@ -39,7 +40,9 @@ Returns the number removed, or {code, index, reason} having written nothing:
 --- @include "spans_cut"
 
 local msgs, meta, archive, shared = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local op, check, strict, count = ARGV[1], ARGV[3] ~= '0', ARGV[3] == '1', tonumber(ARGV[4])
+local op, mode, count = ARGV[1], ARGV[3], tonumber(ARGV[4])
+local check = (mode == 'l' or mode == 'L') and 'lenient' or mode ~= '0'
+local keep_answers = mode == '1' or mode == 'l'  -- an answered call may not reopen
 local total, role, open, ttl, records, exists = read_meta(meta, WRITES)
 if not total then return role end  -- read_meta's refusal
 local done = replayed(meta, WRITES, records, op)
@@ -116,7 +119,7 @@ if not role then
   return {STALE, -1, 'removing these messages would leave the rest out of order: ' .. why[3]}
 end
 open = why
-local parted = strict and lost_result(open, was_open)
+local parted = keep_answers and lost_result(open, was_open)
 if parted then
   return {STALE, -1, 'removing these messages would part tool call ' .. parted .. ' from its result'}
 end

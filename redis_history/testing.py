@@ -114,6 +114,7 @@ class InMemoryHistory:
         self.options = options
         self.token_counter = options.counter
         self.validate = options.validate
+        self.roles = options.roles
         self.max_message_bytes = options.max_message_bytes
         self.lock_token: str | None = None
         """The compaction lock holder; ``splice_prefix(lock_token=...)`` is fenced on it."""
@@ -183,7 +184,7 @@ class InMemoryHistory:
 
     def _checked(self, state: RoleState, messages: Sequence[Message]) -> None:
         try:
-            state.advance_all(messages, check=self.validate)
+            state.advance_all(messages, check=self.validate, roles=self.roles)
         except InvalidMessageError as exc:
             raise self._context(exc) from None
 
@@ -491,7 +492,7 @@ class InMemoryHistory:
         kept = [s for s in self._items[first:] if s.message.id not in wanted]
         state = self._state_before(first)
         try:
-            state.advance_all((s.message for s in kept), check=self.validate)
+            state.advance_all((s.message for s in kept), check=self.validate, roles=self.roles)
         except InvalidMessageError as exc:
             raise self._stale(
                 f"removing these messages would leave the rest out of order: {exc.message}"
@@ -555,7 +556,7 @@ class InMemoryHistory:
     def turns(self, *, allow_open: bool = True) -> list[Turn]:
         """Every live message grouped into turns; see ``RedisHistory.turns``."""
         try:
-            return group_entries(self.entries(), allow_open=allow_open)
+            return group_entries(self.entries(), allow_open=allow_open, roles="lenient")
         except InvalidMessageError as exc:
             exc.conversation_id, exc.namespace = self.conversation_id, self.namespace
             raise

@@ -24,6 +24,12 @@ or spliced inside a turn, may not):
   never leaves one; a ``splice_prefix`` that cut inside a turn does.
 - A turn holds its user message and what answered it. Only the last turn may
   have no step, or end with a tool step (a pod between model calls).
+- ``roles="lenient"`` groups what a history's writes leave by either set of role rules
+  (:mod:`redis_history.roles`): a list the strict rules take is grouped as they group
+  it; otherwise two user messages in a row are two turns, the first without steps, a
+  user message after a tool step opens a turn, and assistant messages in a row are
+  steps of one turn. The histories' ``turns()``, compaction and the context layer read
+  conversations so, since any pod may write with either rules.
 - A call left unanswered is refused (``ToolPairingError``), unless
   ``allow_open=True``: then the last step may be open (``ToolStep.unanswered``),
   so a conversation can be read mid-turn, while a tool runs. Anything else that
@@ -48,6 +54,7 @@ layer re-exports these names (``redis_history.context``) and builds on them.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import takewhile
@@ -55,7 +62,7 @@ from typing import Any, NoReturn, Protocol, TypeAlias
 
 from redis_history.errors import InvalidMessageError, RoleOrderError, ToolPairingError
 from redis_history.models import Message, ToolCall
-from redis_history.roles import RoleState
+from redis_history.roles import Roles, RoleState
 
 __all__ = [
     "Step",
@@ -137,8 +144,10 @@ class Turn:
     Raises:
         ToolPairingError: a tool result, or an assistant message with tool calls,
             outside a :class:`ToolStep`; an open step that is not the last.
-        RoleOrderError: a part of the wrong role, or steps out of order (a plain
-            reply followed by anything in the same turn, steps without a user).
+        RoleOrderError: a part of the wrong role, or steps without a user. A turn's own
+            messages are checked by the lenient rules, which take what either set of
+            rules wrote (a plain reply may be followed by another step);
+            :func:`from_turns` checks the whole list by the rules it is given.
         TypeError: a part that is neither a message nor a step.
     """
 
@@ -163,7 +172,7 @@ class Turn:
                     raise RoleOrderError(f"a turn's steps are the assistant's, not {step.role}'s")
             elif not isinstance(step, ToolStep):
                 raise TypeError(f"a step is a Message or a ToolStep, not {type(step).__name__}")
-        _check(self.to_messages(), len(self.lead), allow_open=True)
+        _check(self.to_messages(), len(self.lead), allow_open=True, roles="lenient")
 
     @property
     def complete(self) -> bool:
@@ -205,8 +214,10 @@ def _lead_length(messages: Sequence[Message], summaries: int) -> int:
     return summaries + sum(1 for _ in rest)
 
 
-def _check(messages: Sequence[Message], lead: int, *, allow_open: bool) -> None:
-    """Raise unless ``messages[lead:]`` follow a lead (or nothing) by the store's rules."""
+def _check(
+    messages: Sequence[Message], lead: int, *, allow_open: bool, roles: Roles = "strict"
+) -> None:
+    """Raise unless ``messages[lead:]`` follow a lead (or nothing) by the ``roles`` rules."""
     for index, message in enumerate(messages[:lead]):
         try:
             _no_loose_tools(message, "the lead")
@@ -215,7 +226,7 @@ def _check(messages: Sequence[Message], lead: int, *, allow_open: bool) -> None:
             raise
     state = RoleState("system" if lead else "")
     for index in range(lead, len(messages)):
-        state.advance(messages[index], index=index)
+        state.advance(messages[index], index=index, roles=roles)
     if state.open and not allow_open:
         last = max(i for i, m in enumerate(messages) if m.role == "assistant")
         raise ToolPairingError(
@@ -224,7 +235,11 @@ def _check(messages: Sequence[Message], lead: int, *, allow_open: bool) -> None:
 
 
 def group_turns(
-    messages: Sequence[Message], *, summaries: int = 0, allow_open: bool = False
+    messages: Sequence[Message],
+    *,
+    summaries: int = 0,
+    allow_open: bool = False,
+    roles: Roles = "strict",
 ) -> list[Turn]:
     """Group a message list into turns; see this module's docstring for the rules.
 
@@ -237,6 +252,9 @@ def group_turns(
             grouped like any other messages. System messages at the start lead too.
         allow_open: accept calls still unanswered at the end (read mid-turn): the
             last step is then a :class:`ToolStep` with ``unanswered`` calls.
+        roles: the role rules the list must follow: ``"strict"``, or ``"lenient"`` for
+            what writes by either set of rules leave (grouped as the strict rules group
+            it when they take it).
 
     Returns:
         The turns; ``[]`` for no messages. ``to_messages(result) == list(messages)``.
@@ -246,21 +264,25 @@ def group_turns(
             answer), a message while calls are open, calls unanswered at the end
             (unless ``allow_open``), a tool call or result in the lead.
         RoleOrderError: a role out of order, e.g. an assistant message before any
-            user, a system message after the lead, two user messages in a row.
+            user, a system message after the lead, two user messages in a row (strict).
         ValueError: ``summaries`` is negative or more than there are messages.
     """
+    if roles == "lenient":
+        # A list either set of rules takes reads as the strict rules read it, when they do.
+        with contextlib.suppress(InvalidMessageError):
+            return group_turns(messages, summaries=summaries, allow_open=allow_open)
     messages = list(messages)
     lead = _lead_length(messages, summaries)
     if summaries and (plain := _lead_length(messages, 0)) < lead:
         # Summaries that read as turns by themselves (a compactor that kept turns wrote
         # them back) are grouped as turns; only otherwise do they lead whatever their role.
         try:
-            _check(messages, plain, allow_open=allow_open)
+            _check(messages, plain, allow_open=allow_open, roles=roles)
         except InvalidMessageError:
             pass
         else:
             return _grouped(messages, plain)
-    _check(messages, lead, allow_open=allow_open)
+    _check(messages, lead, allow_open=allow_open, roles=roles)
     return _grouped(messages, lead)
 
 
@@ -274,12 +296,14 @@ class StoredMessage(Protocol):
     def message(self) -> Message: ...
 
 
-def group_entries(entries: Sequence[StoredMessage], *, allow_open: bool = False) -> list[Turn]:
+def group_entries(
+    entries: Sequence[StoredMessage], *, allow_open: bool = False, roles: Roles = "strict"
+) -> list[Turn]:
     """:func:`group_turns` of stored entries (``history.entries()``), the summaries at their
     head leading the first turn."""
     summaries = sum(1 for _ in takewhile(lambda entry: entry.summary, entries))
     messages = [entry.message for entry in entries]
-    return group_turns(messages, summaries=summaries, allow_open=allow_open)
+    return group_turns(messages, summaries=summaries, allow_open=allow_open, roles=roles)
 
 
 def _grouped(messages: list[Message], lead: int) -> list[Turn]:
@@ -333,13 +357,15 @@ def to_messages(turns: Iterable[Turn]) -> list[Message]:
     return [message for turn in turns for message in turn.to_messages()]
 
 
-def from_turns(turns: Sequence[Turn]) -> list[Message]:
+def from_turns(turns: Sequence[Turn], *, roles: Roles = "strict") -> list[Message]:
     """The messages of ``turns``, checked to be a well-formed history.
 
     What a strategy that drops or keeps whole turns and steps returns through:
     pairs are whole by construction, and this refuses what rearranging can still
     break (a lead after the first turn, a turn that ends in a tool step followed
-    by another turn, a reply without the user message it answers).
+    by another turn, a reply without the user message it answers), by the ``roles``
+    rules (``"lenient"``: what writes by either set of rules leave; there, a turn
+    without steps or ending in a tool step may come before another).
 
     Raises:
         ToolPairingError: an open step that is not the last thing in the list.
@@ -349,5 +375,5 @@ def from_turns(turns: Sequence[Turn]) -> list[Message]:
     if any(turn.lead for turn in turns[1:]):
         raise RoleOrderError("only the first turn has a lead")
     messages = to_messages(turns)
-    _check(messages, len(turns[0].lead) if turns else 0, allow_open=True)
+    _check(messages, len(turns[0].lead) if turns else 0, allow_open=True, roles=roles)
     return messages

@@ -25,7 +25,7 @@ from samples import turns
 from summarizers_for_tests import TAG
 from worker_doubles import InProcessWorker
 
-from redis_history import AsyncRedisHistory, RedisHistory, settings
+from redis_history import AsyncRedisHistory, Message, RedisHistory, settings
 from redis_history.cli import main
 from redis_history.compaction import jobs
 from redis_history.compaction.jobs import (
@@ -185,6 +185,27 @@ def test_a_job_compacts_and_releases_its_claim(
     history.advance_turn()
     history.append_many(turns(4)[1:])
     assert history.maybe_compact(queue, POLICY), "the released claim lets the next one enqueue"
+
+
+def test_a_worker_compacts_a_conversation_a_lenient_pod_wrote(
+    store: fakeredis.FakeRedis, queue: CompactionQueue
+) -> None:
+    """Questions sent in two user messages and answered in two: the worker's history (strict
+    by default) cuts before a question, never between its halves, and writes back."""
+    history = RedisHistory(store, "user:2", namespace="tenant", roles="lenient")
+    history.append(Message.system("be helpful"))
+    for n in range(8):
+        history.append_many([Message.user(f"q{n}"), Message.user(f"q{n} again")])
+        history.append_many([Message.assistant("a" * 40), Message.assistant("b" * 40)])
+    messages = history.snapshot()
+    assert history.maybe_compact(queue, POLICY)
+    work(queue)
+    assert queue.failed_job_registry.count == 0
+    summary, *kept = history.snapshot()
+    assert summary.content.startswith(f"be helpful\n\n{TAG} q0 / q0 again / q1")
+    assert kept == messages[-len(kept) :]
+    assert [m.content for m in kept[:2]] == ["q7", "q7 again"]  # the last exchange, whole
+    assert history.turns()[0].lead == (summary,)
 
 
 def test_by_default_a_worker_prices_its_summary_exactly_while_pods_estimate(

@@ -79,10 +79,14 @@ def clients(request: pytest.FixtureRequest) -> Iterator[tuple[Any, Any]]:
     yield request.getfixturevalue("real_redis"), redis.asyncio.Redis.from_url(url)
 
 
-def chat(clients: tuple[Any, Any], conversation: str = "lc-1") -> RedisHistoryChatMessageHistory:
+def chat(
+    clients: tuple[Any, Any], conversation: str = "lc-1", **options: Any
+) -> RedisHistoryChatMessageHistory:
     sync, aio = clients
     return RedisHistoryChatMessageHistory(
-        RedisHistory(sync, conversation), async_history=AsyncRedisHistory(aio, conversation)
+        RedisHistory(sync, conversation),
+        async_history=AsyncRedisHistory(aio, conversation),
+        **options,
     )
 
 
@@ -162,15 +166,61 @@ def test_one_history_alone_serves_both_kinds_of_call() -> None:
 
 
 def test_add_messages_is_atomic_and_checked(clients: tuple[Any, Any]) -> None:
-    """The store's rules hold: a ToolMessage without its call, or two human messages in a
-    row, refuse the whole batch."""
+    """The store's rules hold: a ToolMessage without its call, or a late SystemMessage,
+    refuses the whole batch."""
     history = chat(clients)
     history.add_messages([HumanMessage("hi")])
     with pytest.raises(ToolPairingError):
         history.add_messages([AIMessage("ok"), ToolMessage("x", tool_call_id="nope")])
     with pytest.raises(RoleOrderError):
-        history.add_messages([AIMessage("ok"), HumanMessage("a"), HumanMessage("b")])
+        history.add_messages([AIMessage("ok"), HumanMessage("a"), SystemMessage("late")])
     assert history.messages == [HumanMessage("hi")]
+
+
+def test_a_user_may_send_two_messages_before_the_answer(clients: tuple[Any, Any]) -> None:
+    """By default the lenient role rules: two human messages in a row, and two AI messages in
+    a row, are stored, sync and async; an orphan tool result and an AI message before any
+    human one are still refused."""
+    history = chat(clients)
+    assert history.history is not None
+    assert history.async_history is not None
+    assert history.history.options.roles == history.async_history.options.roles == "lenient"
+    with pytest.raises(RoleOrderError, match="may not follow nothing"):
+        history.add_ai_message("How can I help?")
+    history.add_user_message("a")
+    history.add_user_message("b")
+    expected: list[BaseMessage] = [HumanMessage("a"), HumanMessage("b"), HumanMessage("c")]
+    expected += [AIMessage("one"), AIMessage("two")]
+
+    async def scenario() -> None:
+        await history.aadd_messages([HumanMessage("c")])
+        history.add_messages([AIMessage("one"), AIMessage("two")])
+        with pytest.raises(ToolPairingError, match="answers no open tool call"):
+            await history.aadd_messages([ToolMessage("orphan", tool_call_id="nobody-asked")])
+        assert await history.aget_messages() == expected
+        await clients[1].aclose()
+
+    asyncio.run(scenario())
+    assert history.messages == expected
+    request = render(history.history.snapshot(), "anthropic")
+    assert [turn["role"] for turn in request["messages"]] == ["user", "assistant"]
+    assert [block["text"] for block in request["messages"][0]["content"]] == ["a", "b", "c"]
+
+
+def test_strict_role_rules_are_one_argument_away(clients: tuple[Any, Any]) -> None:
+    """``roles="strict"`` refuses a second human message in a row; a strict history given to a
+    lenient chat history writes leniently, and from_url takes ``roles`` too."""
+    strict = chat(clients, "lc-strict", roles="strict")
+    strict.add_user_message("a")
+    with pytest.raises(RoleOrderError, match="may not follow user"):
+        strict.add_user_message("b")
+    assert strict.messages == [HumanMessage("a")]
+    given = RedisHistory(clients[0], "lc-strict", roles="strict")
+    lenient = RedisHistoryChatMessageHistory(given)
+    lenient.add_user_message("b")
+    assert given.snapshot()[-1].content == "b"
+    with pytest.raises(ValueError, match="'strict' or 'lenient'"):
+        RedisHistoryChatMessageHistory(given, roles="loose")  # type: ignore[arg-type]
 
 
 def test_mapping_refuses_what_the_store_cannot_pair() -> None:

@@ -14,6 +14,7 @@ from samples import STAGED_TEXT
 from redis_history import Message, RedisHistory, ToolCall
 from redis_history.errors import HistoryError
 from redis_history.parts import FilePart
+from redis_history.roles import Roles
 from redis_history.store import core
 from redis_history.store.codec import encode_message, role_item
 from redis_history.wire.call import Call
@@ -120,6 +121,7 @@ BATCHES = {
     "system, user": [Message.system("again", id="m-system"), USER],
     "assistant, user, assistant": [REPLY, USER, Message.assistant("more", id="m-more")],
     "user, user": [USER, Message.user("again", id="m-again")],
+    "assistant, assistant": [REPLY, Message.assistant("more", id="m-more")],
     "user, system": [USER, Message.system("late", id="m-late")],
     "both results, a reply": [
         Message.tool("r1", tool_call_id="c1", id="m-t1"),
@@ -172,15 +174,17 @@ def keys(client: redis.Redis, history: RedisHistory) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("ttl", [None, 600])
-@pytest.mark.parametrize("validate", [True, False])
+@pytest.mark.parametrize("checks", ["strict", "lenient", "none"])
 @pytest.mark.parametrize("batch", BATCHES)
 @pytest.mark.parametrize("state", STATES)
 def test_the_plain_script_answers_and_writes_as_the_general_one(
-    client: redis.Redis, state: str, batch: str, validate: bool, ttl: int | None
+    client: redis.Redis, state: str, batch: str, checks: str, ttl: int | None
 ) -> None:
     messages = BATCHES[batch]
-    plain = RedisHistory(client, "plain", validate=validate, ttl=ttl)
-    other = RedisHistory(client, "general", validate=validate, ttl=ttl)
+    roles: Roles = "lenient" if checks == "lenient" else "strict"
+    validate = checks != "none"
+    plain = RedisHistory(client, "plain", validate=validate, roles=roles, ttl=ttl)
+    other = RedisHistory(client, "general", validate=validate, roles=roles, ttl=ttl)
     for history in (plain, other):
         STATES[state](RedisHistory(client, history.conversation_id, ttl=300), client)
     call = plain.core.append(messages)

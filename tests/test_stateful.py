@@ -1,4 +1,5 @@
-"""Random operation sequences: the Lua scripts agree with the in-memory reference at every step."""
+"""Random operation sequences: the Lua scripts agree with the in-memory reference at every step,
+by either role rules, and with pods of both rules writing one conversation."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
 from redis_history import HistoryError, Message, RedisHistory, ToolCall
+from redis_history.roles import ROLES, Roles
 from redis_history.testing import InMemoryHistory
 
 CALL_IDS = ["a", "b", "c"]
@@ -25,15 +27,22 @@ specs = st.tuples(
 )
 
 
-def build_machine(client: Any) -> type[RuleBasedStateMachine]:
-    """A state machine class comparing a RedisHistory on ``client`` with the reference."""
+def build_machine(
+    client: Any, rules: tuple[Roles, ...] = ("strict",)
+) -> type[RuleBasedStateMachine]:
+    """A state machine class comparing a RedisHistory on ``client`` with the reference; with
+    several ``rules``, the writer switches between pods of each."""
 
     class HistoryMachine(RuleBasedStateMachine):
         def __init__(self) -> None:
             super().__init__()
             client.flushall()
-            self.redis = RedisHistory(client, "conv", token_counter="heuristic")
-            self.model = InMemoryHistory("conv", token_counter="heuristic")
+            self.pods = {
+                roles: RedisHistory(client, "conv", token_counter="heuristic", roles=roles)
+                for roles in rules
+            }
+            self.redis = self.pods[rules[0]]
+            self.model = InMemoryHistory("conv", token_counter="heuristic", roles=rules[0])
             self.serial = 0
             self.batches: list[list[Message]] = []
 
@@ -120,6 +129,11 @@ def build_machine(client: Any) -> type[RuleBasedStateMachine]:
                 messages = data.draw(st.sampled_from(self.batches[-8:]))
                 self.both(lambda h: h.append_many(messages))
 
+        @rule(roles=st.sampled_from(rules))
+        def switch_pods(self, roles: Roles) -> None:
+            """The next writes come from a pod with these role rules."""
+            self.redis, self.model.roles = self.pods[roles], roles
+
         @rule(n=st.integers(0, 10_000))
         def record_input_tokens(self, n: int) -> None:
             self.both(lambda h: h.record_input_tokens(n))
@@ -157,3 +171,18 @@ def test_scripts_agree_with_the_reference_on_fakeredis() -> None:
 def test_scripts_agree_with_the_reference_on_real_redis(real_redis: redis.Redis) -> None:
     """A real redis-server running the Lua matches InMemoryHistory step by step."""
     run_state_machine_as_test(build_machine(real_redis), settings=SETTINGS)  # type: ignore[no-untyped-call, unused-ignore]
+
+
+def test_pods_of_both_role_rules_agree_with_the_reference_on_fakeredis() -> None:
+    """Strict and lenient pods taking turns on one conversation: each write is checked by its
+    pod's rules against what the other left, as the reference checks it."""
+    machine = build_machine(fakeredis.FakeRedis(), ROLES)
+    run_state_machine_as_test(machine, settings=SETTINGS)  # type: ignore[no-untyped-call, unused-ignore]
+
+
+@pytest.mark.real_redis
+def test_pods_of_both_role_rules_agree_with_the_reference_on_real_redis(
+    real_redis: redis.Redis,
+) -> None:
+    """The same on a real redis-server."""
+    run_state_machine_as_test(build_machine(real_redis, ROLES), settings=SETTINGS)  # type: ignore[no-untyped-call, unused-ignore]

@@ -14,13 +14,15 @@ end
 --   user | system          the role alone
 --   tool <id>              and the call id it answers
 --   assistant <k> <ids>    and its k tool call ids
--- from the state (role, open); each item is checked against the rules when
--- `check` (true), or only against tool pairing (`check` 'pairing': summaries, whose
+-- from the state (role, open); each item is checked against the strict rules when
+-- `check` is true, against the lenient ones when 'lenient' (a user message after anything,
+-- an assistant message after anything but nothing or a system message; the rest as strict:
+-- redis_history/roles.py), or only against tool pairing when 'pairing' (summaries, whose
 -- roles lead whatever they are). Returns the last role, the open call ids and whether
 -- they changed; or nil and {code, index (0-based), reason} at the first violation.
 -- Linear in the items: a result finds its call through a table of the open ids' positions.
 local function walk(role, open, items, at, n, check)
-  local ordered = check == true
+  local ordered, lenient = check == true, check == 'lenient'
   local changed, left, slot = false, #open, nil
   for i = 0, n - 1 do
     local prev, answered, j, k = role, nil, nil, 0
@@ -45,7 +47,7 @@ local function walk(role, open, items, at, n, check)
     end
     if check then
       local code, why
-      if role == 'system' and ordered then
+      if role == 'system' and (ordered or lenient) then
         if prev ~= '' then code, why = ROLE_ORDER, 'a system message may only come first, not after ' .. prev end
       elseif role == 'tool' then
         if not j then
@@ -57,6 +59,8 @@ local function walk(role, open, items, at, n, check)
         elseif ordered and role == 'user' and not (prev == '' or prev == 'system' or prev == 'assistant') then
           code, why = ROLE_ORDER, 'a user message may not follow ' .. prev
         elseif ordered and role == 'assistant' and not (prev == 'user' or prev == 'tool') then
+          code, why = ROLE_ORDER, 'an assistant message may not follow ' .. (prev == '' and 'nothing' or prev)
+        elseif lenient and role == 'assistant' and (prev == '' or prev == 'system') then
           code, why = ROLE_ORDER, 'an assistant message may not follow ' .. (prev == '' and 'nothing' or prev)
         end
       else

@@ -595,7 +595,8 @@ def check_dump(dump: Dump, *, validate: bool = True) -> None:
     What is checked: the names; the accounting (:meth:`DumpMeta.check`); each entry's
     token count at most ``MAX_TOKENS``, and the live ones' adding up to the header's total
     (``MAX_TOKENS`` at most); the live messages' role order and tool pairing as the store's
-    writes leave them (:mod:`redis_history.roles`; not with ``validate=False``): the
+    writes leave them (:mod:`redis_history.roles`, by the lenient rules, which take what
+    writes by either rules leave; not with ``validate=False``): the
     summaries at the head (what ``splice_prefix`` wrote) for tool pairing only, as the
     splice checks them, the message after them for tool pairing too and to be no system
     message (a splice may cut a turn anywhere), every later one for both; and the parts'
@@ -658,7 +659,7 @@ def _check_turns(live: Sequence[Entry], line: Callable[[int], int]) -> None:
         try:
             if lead and index == lead and message.role == "system":
                 raise RoleOrderError("a system message may only come first, not after summaries")
-            state.advance(message, pairing_only=bool(lead) and index <= lead)
+            state.advance(message, pairing_only=bool(lead) and index <= lead, roles="lenient")
         except InvalidMessageError as exc:
             raise DumpError(f"{exc.message}: the store refuses that", line=line(index)) from None
 

@@ -101,14 +101,21 @@ def choose_cut(
     """The latest turn boundary that keeps the policy's tail verbatim, or ``None``.
 
     Turns start at user messages; a user message cannot come while tool calls
-    are open, so a cut there never splits a tool call from its result.
+    are open, so a cut there never splits a tool call from its result. The log is
+    read by the lenient role rules, which take what a pod writing by either rules
+    left; a user message right after another (a question sent in two) starts no turn
+    here, so a cut never parts the two.
 
     Raises:
         InvalidMessageError: the log breaks role order or tool pairing.
     """
-    RoleState().advance_all(messages)
+    RoleState().advance_all(messages, roles="lenient")
     head = 1 if messages and messages[0].role == "system" else 0
-    starts = [i for i, m in enumerate(messages) if m.role == "user" and i > head]
+    starts = [
+        i
+        for i, m in enumerate(messages)
+        if m.role == "user" and i > head and messages[i - 1].role != "user"
+    ]
     if policy.keep_last_turns:
         starts = starts[: len(starts) - policy.keep_last_turns + 1]
     starts = [i for i in starts if sum(tokens[i:]) >= policy.keep_last_tokens]
@@ -455,7 +462,7 @@ def _cut_and_write(
     context = CompactionContext(history.namespace, history.conversation_id, policy)
     request = CompactorRequest(
         context=context,
-        turns=tuple(group_entries(entries[: cut.drop])),
+        turns=tuple(group_entries(entries[: cut.drop], roles="lenient")),
         tokens=tuple(tokens[: cut.drop]),
         token_counter=history.token_counter,
         summarizer=plugins.summarizer,
@@ -518,7 +525,12 @@ def _replacement(
         raise refused(f"message ids the history would hold twice: {', '.join(twice[:5])}")
     flagged = len(replacement) + sum(1 for _ in takewhile(lambda e: e.summary, tail))
     try:
-        group_turns([*replacement, *(e.message for e in tail)], summaries=flagged, allow_open=True)
+        group_turns(
+            [*replacement, *(e.message for e in tail)],
+            summaries=flagged,
+            allow_open=True,
+            roles="lenient",
+        )
     except InvalidMessageError as exc:
         raise refused(f"messages that do not fit before the tail: {exc}") from exc
     return replacement

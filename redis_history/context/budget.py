@@ -148,7 +148,8 @@ class TurnSplit:
     lead: list[Message]
     """The leading system messages (prompt or summaries): always kept."""
     older: list[list[Message]]
-    """Every whole turn before the current one, oldest first, each without the lead."""
+    """Every whole turn before the current one, oldest first, each without the lead; a turn
+    without steps before another (two user messages in a row) is one with it."""
     current: list[Message]
     """The last turn (the one being answered): always kept. Empty when there is none."""
 
@@ -156,16 +157,28 @@ class TurnSplit:
 def split_turns(messages: Sequence[Message]) -> TurnSplit:
     """Cut ``messages`` into its lead, the older whole turns and the current turn.
 
+    Read by the lenient role rules (``group_turns(roles="lenient")``), which take what a
+    history written by either rules holds. A user message the model has not answered
+    before the next one (sent in two messages) goes with the turn after it, so a question
+    is kept or dropped whole.
+
     Raises:
         ToolPairingError: A result without its call, calls left unanswered.
         RoleOrderError: Roles out of order.
     """
-    turns = group_turns(messages)
+    turns = group_turns(messages, roles="lenient")
     if not turns:
         return TurnSplit([], [], [])
     lead = list(turns[0].lead)
-    bodies = [turn.to_messages()[len(turn.lead) :] for turn in turns]
-    bodies = [body for body in bodies if body]
+    bodies: list[list[Message]] = []
+    unanswered: list[Message] = []
+    for position, turn in enumerate(turns):
+        body = turn.to_messages()[len(turn.lead) :]
+        if body and not turn.steps and position < len(turns) - 1:
+            unanswered += body
+        elif body:
+            bodies.append([*unanswered, *body])
+            unanswered = []
     if not bodies:
         return TurnSplit(lead, [], [])
     return TurnSplit(lead, bodies[:-1], bodies[-1])

@@ -26,10 +26,13 @@ Messages stored before parts existed (an image in the copy alone) read back as t
 messages with parts written by others read as v1 standard blocks.
 
 The store's rules apply: role order and tool pairing are checked atomically on every
-``add_messages`` (all of its messages are stored, or none), so a ``SystemMessage``
-after the first message, two ``HumanMessage``\\ s in a row or a ``ToolMessage`` that
-answers no call are refused (use a history with ``validate=False`` to store any order).
-A tool call needs an id. Messages written by others (a compaction summary) read as
+``add_messages`` (all of its messages are stored, or none), by the lenient role rules
+unless the chat history is made with ``roles="strict"``: two ``HumanMessage``\\ s in a
+row (a user who sends two messages before the model answers) and two ``AIMessage``\\ s
+in a row are stored, while a ``SystemMessage`` after the first message, an ``AIMessage``
+before any ``HumanMessage``, a ``ToolMessage`` that answers no call and any other message
+while calls are unanswered are refused (use a history with ``validate=False`` to store
+any order). A tool call needs an id. Messages written by others (a compaction summary) read as
 messages of their role.
 """
 
@@ -37,7 +40,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, Self
+from typing import Any, Literal, Self, TypeVar
 
 try:
     from langchain_core.chat_history import BaseChatMessageHistory
@@ -64,6 +67,7 @@ from redis_history.parts import (
     decode_base64,
     from_openai_chat,
 )
+from redis_history.roles import Roles, check_roles
 from redis_history.store.history import AsyncRedisHistory, RedisHistory
 
 __all__ = [
@@ -73,6 +77,8 @@ __all__ = [
     "from_langchain",
     "to_langchain",
 ]
+
+_H = TypeVar("_H", RedisHistory, AsyncRedisHistory)
 
 LANGCHAIN = "langchain"
 """The ``metadata`` key holding what a LangChain message has beyond the store's fields."""
@@ -345,30 +351,48 @@ class RedisHistoryChatMessageHistory(BaseChatMessageHistory):
     """
 
     def __init__(
-        self, history: RedisHistory | None = None, *, async_history: AsyncRedisHistory | None = None
+        self,
+        history: RedisHistory | None = None,
+        *,
+        async_history: AsyncRedisHistory | None = None,
+        roles: Roles = "lenient",
     ) -> None:
         """Keep LangChain's messages in ``history`` and/or ``async_history``.
 
+        Args:
+            history: the history the sync methods use.
+            async_history: the history the async methods use.
+            roles: the role rules ``add_messages`` is checked by, whatever the histories'
+                own options say (:attr:`HistoryOptions.roles
+                <redis_history.HistoryOptions.roles>`): ``"lenient"``, as LangChain's
+                chat histories store messages in any order, or ``"strict"``. A history
+                made with ``validate=False`` stays unchecked.
+
         Raises:
-            ValueError: neither is given, or they name different conversations.
+            ValueError: neither is given, they name different conversations, or ``roles``
+                names no rules.
         """
         super().__init__()
+        check_roles(roles)
         if history is None and async_history is None:
             raise ValueError("give a RedisHistory, an AsyncRedisHistory, or both")
         if history is not None and async_history is not None and history.keys != async_history.keys:
             raise ValueError(f"{history!r} and {async_history!r} are different conversations")
-        self.history = history
-        self.async_history = async_history
+        self.history = _with_roles(history, roles)
+        self.async_history = _with_roles(async_history, roles)
 
     @classmethod
     def from_url(cls, url: str, conversation_id: str, **options: Any) -> Self:
         """Both histories of ``conversation_id`` on new clients for ``url``; ``options``
-        go to both (``namespace=``, ``ttl=``, ``validate=``...)."""
+        go to both (``namespace=``, ``ttl=``, ``validate=``...), but ``roles=`` to the
+        chat history (lenient unless given)."""
+        roles = options.pop("roles", "lenient")
         return cls(
             RedisHistory(redis.Redis.from_url(url), conversation_id, **options),
             async_history=AsyncRedisHistory(
                 redis.asyncio.Redis.from_url(url), conversation_id, **options
             ),
+            roles=roles,
         )
 
     def _sync(self) -> RedisHistory:
@@ -415,3 +439,14 @@ class RedisHistoryChatMessageHistory(BaseChatMessageHistory):
             await super().aclear()
             return
         await self.async_history.delete()
+
+
+def _with_roles(history: _H | None, roles: Roles) -> _H | None:
+    """``history``, or a history of its conversation on its client whose writes follow the
+    ``roles`` rules."""
+    if history is None or history.options.roles == roles:
+        return history
+    options = history.options.merged({"roles": roles})
+    return type(history)(
+        history.client, history.conversation_id, namespace=history.namespace, options=options
+    )

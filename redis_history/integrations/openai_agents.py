@@ -467,7 +467,9 @@ class RedisHistorySession:
 
         Args:
             history: the asyncio history; it must check role order (``validate=True``,
-                the default) for the bridges to be needed, and works without.
+                the default) for the bridges to be needed, and works without. The
+                bridges make the SDK's order follow the strict role rules (the default
+                ``roles``), which the lenient ones take too, so either works.
             session_settings: the SDK's settings; ``limit`` is ``get_items``'s default.
         """
         if isinstance(session_settings, Mapping):

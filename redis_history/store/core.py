@@ -300,7 +300,14 @@ class HistoryCore:
         self.counter = options.counter
         self._price = Pricer(self.counter)
         self.validate = options.validate
-        self._check = int(options.validate)
+        lenient = options.roles == "lenient"
+        self._check: int | str = ("l" if lenient else 1) if options.validate else 0
+        """The check argument of the scripts that check role order: 1 by the strict rules,
+        ``l`` by the lenient ones, 0 none."""
+        self._pairing = int(options.validate)
+        """The check argument of the scripts that check tool pairing only (splice, truncate)."""
+        self._reopening: int | str = ("L" if lenient else 2) if options.validate else 0
+        """A rollback's check argument when it lets calls reopen."""
         self.max_message_bytes = options.max_message_bytes
         self.ttl_ms = limits.ttl_ms(options.ttl)
         self.wait_replicas = options.wait_replicas
@@ -610,7 +617,7 @@ class HistoryCore:
             splice.drop,
             splice.lock_token or "",
             *splice.caps,
-            self._check,
+            self._pairing,
             *_fence(splice.expected),
             *self._blobs(splice.summaries),
         )
@@ -625,7 +632,7 @@ class HistoryCore:
     def truncate(self, n: int, *, op_id: str | None = None) -> Call[int]:
         """Keep at most ``n`` messages; the reply is the number removed."""
         keep = limits.position(n, "n", low=0)
-        args = (write_token("truncate", op_id, self._fresh), self.ttl_ms, keep, self._check)
+        args = (write_token("truncate", op_id, self._fresh), self.ttl_ms, keep, self._pairing)
         return _call(self._count, "truncate", self._data, args)
 
     def rollback(
@@ -639,7 +646,7 @@ class HistoryCore:
         ids = rollback_ids(messages)
         # Not a token of the ids: a later rollback of the same ids is stale, not a retry.
         token = write_token("rollback", op_id, self._fresh)
-        check = self._check and (2 if reopen_calls else 1)
+        check = self._reopening if reopen_calls else self._check
         args = (token, self.ttl_ms, check, len(ids), *map(_json_id, ids))
         return _call(self._count, "rollback", self._data, args)
 
@@ -764,7 +771,7 @@ class HistoryCore:
 
     def _turns(self, raw: Sequence[bytes | str], allow_open: bool) -> list[Turn]:
         try:
-            return group_entries(self._decode(raw), allow_open=allow_open)
+            return group_entries(self._decode(raw), allow_open=allow_open, roles="lenient")
         except InvalidMessageError as exc:
             raise self._context(exc) from None
 

@@ -138,8 +138,8 @@ class _Base:
             options: how the conversation is stored (:class:`HistoryOptions`); the
                 defaults otherwise.
             fields: any of :class:`HistoryOptions`'s fields, over ``options``
-                (``prefix``, ``token_counter``, ``validate``, ``max_message_bytes``,
-                ``ttl``, ``wait_replicas``, ``wait_timeout``).
+                (``prefix``, ``token_counter``, ``validate``, ``roles``,
+                ``max_message_bytes``, ``ttl``, ``wait_replicas``, ``wait_timeout``).
 
         Raises:
             UnsupportedClientError: a client made with ``decode_responses=True``.
@@ -427,8 +427,10 @@ class _History(_Base):
     def turns(self, *, allow_open: bool = True) -> Work[list[Turn]]:
         """Every live message grouped into turns, tool calls paired with their results.
 
-        See :func:`redis_history.group_turns`; the summaries ``splice_prefix``
-        left at the head lead the first turn, whatever their role.
+        See :func:`redis_history.group_turns`, with ``roles="lenient"``: whichever role
+        rules the pods that wrote the conversation had, it reads (as the strict rules
+        group it, when they take it). The summaries ``splice_prefix`` left at the head
+        lead the first turn, whatever their role.
 
         Args:
             allow_open: read a conversation mid-turn, as the store allows it: the last

@@ -9,6 +9,7 @@ from datetime import timedelta
 from typing import TypedDict, cast
 
 from redis_history import limits
+from redis_history.roles import Roles, check_roles
 from redis_history.store.keys import DEFAULT_NAMESPACE, DEFAULT_PREFIX, validate_scope
 from redis_history.tokens import TokenCounter, resolve_counter
 
@@ -28,6 +29,12 @@ class HistoryOptions:
             o200k counts (``estimate``), which the input tokens the LLM reports correct;
             ``"o200k_base"`` (or a model name) counts exactly. Resolved to a counter here.
         validate: check role order and tool pairing on every write.
+        roles: the role order those checks hold writes to: ``"strict"`` (user and
+            assistant alternate) or ``"lenient"`` (a user message may follow a user
+            message, an assistant message an assistant message); tool pairing and a
+            system message only first hold in both (:mod:`redis_history.roles`). Each
+            write checks its own messages against the stored state, whichever rules
+            wrote that.
         max_message_bytes: the largest stored message (1 to ``limits.MAX_MESSAGE_BYTES``).
         ttl: a sliding expiry (seconds or timedelta) stored with the conversation: every
             write, by any writer, refreshes it on every key.
@@ -42,6 +49,7 @@ class HistoryOptions:
     prefix: str = DEFAULT_PREFIX
     token_counter: TokenCounter | str | None = field(default=None, compare=False)
     validate: bool = True
+    roles: Roles = "strict"
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     ttl: float | timedelta | None = None
     wait_replicas: int = 0
@@ -52,6 +60,7 @@ class HistoryOptions:
         object.__setattr__(self, "token_counter", resolve_counter(self.token_counter))
         if not isinstance(self.validate, bool):
             raise TypeError(f"validate must be a bool, got {type(self.validate).__name__}")
+        check_roles(self.roles)
         limits.count(
             self.max_message_bytes, "max_message_bytes", low=1, high=DEFAULT_MAX_MESSAGE_BYTES
         )
@@ -75,6 +84,7 @@ class OptionFields(TypedDict, total=False):
     prefix: str
     token_counter: TokenCounter | str | None
     validate: bool
+    roles: Roles
     max_message_bytes: int
     ttl: float | timedelta | None
     wait_replicas: int
