@@ -27,7 +27,7 @@ from redis_history.context import (
     to_messages,
 )
 from redis_history.context.manager import MEMORY_HEADER
-from redis_history.memory import InMemoryMemory, LongTermMemory, MemoryFilters
+from redis_history.memory import InMemoryMemory, LongTermMemory, MemoryFilters, MemoryRecord
 
 STRATEGIES: tuple[Strategy, ...] = get_args(Strategy)
 PROMPT = "You are a travel agent."
@@ -298,6 +298,22 @@ def test_diagnostics_add_up_to_the_exact_count_of_the_request() -> None:
 
 
 # -- long-term memory ----------------------------------------------------------------------------
+
+
+def test_a_question_sent_as_two_user_messages_recalls_by_both() -> None:
+    """Under the lenient role rules a user may ask in two messages: the recall's query is
+    both, in order, not the first alone."""
+    asked_for: list[str] = []
+
+    class Recording(InMemoryMemory):
+        def recall(self, query: str, filters: MemoryFilters, top_k: int) -> list[MemoryRecord]:
+            asked_for.append(query)
+            return super().recall(query, filters, top_k)
+
+    chosen = manager("token_budget", enable_long_term_memory=True).with_memory(Recording())
+    asked = [Message.user("Book me a flight."), Message.user("From Porto, please.")]
+    chosen.prepare_messages(10_000, PROMPT, [], asked, MemoryFilters("a"))
+    assert asked_for == ["Book me a flight.\nFrom Porto, please."]
 
 
 def test_memories_are_recalled_into_the_system_message_within_their_budget() -> None:

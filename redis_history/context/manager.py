@@ -426,7 +426,8 @@ class _Manager:
                 message, tool steps so far). The current turn is the history's last turn
                 continued by these; it is always sent whole.
             memory_filters: Whose memories to recall; required when long-term memory is
-                enabled. The query is the current turn's user message.
+                enabled. The query is the current turn's user messages (a question sent
+                as two messages, by the lenient role rules, is asked whole).
             format: The wire format of the request.
 
         Returns:
@@ -471,7 +472,7 @@ class _Manager:
         framing, count = framing_of(format), self._counter
         split = split_turns([*history, *current_turn])
         prompts, stored_summaries = self._lead(system_message, split.lead)
-        query = next((m.text for m in split.current if m.role == "user"), "")
+        query = "\n".join(m.text for m in split.current if m.role == "user" and m.text)
         memory_block, recalled, kept_memories = yield from self._recall(query, memory_filters)
         live = yield from self._live_shared(history)
         summaries = [*stored_summaries, *self._summaries, *live]
