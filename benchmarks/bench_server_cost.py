@@ -32,8 +32,8 @@ A run takes the contestants in a new shuffled order; each is measured over its w
 
 Each figure is the least of ``--runs`` runs (noise only adds CPU), and each ratio is the store
 over the floor of the same shape in the same runs. Then whole reads: ``snapshot()`` of chat
-conversations of 1,000 and 5,000 messages against the floor's ``LRANGE`` and ``json.loads``,
-client CPU, the least of the runs.
+conversations of 1,000 and 5,000 messages and of a tool-heavy one of 1,000 against the
+floor's ``LRANGE`` and ``json.loads``, client CPU, the least of the runs.
 """
 
 from __future__ import annotations
@@ -182,16 +182,18 @@ def appends(url: str, messages: int, runs: int, seed: int) -> dict[tuple[str, st
     return best
 
 
-def reads(url: str, sizes: Sequence[int], runs: int) -> dict[int, tuple[float, float]]:
-    """Client CPU (ms) of a whole read of a chat conversation of each size: the store's
+def reads(
+    url: str, sizes: Sequence[tuple[str, int]], runs: int
+) -> dict[tuple[str, int], tuple[float, float]]:
+    """Client CPU (ms) of a whole read of a conversation of each mix and size: the store's
     ``snapshot()`` and the floor's ``LRANGE`` and ``json.loads``, the least of ``runs``."""
     client = redis.Redis.from_url(url)
-    out: dict[int, tuple[float, float]] = {}
-    for size in sizes:
-        turns = chat_turns(size)
-        history = RedisHistory(client, f"bench:read:{size}")
+    out: dict[tuple[str, int], tuple[float, float]] = {}
+    for mix, size in sizes:
+        turns = MIXES[mix](size)
+        history = RedisHistory(client, f"bench:read:{mix}:{size}")
         history.delete()
-        key = f"bench:read-floor:{size}"
+        key = f"bench:read-floor:{mix}:{size}"
         client.delete(key)
         for turn in turns:
             history.append_many([to_message(m) for m in turn])
@@ -211,7 +213,7 @@ def reads(url: str, sizes: Sequence[int], runs: int) -> dict[int, tuple[float, f
                 before = time.process_time()
                 read()
                 timed[name] = min(timed[name], (time.process_time() - before) * 1e3)
-        out[size] = (timed["store"], timed["floor"])
+        out[mix, size] = (timed["store"], timed["floor"])
         history.delete()
         client.delete(key)
     return out
@@ -226,7 +228,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--markdown", action="store_true", help="print the tables only")
     args = parser.parse_args(argv)
     messages, runs = (100, 1) if args.quick else (args.messages, args.runs)
-    sizes = (100, 300) if args.quick else (1000, 5000)
+    sizes = (
+        [("chat", 100), ("chat", 300), ("tool-heavy", 100)]
+        if args.quick
+        else [("chat", 1000), ("chat", 5000), ("tool-heavy", 1000)]
+    )
     with RedisServer() as server:
         version = server.client().info("server")["redis_version"]
         best = appends(server.url, messages, runs, args.seed)
@@ -248,11 +254,12 @@ def main(argv: Sequence[str] | None = None) -> None:
                 f"| {script.server / floor.server:.2f}x | {empty.server / floor.server:.2f}x |"
             )
     print()
-    print("| chat snapshot | floor client ms | store client ms | ratio |")
+    print("| snapshot | floor client ms | store client ms | ratio |")
     print("|---|---:|---:|---:|")
-    for size, (store_ms, floor_ms) in read.items():
+    for (mix, size), (store_ms, floor_ms) in read.items():
         print(
-            f"| {size:,} messages | {floor_ms:.2f} | {store_ms:.2f} | {store_ms / floor_ms:.2f}x |"
+            f"| {mix}, {size:,} messages | {floor_ms:.2f} | {store_ms:.2f} "
+            f"| {store_ms / floor_ms:.2f}x |"
         )
 
 

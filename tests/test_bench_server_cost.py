@@ -25,6 +25,10 @@ def test_quick_server_cost_benchmark_prints_every_row() -> None:
         assert len(figures) == 9
         assert all(figure > 0 for figure in figures)
     reads = re.findall(
-        r"^\| (\d+) messages \| ([\d.]+) \| ([\d.]+) \| ([\d.]+)x \|$", printed, re.M
+        r"^\| ([\w-]+), (\d+) messages \| ([\d.]+) \| ([\d.]+) \| ([\d.]+)x \|$", printed, re.M
     )
-    assert [size for size, *_ in reads] == ["100", "300"]
+    assert [(mix, size) for mix, size, *_ in reads] == [
+        ("chat", "100"),
+        ("chat", "300"),
+        ("tool-heavy", "100"),
+    ]
