@@ -17,9 +17,9 @@ from redis_history import (
     RedisHistory,
 )
 from redis_history.compaction.run import run_compaction
-from redis_history.demo.server import RedisServer
+from redis_history.demo.server import RedisServer, free_port
 from redis_history.memory import RedisLongTermMemory
-from redis_history.wire import denial_advice
+from redis_history.wire import denial_advice, outage_advice
 
 pytestmark = pytest.mark.real_redis
 
@@ -152,3 +152,20 @@ def test_stats_speaks_in_units_and_words(redis_server: RedisServer) -> None:
     data = json.loads(cli("stats", "c", "--json", "--redis-url", redis_server.url).stdout)
     assert data["ttl"] == 90_000
     assert set(data["last_compaction"]) >= {"at", "message_id"}
+
+
+def test_a_server_that_cannot_be_reached_says_what_to_check() -> None:
+    """A closed port and a host name that does not resolve each get their advice after what
+    redis-py said (exit 4); the line stays one line."""
+    closed = cli("ls", "--redis-url", f"redis://127.0.0.1:{free_port()}/0")
+    assert closed.returncode == 4, closed.stderr
+    line = closed.stderr.splitlines()[-1]
+    assert "Connection refused" in line
+    assert line.endswith(
+        "(nothing listens there: start a Redis, or name the one to use in the URL, "
+        "REDIS_HISTORY_URL or --redis-url)"
+    )
+    assert "does not resolve" in outage_advice(
+        "Error -2 connecting to nosuchhost.invalid:6379. Name or service not known."
+    )
+    assert outage_advice("Timeout reading from socket") == ""

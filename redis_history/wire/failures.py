@@ -34,6 +34,7 @@ __all__ = [
     "bytes_client",
     "denial_advice",
     "no_function",
+    "outage_advice",
     "redis_error",
     "resent",
     "scripts_denied",
@@ -129,6 +130,28 @@ _WRONG_CREDENTIALS = re.compile(r"WRONGPASS|invalid username-password|user is di
 _NOT_PERMITTED = re.compile(r"NOPERM|No permissions|The user executing the script can't", re.I)
 
 
+_REFUSED = re.compile(r"Connection refused|Error 111\b", re.IGNORECASE)
+_UNKNOWN_HOST = re.compile(
+    r"Name or service not known|nodename nor servname|Temporary failure in name resolution|"
+    r"Error -[23]\b",
+    re.IGNORECASE,
+)
+
+
+def outage_advice(text: str) -> str:
+    """What to do about a server that could not be reached, from redis-py's words (``""``
+    when they name nothing the advice could): nothing listening there, or a host name
+    that does not resolve."""
+    if _REFUSED.search(text):
+        return (
+            " (nothing listens there: start a Redis, or name the one to use in the URL, "
+            "REDIS_HISTORY_URL or --redis-url)"
+        )
+    if _UNKNOWN_HOST.search(text):
+        return " (the host name does not resolve: check the URL, REDIS_HISTORY_URL or --redis-url)"
+    return ""
+
+
 def denial_advice(text: str) -> str:
     """What to do about an access denial, from what Redis said (``""`` when it says nothing
     the advice could name): no password given, a wrong one, or an ACL rule that lacks a key
@@ -175,7 +198,7 @@ FAILURES = (
     _Rule(
         lambda exc, _: isinstance(exc, _UNAVAILABLE),
         StoreUnavailableError,
-        "{where} is unavailable: {text}",
+        "{where} is unavailable: {text}{hint}",
     ),
     _Rule(
         lambda exc, text: isinstance(exc, redis_errors.ResponseError) and bool(_BUSY.search(text)),
@@ -211,7 +234,10 @@ def redis_error(
             advice = denial_advice(text) if rule.error is AccessDeniedError else ""
             if advice:
                 advice += "; Redis said: "
-            return rule.error(rule.says.format(where=where, data=data, text=text, advice=advice))
+            hint = outage_advice(text) if rule.error is StoreUnavailableError else ""
+            return rule.error(
+                rule.says.format(where=where, data=data, text=text, advice=advice, hint=hint)
+            )
     return HistoryError(f"{where} refused the operation: {text}")
 
 
