@@ -54,7 +54,6 @@ layer re-exports these names (``redis_history.context``) and builds on them.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import takewhile
@@ -267,21 +266,22 @@ def group_turns(
             user, a system message after the lead, two user messages in a row (strict).
         ValueError: ``summaries`` is negative or more than there are messages.
     """
-    if roles == "lenient":
-        # A list either set of rules takes reads as the strict rules read it, when they do.
-        with contextlib.suppress(InvalidMessageError):
-            return group_turns(messages, summaries=summaries, allow_open=allow_open)
     messages = list(messages)
     lead = _lead_length(messages, summaries)
     if summaries and (plain := _lead_length(messages, 0)) < lead:
         # Summaries that read as turns by themselves (a compactor that kept turns wrote
         # them back) are grouped as turns; only otherwise do they lead whatever their role.
-        try:
-            _check(messages, plain, allow_open=allow_open, roles=roles)
-        except InvalidMessageError:
-            pass
-        else:
-            return _grouped(messages, plain)
+        # The rules decide which (grouping does not depend on them otherwise): a list the
+        # strict rules take is read as they read it, whatever ``roles``.
+        tries = [
+            (rules, start) for rules in dict.fromkeys(("strict", roles)) for start in (plain, lead)
+        ]
+        for rules, start in tries[:-1]:
+            try:
+                _check(messages, start, allow_open=allow_open, roles=rules)
+            except InvalidMessageError:
+                continue
+            return _grouped(messages, start)
     _check(messages, lead, allow_open=allow_open, roles=roles)
     return _grouped(messages, lead)
 

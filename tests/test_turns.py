@@ -501,6 +501,20 @@ def test_a_list_groups_leniently_exactly_when_the_lenient_store_accepts_it(
     assert grouped == strict
 
 
+def test_summaries_that_read_as_turns_only_leniently_lead_as_the_strict_rules_read_them() -> None:
+    """A summary written as a user message, then a user's question: the strict rules take the
+    list only with the summary leading, so the lenient rules group it so too, not as two
+    turns of their own; without the question, both read the summary as a turn."""
+    summary = Message.user("Summary: the user flies from Porto.")
+    question, answer = Message.user("And back?"), Message.assistant("On Friday.")
+    strict = group_turns([summary, question, answer], summaries=1)
+    assert strict[0].lead == (summary,)
+    assert group_turns([summary, question, answer], summaries=1, roles="lenient") == strict
+    alone = group_turns([summary, answer], summaries=1, roles="lenient")
+    assert alone == group_turns([summary, answer], summaries=1)
+    assert alone[0].user == summary
+
+
 # -- history.turns() on every backend ------------------------------------------------------------
 
 
