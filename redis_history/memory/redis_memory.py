@@ -754,8 +754,8 @@ class _Memory:
         limits.limited(len(counts), MAX_TERMS, "a memory's distinct terms")
         keys = self.keys(filters.agent_id, filters.user_id)
         length = sum(counts.values())
-        ttl = _ttl(metadata["ttl_seconds"], "ttl_seconds") if "ttl_seconds" in metadata else None
-        ttl = self.ttl_seconds if "ttl_seconds" not in metadata else ttl
+        given = "ttl_seconds" in metadata
+        ttl = _ttl(metadata["ttl_seconds"], "ttl_seconds") if given else self.ttl_seconds
         now = self._clock()
         expires = "" if ttl is None else str(now + max(1, round(ttl * 1000)))
         conversations = [] if filters.conversation_id is None else [filters.conversation_id]
