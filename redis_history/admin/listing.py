@@ -26,7 +26,6 @@ from redis_history.errors import (
 from redis_history.store.codec import Entry
 from redis_history.store.history import RedisHistory
 from redis_history.store.keys import (
-    DATA_KINDS,
     conversation_of,
     conversation_pattern,
     glob_escape,
@@ -194,15 +193,14 @@ def list_namespaces(target: Target) -> list[NamespaceInfo]:
     for key in scan(target, f"{glob_escape(target.prefix)}:*:{{*}}:*"):
         text = key.decode("utf-8", "surrogateescape")
         namespace, _, rest = text[len(head) :].partition(":")
-        if rest.startswith("{"):
-            name, brace, kind = rest[1:].partition("}:")
-            found = conversations if brace and kind in DATA_KINDS else None
-        else:
-            name, brace, kind = rest.removeprefix("mem:{").partition("}:")
-            found = owners if rest.startswith("mem:{") and brace and kind == "stats" else None
-        if found is None or not name or not _usable(namespace, target.prefix):
+        if not _usable(namespace, target.prefix):
             continue
-        found.setdefault(namespace, set()).add(name)
+        if conversation := conversation_of(text, namespace, target.prefix):
+            conversations.setdefault(namespace, set()).add(conversation)
+        elif rest.startswith("mem:{"):
+            owner, _, kind = rest.removeprefix("mem:{").partition("}:")
+            if owner and kind == "stats":
+                owners.setdefault(namespace, set()).add(owner)
     return [
         NamespaceInfo(
             namespace, len(conversations.get(namespace, ())), len(owners.get(namespace, ()))
